@@ -1,0 +1,83 @@
+// Arena: buddy-allocated blocks of device memory, physically backed on
+// demand.
+//
+// A block is handed out only once every granule under it is committed on the
+// device, and a granule is decommitted as soon as no allocated block touches
+// it, so the device's memory use follows what is stored (like tmpfs follows
+// RAM) instead of the mount's size.
+//
+// Content of a new block is unspecified: callers must write or Zero every
+// byte they later read (fs/extent_map.h does).
+//
+// Thread-safe. Allocation and free take one short lock; data copies go to
+// the device directly and never take it.
+#ifndef CUDAFS_ALLOC_ARENA_H_
+#define CUDAFS_ALLOC_ARENA_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "alloc/buddy_allocator.h"
+#include "alloc/device.h"
+
+namespace cudafs {
+
+struct Block {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+struct ArenaStats {
+  BuddyStats blocks;
+  uint64_t committed_bytes = 0;  // physical memory held on the device
+};
+
+class Arena {
+ public:
+  // Manages the whole arena of `device`, which must outlive the Arena.
+  // min_block is a power of two.
+  Arena(Device* device, uint64_t min_block);
+  ~Arena();
+
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // A block of exactly `size` bytes (a power of two >= min_block).
+  // ResourceExhausted when no free block that size exists or the device
+  // cannot back it.
+  absl::StatusOr<Block> Allocate(uint64_t size);
+  void Free(Block block);
+
+  // Largest block worth asking for right now (0 when the arena is full).
+  uint64_t LargestFree() const;
+
+  Device& device() const { return *device_; }
+  uint64_t min_block() const { return min_block_; }
+  uint64_t capacity() const { return capacity_; }
+  ArenaStats Stats() const;
+
+ private:
+  // Adds `delta` (+1 or -1) to the use count of every granule under the
+  // block; commits granules going 0 -> 1 and decommits those going 1 -> 0.
+  absl::Status Reference(Block block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unreference(Block block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Device* const device_;
+  const uint64_t min_block_;
+  const uint64_t capacity_;
+  const uint64_t granule_;
+
+  mutable absl::Mutex mu_;
+  BuddyAllocator allocator_ ABSL_GUARDED_BY(mu_);
+  // Granule index -> number of allocated blocks touching it. Only committed
+  // granules have an entry, so this grows with use, not with arena size.
+  absl::flat_hash_map<uint64_t, uint32_t> granule_users_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_ALLOC_ARENA_H_

@@ -1,0 +1,193 @@
+#include "fs/extent_map.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <vector>
+
+namespace cudafs {
+
+ExtentMap::~ExtentMap() {
+  for (const auto& [file_offset, block] : extents_) arena_->Free(block);
+}
+
+ExtentMap::Extents::const_iterator ExtentMap::Find(uint64_t offset) const {
+  auto it = extents_.upper_bound(offset);
+  if (it == extents_.begin()) return extents_.end();
+  --it;
+  return offset < it->first + it->second.size ? it : extents_.end();
+}
+
+uint64_t ExtentMap::FitBlock(uint64_t offset, uint64_t wanted) const {
+  // Halving always terminates: at min_block the aligned slot around an
+  // unmapped offset cannot overlap an extent (extents are aligned to sizes
+  // >= min_block, so one overlapping the slot would contain the offset).
+  for (uint64_t size = wanted;; size /= 2) {
+    const uint64_t start = offset & ~(size - 1);
+    const uint64_t end = start + size;
+    auto next = extents_.lower_bound(start);
+    if (next != extents_.end() && next->first < end) continue;
+    if (next != extents_.begin()) {
+      auto previous = std::prev(next);
+      if (previous->first + previous->second.size > start) continue;
+    }
+    return size;
+  }
+}
+
+absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, std::vector<uint64_t>* added) {
+  const uint64_t min_block = arena_->min_block();
+  uint64_t position = offset;
+  while (position < end) {
+    if (auto it = Find(position); it != extents_.end()) {
+      position = it->first + it->second.size;
+      continue;
+    }
+    const uint64_t hint = std::max(position, end - position);
+    uint64_t size = FitBlock(position, std::clamp(std::bit_floor(hint), min_block, max_extent_));
+    absl::StatusOr<Block> block = arena_->Allocate(size);
+    // A fragmented arena may lack a block this large; smaller ones still
+    // fit the file, so fall back before reporting ENOSPC.
+    while (!block.ok() && absl::IsResourceExhausted(block.status()) && size > min_block) {
+      size /= 2;
+      block = arena_->Allocate(size);
+    }
+    if (!block.ok()) {
+      for (uint64_t start : *added) Release(extents_.find(start));
+      added->clear();
+      return block.status();
+    }
+    const uint64_t start = position & ~(size - 1);
+    extents_.emplace(start, *block);
+    allocated_bytes_ += size;
+    added->push_back(start);
+    position = start + size;
+  }
+  return absl::OkStatus();
+}
+
+void ExtentMap::Release(Extents::iterator it) {
+  arena_->Free(it->second);
+  allocated_bytes_ -= it->second.size;
+  extents_.erase(it);
+}
+
+absl::Status ExtentMap::Read(uint64_t offset, size_t length, char* out) const {
+  const uint64_t end = offset + length;
+  std::vector<DeviceToHost> copies;
+  auto it = Find(offset);
+  if (it == extents_.end()) it = extents_.upper_bound(offset);
+  uint64_t position = offset;
+  while (position < end) {
+    if (it == extents_.end() || it->first >= end) {
+      std::fill(out + (position - offset), out + length, 0);
+      break;
+    }
+    if (it->first > position) {  // a hole
+      std::fill(out + (position - offset), out + (it->first - offset), 0);
+      position = it->first;
+    }
+    const uint64_t piece_end = std::min(end, it->first + it->second.size);
+    copies.push_back(DeviceToHost{out + (position - offset),
+                                  it->second.offset + (position - it->first),
+                                  piece_end - position});
+    position = piece_end;
+    ++it;
+  }
+  if (copies.empty()) return absl::OkStatus();
+  return arena_->device().Read(copies);
+}
+
+absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) {
+  if (length == 0) return absl::OkStatus();
+  const uint64_t end = offset + length;
+  std::vector<uint64_t> added;
+  if (absl::Status status = MapRange(offset, end, &added); !status.ok()) return status;
+
+  // Bytes of new blocks outside the write would otherwise show whatever the
+  // arena held before.
+  std::vector<DeviceRange> zeros;
+  for (uint64_t start : added) {
+    const Block& block = extents_.at(start);
+    if (start < offset) zeros.push_back({block.offset, offset - start});
+    if (start + block.size > end) {
+      zeros.push_back({block.offset + (end - start), start + block.size - end});
+    }
+  }
+  std::vector<HostToDevice> copies;
+  for (auto it = Find(offset); it != extents_.end() && it->first < end; ++it) {
+    const uint64_t piece_start = std::max(offset, it->first);
+    const uint64_t piece_end = std::min(end, it->first + it->second.size);
+    copies.push_back(HostToDevice{it->second.offset + (piece_start - it->first),
+                                  data + (piece_start - offset), piece_end - piece_start});
+  }
+  absl::Status status = arena_->device().Zero(zeros);
+  if (status.ok()) status = arena_->device().Write(copies);
+  if (!status.ok()) {
+    // Never keep a new block whose zeroing may not have happened.
+    for (uint64_t start : added) Release(extents_.find(start));
+  }
+  return status;
+}
+
+absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
+  if (length == 0) return absl::OkStatus();
+  std::vector<uint64_t> added;
+  if (absl::Status status = MapRange(offset, offset + length, &added); !status.ok()) {
+    return status;
+  }
+  std::vector<DeviceRange> zeros;
+  for (uint64_t start : added) {
+    const Block& block = extents_.at(start);
+    zeros.push_back({block.offset, block.size});
+  }
+  absl::Status status = arena_->device().Zero(zeros);
+  if (!status.ok()) {
+    for (uint64_t start : added) Release(extents_.find(start));
+  }
+  return status;
+}
+
+absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
+  const uint64_t end = length > std::numeric_limits<uint64_t>::max() - offset
+                           ? std::numeric_limits<uint64_t>::max()
+                           : offset + length;
+  std::vector<DeviceRange> zeros;
+  auto it = extents_.upper_bound(offset);
+  if (it != extents_.begin() && std::prev(it)->first + std::prev(it)->second.size > offset) --it;
+  while (it != extents_.end() && it->first < end) {
+    const uint64_t extent_end = it->first + it->second.size;
+    if (it->first >= offset && extent_end <= end) {
+      arena_->Free(it->second);
+      allocated_bytes_ -= it->second.size;
+      it = extents_.erase(it);
+      continue;
+    }
+    const uint64_t piece_start = std::max(offset, it->first);
+    const uint64_t piece_end = std::min(end, extent_end);
+    zeros.push_back({it->second.offset + (piece_start - it->first), piece_end - piece_start});
+    ++it;
+  }
+  return arena_->device().Zero(zeros);
+}
+
+absl::Status ExtentMap::Truncate(uint64_t size) {
+  return PunchHole(size, std::numeric_limits<uint64_t>::max() - size);
+}
+
+std::optional<uint64_t> ExtentMap::NextData(uint64_t offset) const {
+  if (Find(offset) != extents_.end()) return offset;
+  auto it = extents_.upper_bound(offset);
+  if (it == extents_.end()) return std::nullopt;
+  return it->first;
+}
+
+uint64_t ExtentMap::NextHole(uint64_t offset) const {
+  uint64_t position = offset;
+  for (auto it = Find(position); it != extents_.end(); it = Find(position)) {
+    position = it->first + it->second.size;
+  }
+  return position;
+}
+
+}  // namespace cudafs

@@ -1,0 +1,93 @@
+// ExtentMap: the bytes of one regular file, as arena blocks keyed by file
+// offset.
+//
+// Layout invariant: an extent of size S (a power of two) starts at a file
+// offset that is a multiple of S. Extents therefore never straddle each
+// other's alignment, a free aligned slot for any offset always exists at
+// min_block granularity, and lookups are one ordered-map search.
+//
+// Growth policy: a write into unmapped space gets the largest block that is
+// no larger than max(offset, write length) (at least min_block, at most
+// max_extent), aligned, not overlapping a neighbour, and available in the
+// arena. Small files thus cost their size rounded up to min_block (a 4 KiB
+// file takes one 4 KiB block), a file grown by appends costs at most about
+// twice its size, and a large file written in 1 MiB requests maps one extent
+// per request.
+//
+// Every byte of a block that is not written is zeroed when the block is
+// allocated, and bytes cut off by Truncate/PunchHole are zeroed, so a block
+// never exposes bytes of a deleted file and holes read as zeros.
+//
+// Not thread-safe: the owning inode's lock guards it.
+#ifndef CUDAFS_FS_EXTENT_MAP_H_
+#define CUDAFS_FS_EXTENT_MAP_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "absl/container/btree_map.h"
+#include "absl/status/status.h"
+#include "alloc/arena.h"
+
+namespace cudafs {
+
+class ExtentMap {
+ public:
+  ExtentMap(Arena* arena, uint64_t max_extent) : arena_(arena), max_extent_(max_extent) {}
+  ~ExtentMap();  // gives every block back to the arena
+
+  ExtentMap(const ExtentMap&) = delete;
+  ExtentMap& operator=(const ExtentMap&) = delete;
+
+  // Copies [offset, offset + length) into `out`; unmapped bytes read as
+  // zeros. The caller clamps the range to the file size.
+  absl::Status Read(uint64_t offset, size_t length, char* out) const;
+
+  // Maps whatever [offset, offset + length) lacks, then copies `data` in.
+  // On ResourceExhausted nothing changed.
+  absl::Status Write(uint64_t offset, const char* data, size_t length);
+
+  // Maps whatever [offset, offset + length) lacks with zeroed blocks
+  // (fallocate). On ResourceExhausted nothing changed.
+  absl::Status Reserve(uint64_t offset, uint64_t length);
+
+  // Makes [offset, offset + length) read as zeros; frees the blocks that lie
+  // wholly inside it.
+  absl::Status PunchHole(uint64_t offset, uint64_t length);
+
+  // Frees the blocks at or beyond `size` and zeroes the rest of the block
+  // that holds byte `size`, so a later extension reads zeros.
+  absl::Status Truncate(uint64_t size);
+
+  // First mapped offset >= `offset`, if any (SEEK_DATA).
+  std::optional<uint64_t> NextData(uint64_t offset) const;
+  // First unmapped offset >= `offset` (SEEK_HOLE; may lie past the size).
+  uint64_t NextHole(uint64_t offset) const;
+
+  // Bytes of arena held (st_blocks).
+  uint64_t allocated_bytes() const { return allocated_bytes_; }
+  size_t extent_count() const { return extents_.size(); }
+
+ private:
+  using Extents = absl::btree_map<uint64_t, Block>;  // file offset -> block
+
+  // The extent that holds byte `offset`, or end().
+  Extents::const_iterator Find(uint64_t offset) const;
+  // Maps every unmapped byte of [offset, end); records the new extents in
+  // `added` (file offsets) so the caller can zero or roll them back.
+  absl::Status MapRange(uint64_t offset, uint64_t end, std::vector<uint64_t>* added);
+  // Largest aligned block size for unmapped `offset` that fits between its
+  // neighbours, starting from `wanted`.
+  uint64_t FitBlock(uint64_t offset, uint64_t wanted) const;
+  void Release(Extents::iterator it);
+
+  Arena* const arena_;
+  const uint64_t max_extent_;
+  Extents extents_;
+  uint64_t allocated_bytes_ = 0;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_EXTENT_MAP_H_

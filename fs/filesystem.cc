@@ -1,0 +1,985 @@
+// Locking overview. There is no filesystem-wide lock on the data path.
+//
+//  1. Impl::namespace_mu_ guards every Directory and Inode::parent: lookups
+//     and readdir share it, operations that change names (create, link,
+//     unlink, rename, ...) hold it exclusively. Read, write, setattr and
+//     xattr operations never take it.
+//  2. Inode::mu guards one inode's attributes, xattrs and data. Data reads
+//     share it, so readers of one file run in parallel; writers of one file
+//     serialise (as the kernel serialises them for one file anyway). Only
+//     namespace operations, which hold (1) exclusively, lock several inodes.
+//  3. InodeTable's lock guards the inode map and lookup/open counts.
+//  4. Arena's lock guards the buddy allocator and granule commits; device
+//     copies run outside every lock but the inode's.
+// Locks are taken in this order only.
+#include "fs/filesystem.h"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "fs/errors.h"
+#include "fs/inode_table.h"
+
+namespace cudafs {
+
+bool Caller::InGroup(gid_t gid) const {
+  if (gid == gid_) return true;
+  if (!fetch_groups_) return false;
+  if (!groups_) groups_ = fetch_groups_();
+  return std::find(groups_->begin(), groups_->end(), gid) != groups_->end();
+}
+
+namespace {
+
+constexpr size_t kNameMax = 255;
+constexpr size_t kSymlinkMax = 4095;  // PATH_MAX - 1
+constexpr size_t kXattrNameMax = 255;
+constexpr size_t kXattrValueMax = 65536;
+constexpr uint64_t kMaxFileSize = std::numeric_limits<int64_t>::max();
+constexpr int64_t kRelatimeInterval = 24 * 3600;  // seconds
+
+timespec Now() {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return now;
+}
+
+bool Before(const timespec& a, const timespec& b) {
+  return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec <= b.tv_nsec);
+}
+
+absl::Status ValidateName(absl::string_view name) {
+  if (name.empty()) return PosixError(ENOENT);
+  if (name.size() > kNameMax) return PosixError(ENAMETOOLONG);
+  if (name.find('/') != absl::string_view::npos) return PosixError(EINVAL);
+  return absl::OkStatus();
+}
+
+bool IsDotOrDotDot(absl::string_view name) { return name == "." || name == ".."; }
+
+void FillStat(const Inode& inode, struct stat* st) ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
+  *st = {};
+  st->st_ino = inode.ino;
+  st->st_mode = inode.mode;
+  st->st_nlink = inode.nlink;
+  st->st_uid = inode.uid;
+  st->st_gid = inode.gid;
+  st->st_rdev = inode.rdev;
+  st->st_size = static_cast<off_t>(inode.size);
+  st->st_blksize = 4096;
+  st->st_blocks = inode.data ? static_cast<blkcnt_t>(inode.data->allocated_bytes() / 512) : 0;
+  st->st_atim = inode.atime;
+  st->st_mtim = inode.mtime;
+  st->st_ctim = inode.ctime;
+}
+
+// POSIX permission bits; uid 0 bypasses them except that it may execute
+// only what someone may execute (the kernel's rule for CAP_DAC_OVERRIDE).
+bool Permits(const Inode& inode, int mask, const Caller& caller)
+    ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
+  mask &= R_OK | W_OK | X_OK;
+  if (caller.is_root()) {
+    return !(mask & X_OK) || inode.is_directory() || (inode.mode & 0111);
+  }
+  mode_t bits;
+  if (caller.uid() == inode.uid) {
+    bits = (inode.mode >> 6) & 7;
+  } else if (caller.InGroup(inode.gid)) {
+    bits = (inode.mode >> 3) & 7;
+  } else {
+    bits = inode.mode & 7;
+  }
+  return (bits & mask) == static_cast<mode_t>(mask);
+}
+
+absl::Status CheckPermission(const Inode& inode, int mask, const Caller& caller)
+    ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
+  return Permits(inode, mask, caller) ? absl::OkStatus() : PosixError(EACCES);
+}
+
+// Sticky directories: only the owner of the entry or of the directory (or
+// root) may remove or rename it.
+absl::Status CheckSticky(const Inode& dir, const Inode& victim, const Caller& caller)
+    ABSL_SHARED_LOCKS_REQUIRED(dir.mu, victim.mu) {
+  if (!(dir.mode & S_ISVTX) || caller.is_root()) return absl::OkStatus();
+  if (caller.uid() == victim.uid || caller.uid() == dir.uid) return absl::OkStatus();
+  return PosixError(EPERM);
+}
+
+// What a write or truncate by `caller` does to set-id bits: suid always
+// goes, sgid goes when group-execute is set (otherwise it means mandatory
+// locking), unless root writes.
+void DropSetIdOnWrite(Inode& inode, const Caller& caller) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inode.mu) {
+  if (caller.is_root() || !inode.is_regular()) return;
+  inode.mode &= ~S_ISUID;
+  if (inode.mode & S_IXGRP) inode.mode &= ~S_ISGID;
+}
+
+bool NeedsAtimeUpdate(const Inode& inode, const timespec& now)
+    ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
+  // relatime, the Linux default: update when atime is not newer than
+  // mtime/ctime, or is a day old.
+  return Before(inode.atime, inode.mtime) || Before(inode.atime, inode.ctime) ||
+         now.tv_sec - inode.atime.tv_sec >= kRelatimeInterval;
+}
+
+}  // namespace
+
+class Filesystem::Impl {
+ public:
+  Impl(Arena* arena, const FilesystemConfig& config)
+      : arena_(arena), config_(config), table_(config.max_inodes) {
+    root_ = table_.CreateRoot(S_IFDIR | (config.root_mode & 07777));
+    absl::MutexLock lock(&root_->mu);
+    root_->mode = S_IFDIR | (config.root_mode & 07777);
+    root_->nlink = 2;
+    root_->uid = config.root_uid;
+    root_->gid = config.root_gid;
+    root_->atime = root_->mtime = root_->ctime = Now();
+    root_->directory = std::make_unique<Directory>();
+    root_->parent = kRootInode;
+  }
+
+  absl::StatusOr<std::shared_ptr<Inode>> Get(InodeNumber ino) const {
+    std::shared_ptr<Inode> inode = table_.Get(ino);
+    if (!inode) return PosixError(ENOENT, "stale inode");
+    return inode;
+  }
+
+  // The directory `ino`, alive, with search (and, for `mask`, more)
+  // permission for the caller.
+  absl::StatusOr<std::shared_ptr<Inode>> GetDirectory(InodeNumber ino, int mask,
+                                                      const Caller& caller) const {
+    absl::StatusOr<std::shared_ptr<Inode>> dir = Get(ino);
+    if (!dir.ok()) return dir.status();
+    if (!(*dir)->is_directory()) return PosixError(ENOTDIR);
+    absl::ReaderMutexLock lock(&(*dir)->mu);
+    if ((*dir)->nlink == 0) return PosixError(ENOENT, "directory was removed");
+    if (absl::Status status = CheckPermission(**dir, mask, caller); !status.ok()) return status;
+    return dir;
+  }
+
+  // Creates an inode named `name` in `parent` and returns its attributes
+  // with one lookup reference. `setup` fills type-specific state before the
+  // inode becomes visible.
+  absl::StatusOr<struct stat> CreateNamed(InodeNumber parent, absl::string_view name,
+                                          mode_t mode, dev_t rdev, const Caller& caller,
+                                          const std::function<void(Inode&)>& setup,
+                                          bool open) {
+    if (absl::Status status = ValidateName(name); !status.ok()) return status;
+    absl::MutexLock namespace_lock(&namespace_mu_);
+    absl::StatusOr<std::shared_ptr<Inode>> dir = GetDirectory(parent, W_OK | X_OK, caller);
+    if (!dir.ok()) return dir.status();
+    if (IsDotOrDotDot(name) || (*dir)->directory->Find(name)) return PosixError(EEXIST);
+    absl::StatusOr<std::shared_ptr<Inode>> created = table_.Create(mode);
+    if (!created.ok()) return created.status();
+    Inode& inode = **created;
+    const timespec now = Now();
+    struct stat st;
+    {
+      absl::MutexLock dir_lock(&(*dir)->mu);
+      absl::MutexLock lock(&inode.mu);
+      inode.mode = mode;
+      inode.uid = caller.uid();
+      inode.rdev = rdev;
+      inode.atime = inode.mtime = inode.ctime = now;
+      // setgid directories hand their group down, and their setgid bit to
+      // subdirectories.
+      if ((*dir)->mode & S_ISGID) {
+        inode.gid = (*dir)->gid;
+        if (inode.is_directory()) {
+          inode.mode |= S_ISGID;
+        } else if ((inode.mode & S_ISGID) && !caller.is_root() && !caller.InGroup(inode.gid)) {
+          inode.mode &= ~S_ISGID;
+        }
+      } else {
+        inode.gid = caller.gid();
+      }
+      if (inode.is_directory()) {
+        inode.nlink = 2;
+        inode.directory = std::make_unique<Directory>();
+        inode.parent = parent;
+        ++(*dir)->nlink;
+      } else {
+        inode.nlink = 1;
+      }
+      if (inode.is_regular()) inode.data = std::make_unique<ExtentMap>(arena_, config_.max_extent);
+      setup(inode);
+      (*dir)->mtime = (*dir)->ctime = now;
+      FillStat(inode, &st);
+    }
+    (*dir)->directory->Insert(name, Directory::Entry{inode.ino, inode.type});
+    table_.AddLookup(inode);
+    if (open) table_.AddOpen(inode);
+    return st;
+  }
+
+  // Removes `name` from `parent` (unlink or rmdir).
+  absl::Status RemoveNamed(InodeNumber parent, absl::string_view name, bool directory,
+                           const Caller& caller) {
+    if (name.size() > kNameMax) return PosixError(ENAMETOOLONG);
+    if (directory && name == ".") return PosixError(EINVAL);
+    if (directory && name == "..") return PosixError(ENOTEMPTY);
+    std::shared_ptr<Inode> victim;
+    {
+      absl::MutexLock namespace_lock(&namespace_mu_);
+      absl::StatusOr<std::shared_ptr<Inode>> dir = GetDirectory(parent, W_OK | X_OK, caller);
+      if (!dir.ok()) return dir.status();
+      std::optional<Directory::Entry> entry = (*dir)->directory->Find(name);
+      if (!entry) return PosixError(ENOENT);
+      if (directory && entry->type != S_IFDIR) return PosixError(ENOTDIR);
+      if (!directory && entry->type == S_IFDIR) return PosixError(EISDIR);
+      absl::StatusOr<std::shared_ptr<Inode>> found = Get(entry->ino);
+      if (!found.ok()) return found.status();
+      victim = *found;
+      if (directory && !victim->directory->empty()) return PosixError(ENOTEMPTY);
+      const timespec now = Now();
+      absl::MutexLock dir_lock(&(*dir)->mu);
+      absl::MutexLock lock(&victim->mu);
+      if (absl::Status status = CheckSticky(**dir, *victim, caller); !status.ok()) return status;
+      (*dir)->directory->Erase(name);
+      Unname(**dir, *victim, now);
+      (*dir)->mtime = (*dir)->ctime = now;
+    }
+    table_.DropIfUnused(victim);
+    return absl::OkStatus();
+  }
+
+  // Bookkeeping for an inode losing one name in `dir`.
+  static void Unname(Inode& dir, Inode& victim, const timespec& now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dir.mu, victim.mu) {
+    if (victim.is_directory()) {
+      victim.nlink = 0;
+      --dir.nlink;
+    } else {
+      --victim.nlink;
+    }
+    victim.ctime = now;
+  }
+
+  // True when `ancestor` is `ino` or one of its parents.
+  bool IsAncestor(InodeNumber ancestor, InodeNumber ino) const
+      ABSL_SHARED_LOCKS_REQUIRED(namespace_mu_) {
+    for (InodeNumber current = ino;;) {
+      if (current == ancestor) return true;
+      if (current == kRootInode) return false;
+      std::shared_ptr<Inode> inode = table_.Get(current);
+      if (!inode) return false;
+      current = inode->parent;
+    }
+  }
+
+  absl::Status Rename(InodeNumber parent, absl::string_view name, InodeNumber new_parent,
+                      absl::string_view new_name, unsigned flags, const Caller& caller) {
+    if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
+        ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))) {
+      return PosixError(EINVAL);
+    }
+    const bool exchange = flags & RENAME_EXCHANGE;
+    if (name.size() > kNameMax) return PosixError(ENAMETOOLONG);
+    if (absl::Status status = ValidateName(new_name); !status.ok()) return status;
+    if (IsDotOrDotDot(name) || IsDotOrDotDot(new_name)) return PosixError(EBUSY);
+    std::shared_ptr<Inode> victim;
+    {
+      absl::MutexLock namespace_lock(&namespace_mu_);
+      absl::StatusOr<std::shared_ptr<Inode>> from_dir = GetDirectory(parent, W_OK | X_OK, caller);
+      if (!from_dir.ok()) return from_dir.status();
+      absl::StatusOr<std::shared_ptr<Inode>> to_dir =
+          GetDirectory(new_parent, W_OK | X_OK, caller);
+      if (!to_dir.ok()) return to_dir.status();
+      std::optional<Directory::Entry> source = (*from_dir)->directory->Find(name);
+      if (!source) return PosixError(ENOENT);
+      std::optional<Directory::Entry> target = (*to_dir)->directory->Find(new_name);
+      if ((flags & RENAME_NOREPLACE) && target) return PosixError(EEXIST);
+      if (exchange && !target) return PosixError(ENOENT);
+      if (target && target->ino == source->ino) return absl::OkStatus();  // same file
+
+      absl::StatusOr<std::shared_ptr<Inode>> moved = Get(source->ino);
+      if (!moved.ok()) return moved.status();
+      std::shared_ptr<Inode> replaced;
+      if (target) {
+        absl::StatusOr<std::shared_ptr<Inode>> found = Get(target->ino);
+        if (!found.ok()) return found.status();
+        replaced = *found;
+      }
+      const bool moved_is_dir = (*moved)->is_directory();
+      const bool replaced_is_dir = replaced && replaced->is_directory();
+      const bool cross = parent != new_parent;
+      // A directory may not move below itself; for an exchange, neither.
+      if (moved_is_dir && cross && IsAncestor(source->ino, new_parent)) return PosixError(EINVAL);
+      if (exchange && replaced_is_dir && cross && IsAncestor(target->ino, parent)) {
+        return PosixError(EINVAL);
+      }
+      if (!exchange && replaced) {
+        if (moved_is_dir && !replaced_is_dir) return PosixError(ENOTDIR);
+        if (!moved_is_dir && replaced_is_dir) return PosixError(EISDIR);
+        if (replaced_is_dir && !replaced->directory->empty()) return PosixError(ENOTEMPTY);
+      }
+
+      // Lock every inode involved, in inode-number order; safe because the
+      // namespace lock is held exclusively, so no other thread holds two.
+      std::vector<Inode*> involved = {from_dir->get(), to_dir->get(), moved->get()};
+      if (replaced) involved.push_back(replaced.get());
+      std::sort(involved.begin(), involved.end(),
+                [](Inode* a, Inode* b) { return a->ino < b->ino; });
+      involved.erase(std::unique(involved.begin(), involved.end()), involved.end());
+      for (Inode* inode : involved) inode->mu.Lock();
+      absl::Status status = RenameLocked(**from_dir, name, **to_dir, new_name, **moved,
+                                         replaced.get(), exchange, caller);
+      for (Inode* inode : involved) inode->mu.Unlock();
+      if (!status.ok()) return status;
+      if (!exchange) victim = replaced;
+    }
+    if (victim) table_.DropIfUnused(victim);
+    return absl::OkStatus();
+  }
+
+  absl::Status RenameLocked(Inode& from_dir, absl::string_view name, Inode& to_dir,
+                            absl::string_view new_name, Inode& moved, Inode* replaced,
+                            bool exchange, const Caller& caller)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS /* locks taken in a sorted loop */ {
+    if (absl::Status status = CheckSticky(from_dir, moved, caller); !status.ok()) return status;
+    if (replaced) {
+      if (absl::Status status = CheckSticky(to_dir, *replaced, caller); !status.ok()) {
+        return status;
+      }
+    }
+    const bool cross = &from_dir != &to_dir;
+    // Moving a directory rewrites its "..", which needs write permission on it.
+    if (cross && moved.is_directory()) {
+      if (absl::Status status = CheckPermission(moved, W_OK, caller); !status.ok()) return status;
+    }
+    if (exchange && cross && replaced->is_directory()) {
+      if (absl::Status status = CheckPermission(*replaced, W_OK, caller); !status.ok()) {
+        return status;
+      }
+    }
+    const timespec now = Now();
+    const Directory::Entry moved_entry{moved.ino, moved.type};
+    if (exchange) {
+      const Directory::Entry replaced_entry{replaced->ino, replaced->type};
+      from_dir.directory->Replace(name, replaced_entry);
+      to_dir.directory->Replace(new_name, moved_entry);
+      if (cross) {
+        if (moved.is_directory()) {
+          moved.parent = to_dir.ino;
+          --from_dir.nlink;
+          ++to_dir.nlink;
+        }
+        if (replaced->is_directory()) {
+          replaced->parent = from_dir.ino;
+          --to_dir.nlink;
+          ++from_dir.nlink;
+        }
+      }
+      replaced->ctime = now;
+    } else {
+      if (replaced) {
+        to_dir.directory->Replace(new_name, moved_entry);
+        Unname(to_dir, *replaced, now);
+      } else {
+        to_dir.directory->Insert(new_name, moved_entry);
+      }
+      from_dir.directory->Erase(name);
+      if (moved.is_directory() && cross) {
+        moved.parent = to_dir.ino;
+        --from_dir.nlink;
+        ++to_dir.nlink;
+      }
+    }
+    moved.ctime = now;
+    from_dir.mtime = from_dir.ctime = now;
+    to_dir.mtime = to_dir.ctime = now;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<struct stat> SetAttributes(InodeNumber ino, const AttributeChanges& changes,
+                                            const Caller& caller) {
+    absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
+    if (!found.ok()) return found.status();
+    Inode& inode = **found;
+    absl::MutexLock lock(&inode.mu);
+    const bool owner = caller.is_root() || caller.uid() == inode.uid;
+    const timespec now = Now();
+    // Check everything first so that a refused change changes nothing.
+    if (changes.mode && !owner) {
+      // Non-owners may only drop set-id bits: that is how the kernel asks
+      // for them to go after a write by a non-owner.
+      const mode_t dropped = inode.mode & ~(S_ISUID | S_ISGID) & 07777;
+      if ((*changes.mode & 07777 & ~(inode.mode & 07777)) != 0 ||
+          (*changes.mode & 07777) < dropped) {
+        return PosixError(EPERM);
+      }
+    }
+    if (changes.uid && *changes.uid != inode.uid && !caller.is_root()) return PosixError(EPERM);
+    if (changes.gid && *changes.gid != inode.gid && !caller.is_root() &&
+        (caller.uid() != inode.uid || !caller.InGroup(*changes.gid))) {
+      return PosixError(EPERM);
+    }
+    if (changes.size) {
+      if (inode.is_directory()) return PosixError(EISDIR);
+      if (!inode.is_regular()) return PosixError(EINVAL);
+      if (*changes.size > kMaxFileSize) return PosixError(EFBIG);
+    }
+    for (const std::optional<AttributeChanges::Time>* time : {&changes.atime, &changes.mtime}) {
+      if (!time->has_value()) continue;
+      if ((*time)->now ? !owner && !Permits(inode, W_OK, caller) : !owner) {
+        return PosixError((*time)->now ? EACCES : EPERM);
+      }
+    }
+
+    if (changes.size && *changes.size != inode.size) {
+      if (*changes.size < inode.size) {
+        if (absl::Status status = inode.data->Truncate(*changes.size); !status.ok()) return status;
+      }
+      inode.size = *changes.size;
+      inode.mtime = now;
+      DropSetIdOnWrite(inode, caller);
+    }
+    if (changes.mode) {
+      mode_t mode = *changes.mode & 07777;
+      if ((mode & S_ISGID) && !caller.is_root() && !caller.InGroup(inode.gid)) mode &= ~S_ISGID;
+      inode.mode = inode.type | mode;
+    }
+    if (changes.uid || changes.gid) {
+      if (changes.uid) inode.uid = *changes.uid;
+      if (changes.gid) inode.gid = *changes.gid;
+      // chown drops set-id bits of non-directories, even for root.
+      if (!inode.is_directory()) {
+        inode.mode &= ~S_ISUID;
+        if (inode.mode & S_IXGRP) inode.mode &= ~S_ISGID;
+      }
+    }
+    if (changes.atime) inode.atime = changes.atime->now ? now : changes.atime->value;
+    if (changes.mtime) inode.mtime = changes.mtime->now ? now : changes.mtime->value;
+    inode.ctime = changes.ctime ? *changes.ctime : now;
+    struct stat st;
+    FillStat(inode, &st);
+    return st;
+  }
+
+  absl::StatusOr<size_t> Read(InodeNumber ino, uint64_t offset, size_t size, char* out) {
+    absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
+    if (!found.ok()) return found.status();
+    Inode& inode = **found;
+    size_t length = 0;
+    bool touch_atime = false;
+    const timespec now = Now();
+    {
+      absl::ReaderMutexLock lock(&inode.mu);
+      if (inode.is_directory()) return PosixError(EISDIR);
+      if (!inode.is_regular()) return PosixError(EINVAL);
+      if (offset < inode.size) length = std::min<uint64_t>(size, inode.size - offset);
+      if (length > 0) {
+        if (absl::Status status = inode.data->Read(offset, length, out); !status.ok()) {
+          return status;
+        }
+      }
+      touch_atime = config_.update_atime && NeedsAtimeUpdate(inode, now);
+    }
+    if (touch_atime) {
+      absl::MutexLock lock(&inode.mu);
+      inode.atime = now;
+    }
+    return length;
+  }
+
+  absl::StatusOr<size_t> Write(InodeNumber ino, uint64_t offset, const char* data, size_t size,
+                               bool append, const Caller& caller) {
+    absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
+    if (!found.ok()) return found.status();
+    Inode& inode = **found;
+    absl::MutexLock lock(&inode.mu);
+    if (inode.is_directory()) return PosixError(EISDIR);
+    if (!inode.is_regular()) return PosixError(EINVAL);
+    if (append) offset = inode.size;
+    if (offset > kMaxFileSize || size > kMaxFileSize - offset) return PosixError(EFBIG);
+    if (size == 0) return 0;
+    if (absl::Status status = inode.data->Write(offset, data, size); !status.ok()) return status;
+    inode.size = std::max<uint64_t>(inode.size, offset + size);
+    inode.mtime = inode.ctime = Now();
+    DropSetIdOnWrite(inode, caller);
+    return size;
+  }
+
+  absl::Status Allocate(InodeNumber ino, int mode, uint64_t offset, uint64_t length,
+                        const Caller& caller) {
+    absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
+    if (!found.ok()) return found.status();
+    Inode& inode = **found;
+    if (length == 0) return PosixError(EINVAL);
+    if (offset > kMaxFileSize || length > kMaxFileSize - offset) return PosixError(EFBIG);
+    const bool keep_size = mode & FALLOC_FL_KEEP_SIZE;
+    const int operation = mode & ~FALLOC_FL_KEEP_SIZE;
+    if (operation != 0 && operation != FALLOC_FL_PUNCH_HOLE && operation != FALLOC_FL_ZERO_RANGE) {
+      return PosixError(EOPNOTSUPP);
+    }
+    if (operation == FALLOC_FL_PUNCH_HOLE && !keep_size) return PosixError(EOPNOTSUPP);
+    absl::MutexLock lock(&inode.mu);
+    if (inode.is_directory()) return PosixError(EISDIR);
+    if (!inode.is_regular()) return PosixError(ENODEV);
+    const uint64_t end = offset + length;
+    if (operation != 0) {
+      // Punching past the end has nothing to do; zeroing past it with
+      // KEEP_SIZE only preallocates.
+      if (offset < inode.size) {
+        const uint64_t punch_end = std::min(end, inode.size);
+        if (absl::Status status = inode.data->PunchHole(offset, punch_end - offset);
+            !status.ok()) {
+          return status;
+        }
+      }
+    }
+    if (operation != FALLOC_FL_PUNCH_HOLE) {
+      if (absl::Status status = inode.data->Reserve(offset, length); !status.ok()) return status;
+      if (!keep_size && end > inode.size) inode.size = end;
+    }
+    const timespec now = Now();
+    inode.ctime = now;
+    if (operation != 0 || (!keep_size && end > inode.size)) inode.mtime = now;
+    DropSetIdOnWrite(inode, caller);
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadDirectory(InodeNumber ino, uint64_t cookie, bool plus,
+                             const std::function<bool(const DirectoryEntry&)>& emit) {
+    absl::ReaderMutexLock namespace_lock(&namespace_mu_);
+    absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
+    if (!found.ok()) return found.status();
+    Inode& dir = **found;
+    if (!dir.is_directory()) return PosixError(ENOTDIR);
+    // Fills an entry's attributes; "." and ".." never carry a reference.
+    auto describe = [&](Inode& inode, DirectoryEntry& entry) {
+      absl::ReaderMutexLock lock(&inode.mu);
+      if (plus) {
+        FillStat(inode, &entry.attr);
+      } else {
+        entry.attr.st_ino = inode.ino;
+        entry.attr.st_mode = inode.mode;
+      }
+    };
+    DirectoryEntry entry;
+    if (cookie < Directory::kDotCookie) {
+      entry = DirectoryEntry{".", {}, Directory::kDotCookie};
+      describe(dir, entry);
+      if (!emit(entry)) return absl::OkStatus();
+    }
+    if (cookie < Directory::kDotDotCookie) {
+      std::shared_ptr<Inode> parent = table_.Get(dir.parent);
+      entry = DirectoryEntry{"..", {}, Directory::kDotDotCookie};
+      describe(parent ? *parent : dir, entry);
+      if (!emit(entry)) return absl::OkStatus();
+    }
+    dir.directory->ForEachAfter(
+        std::max(cookie, Directory::kDotDotCookie),
+        [&](absl::string_view name, const Directory::Entry& child, uint64_t child_cookie) {
+          std::shared_ptr<Inode> inode = table_.Get(child.ino);
+          if (!inode) return true;
+          entry.name.assign(name.data(), name.size());
+          entry.attr = {};
+          entry.next_cookie = child_cookie;
+          describe(*inode, entry);
+          if (!emit(entry)) return false;
+          if (plus) table_.AddLookup(*inode);
+          return true;
+        });
+    const timespec now = Now();
+    absl::MutexLock lock(&dir.mu);
+    if (config_.update_atime && NeedsAtimeUpdate(dir, now)) dir.atime = now;
+    return absl::OkStatus();
+  }
+
+  absl::Status SetXattr(InodeNumber ino, absl::string_view name, absl::string_view value,
+                        int flags, const Caller& caller) {
+    if (value.size() > kXattrValueMax) return PosixError(E2BIG);
+    absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
+    if (!found.ok()) return found.status();
+    Inode& inode = **found;
+    absl::MutexLock lock(&inode.mu);
+    if (absl::Status status = CheckXattrAccess(inode, name, W_OK, caller); !status.ok()) {
+      return status;
+    }
+    auto it = inode.xattrs.find(name);
+    if ((flags & XATTR_CREATE) && it != inode.xattrs.end()) return PosixError(EEXIST);
+    if ((flags & XATTR_REPLACE) && it == inode.xattrs.end()) return PosixError(ENODATA);
+    inode.xattrs[std::string(name)] = std::string(value);
+    inode.ctime = Now();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> GetXattr(InodeNumber ino, absl::string_view name,
+                                       const Caller& caller) {
+    absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
+    if (!found.ok()) return found.status();
+    Inode& inode = **found;
+    absl::ReaderMutexLock lock(&inode.mu);
+    if (absl::Status status = CheckXattrAccess(inode, name, R_OK, caller); !status.ok()) {
+      return status;
+    }
+    auto it = inode.xattrs.find(name);
+    if (it == inode.xattrs.end()) return PosixError(ENODATA);
+    return it->second;
+  }
+
+  absl::StatusOr<std::string> ListXattr(InodeNumber ino, const Caller& caller) {
+    absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
+    if (!found.ok()) return found.status();
+    Inode& inode = **found;
+    absl::ReaderMutexLock lock(&inode.mu);
+    std::string names;
+    for (const auto& [name, value] : inode.xattrs) {
+      if (absl::StartsWith(name, "trusted.") && !caller.is_root()) continue;
+      names.append(name);
+      names.push_back('\0');
+    }
+    return names;
+  }
+
+  absl::Status RemoveXattr(InodeNumber ino, absl::string_view name, const Caller& caller) {
+    absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
+    if (!found.ok()) return found.status();
+    Inode& inode = **found;
+    absl::MutexLock lock(&inode.mu);
+    if (absl::Status status = CheckXattrAccess(inode, name, W_OK, caller); !status.ok()) {
+      return status;
+    }
+    auto it = inode.xattrs.find(name);
+    if (it == inode.xattrs.end()) return PosixError(ENODATA);
+    inode.xattrs.erase(it);
+    inode.ctime = Now();
+    return absl::OkStatus();
+  }
+
+  // The kernel's xattr_permission() rules for the namespaces we keep.
+  static absl::Status CheckXattrAccess(const Inode& inode, absl::string_view name, int mask,
+                                       const Caller& caller) ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
+    if (name.empty() || name.size() > kXattrNameMax) return PosixError(ERANGE);
+    const bool write = mask & W_OK;
+    if (absl::StartsWith(name, "trusted.")) {
+      if (!caller.is_root()) return PosixError(write ? EPERM : ENODATA);
+      return absl::OkStatus();
+    }
+    if (absl::StartsWith(name, "security.")) {
+      if (write && !caller.is_root()) return PosixError(EPERM);
+      return absl::OkStatus();
+    }
+    if (absl::StartsWith(name, "user.")) {
+      if (!inode.is_regular() && !inode.is_directory()) {
+        return PosixError(write ? EPERM : ENODATA);
+      }
+      if (write && (inode.mode & S_ISVTX) && inode.is_directory() && !caller.is_root() &&
+          caller.uid() != inode.uid) {
+        return PosixError(EPERM);
+      }
+      return CheckPermission(inode, mask, caller);
+    }
+    return PosixError(EOPNOTSUPP);
+  }
+
+  Arena* const arena_;
+  const FilesystemConfig config_;
+  InodeTable table_;
+  std::shared_ptr<Inode> root_;
+  // Guards every Directory and Inode::parent (see the overview above).
+  mutable absl::Mutex namespace_mu_;
+};
+
+Filesystem::Filesystem(Arena* arena, FilesystemConfig config)
+    : impl_(std::make_unique<Impl>(arena, config)), arena_(arena) {}
+
+Filesystem::~Filesystem() = default;
+
+absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_view name,
+                                               const Caller& caller) {
+  if (name.size() > kNameMax) return PosixError(ENAMETOOLONG);
+  std::shared_ptr<Inode> inode;
+  {
+    absl::ReaderMutexLock namespace_lock(&impl_->namespace_mu_);
+    absl::StatusOr<std::shared_ptr<Inode>> dir = impl_->GetDirectory(parent, X_OK, caller);
+    if (!dir.ok()) return dir.status();
+    InodeNumber ino;
+    if (name == ".") {
+      ino = parent;
+    } else if (name == "..") {
+      ino = (*dir)->parent;
+    } else {
+      std::optional<Directory::Entry> entry = (*dir)->directory->Find(name);
+      if (!entry) return PosixError(ENOENT);
+      ino = entry->ino;
+    }
+    absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
+    if (!found.ok()) return found.status();
+    inode = *found;
+    // Take the reference before the namespace lock goes, so a racing
+    // unlink cannot drop the inode in between.
+    impl_->table_.AddLookup(*inode);
+  }
+  absl::ReaderMutexLock lock(&inode->mu);
+  struct stat st;
+  FillStat(*inode, &st);
+  return st;
+}
+
+void Filesystem::Forget(InodeNumber ino, uint64_t count) {
+  if (std::shared_ptr<Inode> inode = impl_->table_.Get(ino)) impl_->table_.Forget(inode, count);
+}
+
+absl::StatusOr<struct stat> Filesystem::MakeNode(InodeNumber parent, absl::string_view name,
+                                                 mode_t mode, dev_t rdev, const Caller& caller) {
+  switch (mode & S_IFMT) {
+    case S_IFREG:
+    case S_IFIFO:
+    case S_IFSOCK:
+      rdev = 0;
+      break;
+    case S_IFCHR:
+    case S_IFBLK:
+      if (!caller.is_root()) return PosixError(EPERM);
+      break;
+    case 0:
+      mode |= S_IFREG;  // mknod(2): a zero type means a regular file
+      break;
+    case S_IFDIR:
+      return PosixError(EPERM);
+    default:
+      return PosixError(EINVAL);
+  }
+  return impl_->CreateNamed(parent, name, mode, rdev, caller, [](Inode&) {}, false);
+}
+
+absl::StatusOr<struct stat> Filesystem::MakeDirectory(InodeNumber parent, absl::string_view name,
+                                                      mode_t mode, const Caller& caller) {
+  return impl_->CreateNamed(parent, name, S_IFDIR | (mode & 07777), 0, caller, [](Inode&) {},
+                            false);
+}
+
+absl::StatusOr<struct stat> Filesystem::SymbolicLink(InodeNumber parent, absl::string_view name,
+                                                     absl::string_view target,
+                                                     const Caller& caller) {
+  if (target.empty()) return PosixError(ENOENT);
+  if (target.size() > kSymlinkMax) return PosixError(ENAMETOOLONG);
+  return impl_->CreateNamed(
+      parent, name, S_IFLNK | 0777, 0, caller,
+      [&](Inode& inode) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        inode.symlink_target = std::string(target);
+        inode.size = target.size();
+      },
+      false);
+}
+
+absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_parent,
+                                             absl::string_view new_name, const Caller& caller) {
+  if (absl::Status status = ValidateName(new_name); !status.ok()) return status;
+  absl::MutexLock namespace_lock(&impl_->namespace_mu_);
+  absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  if (inode.is_directory()) return PosixError(EPERM);
+  absl::StatusOr<std::shared_ptr<Inode>> dir =
+      impl_->GetDirectory(new_parent, W_OK | X_OK, caller);
+  if (!dir.ok()) return dir.status();
+  if (IsDotOrDotDot(new_name) || (*dir)->directory->Find(new_name)) return PosixError(EEXIST);
+  const timespec now = Now();
+  struct stat st;
+  {
+    absl::MutexLock dir_lock(&(*dir)->mu);
+    absl::MutexLock lock(&inode.mu);
+    if (inode.nlink == 0) return PosixError(ENOENT);  // unlinked but still open
+    ++inode.nlink;
+    inode.ctime = now;
+    (*dir)->mtime = (*dir)->ctime = now;
+    FillStat(inode, &st);
+  }
+  (*dir)->directory->Insert(new_name, Directory::Entry{inode.ino, inode.type});
+  impl_->table_.AddLookup(inode);
+  return st;
+}
+
+absl::Status Filesystem::Unlink(InodeNumber parent, absl::string_view name,
+                                const Caller& caller) {
+  return impl_->RemoveNamed(parent, name, /*directory=*/false, caller);
+}
+
+absl::Status Filesystem::RemoveDirectory(InodeNumber parent, absl::string_view name,
+                                         const Caller& caller) {
+  return impl_->RemoveNamed(parent, name, /*directory=*/true, caller);
+}
+
+absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name,
+                                InodeNumber new_parent, absl::string_view new_name,
+                                unsigned flags, const Caller& caller) {
+  return impl_->Rename(parent, name, new_parent, new_name, flags, caller);
+}
+
+absl::StatusOr<std::string> Filesystem::ReadLink(InodeNumber ino) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
+  if (!found.ok()) return found.status();
+  if (!(*found)->is_symlink()) return PosixError(EINVAL);
+  return (*found)->symlink_target;
+}
+
+absl::StatusOr<struct stat> Filesystem::GetAttributes(InodeNumber ino) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
+  if (!found.ok()) return found.status();
+  absl::ReaderMutexLock lock(&(*found)->mu);
+  struct stat st;
+  FillStat(**found, &st);
+  return st;
+}
+
+absl::StatusOr<struct stat> Filesystem::SetAttributes(InodeNumber ino,
+                                                      const AttributeChanges& changes,
+                                                      const Caller& caller) {
+  return impl_->SetAttributes(ino, changes, caller);
+}
+
+absl::Status Filesystem::Access(InodeNumber ino, int mask, const Caller& caller) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
+  if (!found.ok()) return found.status();
+  if (mask == F_OK) return absl::OkStatus();
+  absl::ReaderMutexLock lock(&(*found)->mu);
+  return CheckPermission(**found, mask, caller);
+}
+
+absl::StatusOr<struct stat> Filesystem::Create(InodeNumber parent, absl::string_view name,
+                                               mode_t mode, int flags, const Caller& caller) {
+  return impl_->CreateNamed(parent, name, S_IFREG | (mode & 07777), 0, caller, [](Inode&) {},
+                            /*open=*/true);
+}
+
+absl::Status Filesystem::Open(InodeNumber ino, int flags, const Caller& caller) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  const int access = flags & O_ACCMODE;
+  int mask = access == O_RDONLY ? R_OK : access == O_WRONLY ? W_OK : R_OK | W_OK;
+  if (flags & O_TRUNC) mask |= W_OK;
+  {
+    absl::MutexLock lock(&inode.mu);
+    if (inode.is_directory() && (mask & W_OK)) return PosixError(EISDIR);
+    if (absl::Status status = CheckPermission(inode, mask, caller); !status.ok()) return status;
+    if ((flags & O_TRUNC) && inode.is_regular()) {
+      if (absl::Status status = inode.data->Truncate(0); !status.ok()) return status;
+      inode.size = 0;
+      inode.mtime = inode.ctime = Now();
+      DropSetIdOnWrite(inode, caller);
+    }
+  }
+  impl_->table_.AddOpen(inode);
+  return absl::OkStatus();
+}
+
+void Filesystem::Release(InodeNumber ino) {
+  if (std::shared_ptr<Inode> inode = impl_->table_.Get(ino)) impl_->table_.Release(inode);
+}
+
+absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t size,
+                                        char* out) {
+  return impl_->Read(ino, offset, size, out);
+}
+
+absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const char* data,
+                                         size_t size, bool append, const Caller& caller) {
+  return impl_->Write(ino, offset, data, size, append, caller);
+}
+
+absl::Status Filesystem::Allocate(InodeNumber ino, int mode, uint64_t offset, uint64_t length,
+                                  const Caller& caller) {
+  return impl_->Allocate(ino, mode, offset, length, caller);
+}
+
+absl::StatusOr<uint64_t> Filesystem::Seek(InodeNumber ino, uint64_t offset, int whence) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  absl::ReaderMutexLock lock(&inode.mu);
+  if (!inode.is_regular()) return PosixError(EINVAL);
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) return PosixError(EINVAL);
+  if (offset >= inode.size) return PosixError(ENXIO);
+  if (whence == SEEK_HOLE) return std::min(inode.data->NextHole(offset), inode.size);
+  std::optional<uint64_t> data = inode.data->NextData(offset);
+  if (!data || *data >= inode.size) return PosixError(ENXIO);
+  return *data;
+}
+
+absl::StatusOr<size_t> Filesystem::CopyFileRange(InodeNumber in, uint64_t in_offset,
+                                                 InodeNumber out, uint64_t out_offset,
+                                                 size_t length, const Caller& caller) {
+  if (in == out && in_offset < out_offset + length && out_offset < in_offset + length) {
+    return PosixError(EINVAL);
+  }
+  // Bounce through host memory a chunk at a time: correct for every pair of
+  // files, and each chunk is one batched copy each way.
+  constexpr size_t kChunk = 1 << 20;
+  std::vector<char> buffer(std::min(length, kChunk));
+  size_t copied = 0;
+  while (copied < length) {
+    const size_t wanted = std::min(kChunk, length - copied);
+    absl::StatusOr<size_t> got = Read(in, in_offset + copied, wanted, buffer.data());
+    if (!got.ok()) return copied > 0 ? absl::StatusOr<size_t>(copied) : got.status();
+    if (*got == 0) break;
+    absl::StatusOr<size_t> put =
+        Write(out, out_offset + copied, buffer.data(), *got, /*append=*/false, caller);
+    if (!put.ok()) return copied > 0 ? absl::StatusOr<size_t>(copied) : put.status();
+    copied += *put;
+    if (*got < wanted) break;  // the source ended
+  }
+  return copied;
+}
+
+absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool plus,
+                                       const std::function<bool(const DirectoryEntry&)>& emit) {
+  return impl_->ReadDirectory(ino, cookie, plus, emit);
+}
+
+absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view name,
+                                              absl::string_view value, int flags,
+                                              const Caller& caller) {
+  return impl_->SetXattr(ino, name, value, flags, caller);
+}
+
+absl::StatusOr<std::string> Filesystem::GetExtendedAttribute(InodeNumber ino,
+                                                             absl::string_view name,
+                                                             const Caller& caller) {
+  return impl_->GetXattr(ino, name, caller);
+}
+
+absl::StatusOr<std::string> Filesystem::ListExtendedAttributes(InodeNumber ino,
+                                                               const Caller& caller) {
+  return impl_->ListXattr(ino, caller);
+}
+
+absl::Status Filesystem::RemoveExtendedAttribute(InodeNumber ino, absl::string_view name,
+                                                 const Caller& caller) {
+  return impl_->RemoveXattr(ino, name, caller);
+}
+
+struct statvfs Filesystem::StatFs() {
+  const ArenaStats stats = arena_->Stats();
+  const uint64_t block = arena_->min_block();
+  struct statvfs st = {};
+  st.f_bsize = block;
+  st.f_frsize = block;
+  st.f_blocks = stats.blocks.capacity / block;
+  st.f_bfree = stats.blocks.free / block;
+  st.f_bavail = st.f_bfree;
+  const uint64_t inodes = impl_->table_.size();
+  const uint64_t max_inodes = impl_->table_.max_inodes();
+  st.f_files = max_inodes;
+  st.f_ffree = max_inodes > inodes ? max_inodes - inodes : 0;
+  st.f_favail = st.f_ffree;
+  st.f_namemax = kNameMax;
+  return st;
+}
+
+}  // namespace cudafs

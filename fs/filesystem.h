@@ -1,0 +1,188 @@
+// Filesystem: the cudafs core. Inodes, directories, permissions, timestamps
+// and file data (through the Arena), with one method per FUSE low-level
+// operation, addressed by inode number like the FUSE protocol. It knows
+// nothing about FUSE itself (fs/fuse_ops.cc translates), so every
+// operation is testable without mounting.
+//
+// Semantics follow tmpfs: POSIX permissions (root bypasses them), setgid
+// directories, sticky directories, suid/sgid dropped on write and chown,
+// nanosecond timestamps with tmpfs' ctime/mtime rules and relatime atime,
+// holes that read as zeros, data that lives until the last lookup reference
+// and open handle of an unlinked file are gone.
+//
+// Inode lifetime: an inode exists while it has a name (nlink > 0), a kernel
+// lookup reference (Lookup/Create/... add one, Forget drops them) or an open
+// handle (Open/Create add one, Release drops it). Inode numbers are never
+// reused, so the FUSE generation is always 0.
+#ifndef CUDAFS_FS_FILESYSTEM_H_
+#define CUDAFS_FS_FILESYSTEM_H_
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "alloc/arena.h"
+
+namespace cudafs {
+
+using InodeNumber = uint64_t;
+inline constexpr InodeNumber kRootInode = 1;  // FUSE_ROOT_ID
+
+// Who asks. Supplementary groups are fetched only when a permission check
+// needs them (for FUSE that means reading /proc), and at most once.
+class Caller {
+ public:
+  using GroupsFetcher = std::function<std::vector<gid_t>()>;
+  Caller(uid_t uid, gid_t gid, GroupsFetcher groups = nullptr)
+      : uid_(uid), gid_(gid), fetch_groups_(std::move(groups)) {}
+  static Caller Root() { return Caller(0, 0); }
+
+  uid_t uid() const { return uid_; }
+  gid_t gid() const { return gid_; }
+  bool is_root() const { return uid_ == 0; }
+  // True when gid is the caller's primary or a supplementary group.
+  bool InGroup(gid_t gid) const;
+
+ private:
+  uid_t uid_;
+  gid_t gid_;
+  GroupsFetcher fetch_groups_;
+  mutable std::optional<std::vector<gid_t>> groups_;
+};
+
+struct FilesystemConfig {
+  mode_t root_mode = 01777;  // like tmpfs
+  uid_t root_uid = 0;
+  gid_t root_gid = 0;
+  uint64_t max_inodes = 0;  // 0: unlimited
+  // Largest extent a growing file gets; see ExtentMap for the policy.
+  uint64_t max_extent = 1 << 20;
+  bool update_atime = true;  // false for noatime
+};
+
+// setattr: only the engaged fields change.
+struct AttributeChanges {
+  std::optional<mode_t> mode;
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  std::optional<uint64_t> size;
+  // A time value, or "now" (UTIME_NOW; the owner-or-writer rule applies).
+  struct Time {
+    bool now = false;
+    timespec value{};
+  };
+  std::optional<Time> atime;
+  std::optional<Time> mtime;
+  std::optional<timespec> ctime;
+};
+
+struct DirectoryEntry {
+  std::string name;
+  struct stat attr;  // st_ino and the type bits of st_mode are always set;
+                     // the rest only for ReadDirectory(plus = true)
+  uint64_t next_cookie;  // offset to pass to resume after this entry
+};
+
+class Filesystem {
+ public:
+  // `arena` must outlive the Filesystem.
+  Filesystem(Arena* arena, FilesystemConfig config);
+  ~Filesystem();
+
+  Filesystem(const Filesystem&) = delete;
+  Filesystem& operator=(const Filesystem&) = delete;
+
+  // Namespace. Operations that return an attribute for a new or found name
+  // add one lookup reference to it (the FUSE entry reply's).
+  absl::StatusOr<struct stat> Lookup(InodeNumber parent, absl::string_view name,
+                                     const Caller& caller);
+  void Forget(InodeNumber ino, uint64_t count);
+  absl::StatusOr<struct stat> MakeNode(InodeNumber parent, absl::string_view name, mode_t mode,
+                                       dev_t rdev, const Caller& caller);
+  absl::StatusOr<struct stat> MakeDirectory(InodeNumber parent, absl::string_view name,
+                                            mode_t mode, const Caller& caller);
+  absl::StatusOr<struct stat> SymbolicLink(InodeNumber parent, absl::string_view name,
+                                           absl::string_view target, const Caller& caller);
+  absl::StatusOr<struct stat> Link(InodeNumber ino, InodeNumber new_parent,
+                                   absl::string_view new_name, const Caller& caller);
+  absl::Status Unlink(InodeNumber parent, absl::string_view name, const Caller& caller);
+  absl::Status RemoveDirectory(InodeNumber parent, absl::string_view name, const Caller& caller);
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
+  absl::Status Rename(InodeNumber parent, absl::string_view name, InodeNumber new_parent,
+                      absl::string_view new_name, unsigned flags, const Caller& caller);
+  absl::StatusOr<std::string> ReadLink(InodeNumber ino);
+
+  // Attributes.
+  absl::StatusOr<struct stat> GetAttributes(InodeNumber ino);
+  absl::StatusOr<struct stat> SetAttributes(InodeNumber ino, const AttributeChanges& changes,
+                                            const Caller& caller);
+  absl::Status Access(InodeNumber ino, int mask, const Caller& caller);
+
+  // Files. Create makes a regular file and opens it (EEXIST if the name
+  // exists). Open checks permission for the access mode and applies O_TRUNC.
+  // Every successful Create/Open is matched by one Release.
+  absl::StatusOr<struct stat> Create(InodeNumber parent, absl::string_view name, mode_t mode,
+                                     int flags, const Caller& caller);
+  absl::Status Open(InodeNumber ino, int flags, const Caller& caller);
+  void Release(InodeNumber ino);
+
+  // Reads up to `size` bytes at `offset` into `out`; short at end of file.
+  absl::StatusOr<size_t> Read(InodeNumber ino, uint64_t offset, size_t size, char* out);
+  // Writes at `offset`, or at the end of file when `append` (O_APPEND
+  // handles: the end is taken under the file's lock, so racing appenders
+  // never overwrite each other). All or nothing on ENOSPC.
+  absl::StatusOr<size_t> Write(InodeNumber ino, uint64_t offset, const char* data, size_t size,
+                               bool append, const Caller& caller);
+  // mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+  // FALLOC_FL_ZERO_RANGE [| FALLOC_FL_KEEP_SIZE].
+  absl::Status Allocate(InodeNumber ino, int mode, uint64_t offset, uint64_t length,
+                        const Caller& caller);
+  // SEEK_DATA / SEEK_HOLE (others are the kernel's business).
+  absl::StatusOr<uint64_t> Seek(InodeNumber ino, uint64_t offset, int whence);
+  absl::StatusOr<size_t> CopyFileRange(InodeNumber in, uint64_t in_offset, InodeNumber out,
+                                       uint64_t out_offset, size_t length, const Caller& caller);
+
+  // Directories. Calls `emit` for each entry after `cookie` (0 starts at
+  // "."), in a stable order; stops when emit returns false (the entry did
+  // not fit and is not consumed). Cookies stay valid while the directory
+  // changes: an entry present throughout is returned exactly once. With
+  // `plus`, each consumed entry other than "." and ".." gains a lookup
+  // reference.
+  absl::Status ReadDirectory(InodeNumber ino, uint64_t cookie, bool plus,
+                             const std::function<bool(const DirectoryEntry&)>& emit);
+
+  // Extended attributes. Namespaces: user.* (regular files and directories,
+  // permission-checked), trusted.* and security.* (root only for trusted).
+  absl::Status SetExtendedAttribute(InodeNumber ino, absl::string_view name,
+                                    absl::string_view value, int flags, const Caller& caller);
+  absl::StatusOr<std::string> GetExtendedAttribute(InodeNumber ino, absl::string_view name,
+                                                   const Caller& caller);
+  // Names visible to the caller, each followed by NUL (listxattr's format).
+  absl::StatusOr<std::string> ListExtendedAttributes(InodeNumber ino, const Caller& caller);
+  absl::Status RemoveExtendedAttribute(InodeNumber ino, absl::string_view name,
+                                       const Caller& caller);
+
+  struct statvfs StatFs();
+  Arena& arena() { return *arena_; }
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+  Arena* arena_;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_FILESYSTEM_H_

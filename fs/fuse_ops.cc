@@ -1,0 +1,391 @@
+// FUSE glue. Locks (flock and POSIX record locks) are deliberately not
+// implemented: without getlk/setlk/flock handlers the kernel keeps them
+// itself, which is exactly right for a filesystem that only this machine
+// can reach.
+#include "fs/fuse_ops.h"
+
+#include <sys/xattr.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "fs/errors.h"
+
+namespace cudafs {
+namespace {
+
+FuseContext& Context(fuse_req_t req) {
+  return *static_cast<FuseContext*>(fuse_req_userdata(req));
+}
+
+Filesystem& Fs(fuse_req_t req) { return *Context(req).filesystem; }
+
+Caller CallerOf(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  return Caller(ctx->uid, ctx->gid, [req]() {
+    std::vector<gid_t> groups(64);
+    int count = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+    if (count > static_cast<int>(groups.size())) {
+      groups.resize(count);
+      count = fuse_req_getgroups(req, count, groups.data());
+    }
+    groups.resize(count > 0 ? count : 0);
+    return groups;
+  });
+}
+
+void ReplyError(fuse_req_t req, const absl::Status& status) {
+  const int error = ToErrno(status);
+  // Expected errors (ENOENT, EEXIST, ...) are the caller's business; an I/O
+  // error is ours and worth one line.
+  if (error == EIO) std::fprintf(stderr, "cudafs: %s\n", status.ToString().c_str());
+  fuse_reply_err(req, error);
+}
+
+void ReplyStatus(fuse_req_t req, const absl::Status& status) {
+  if (status.ok()) {
+    fuse_reply_err(req, 0);
+  } else {
+    ReplyError(req, status);
+  }
+}
+
+fuse_entry_param EntryOf(fuse_req_t req, const struct stat& st) {
+  fuse_entry_param entry{};
+  entry.ino = st.st_ino;
+  entry.generation = 0;
+  entry.attr = st;
+  entry.attr_timeout = Context(req).attr_timeout;
+  entry.entry_timeout = Context(req).entry_timeout;
+  return entry;
+}
+
+void ReplyEntry(fuse_req_t req, const absl::StatusOr<struct stat>& st) {
+  if (!st.ok()) return ReplyError(req, st.status());
+  fuse_entry_param entry = EntryOf(req, *st);
+  // If the kernel cannot take the reply (the caller was interrupted), it
+  // never learns of the reference we added.
+  if (fuse_reply_entry(req, &entry) != 0) Fs(req).Forget(st->st_ino, 1);
+}
+
+// A per-thread buffer for read replies, from the device so that a GPU
+// device can fill it with one DMA (pinned memory).
+char* ReadBuffer(Device& device, size_t size) {
+  struct Buffer {
+    Device* device = nullptr;
+    char* data = nullptr;
+    size_t size = 0;
+    ~Buffer() {
+      if (data) device->FreeHostBuffer(data, size);
+    }
+  };
+  thread_local Buffer buffer;
+  if (buffer.size < size || buffer.device != &device) {
+    if (buffer.data) buffer.device->FreeHostBuffer(buffer.data, buffer.size);
+    buffer.device = &device;
+    buffer.size = std::max<size_t>(size, 1 << 20);
+    buffer.data = static_cast<char*>(device.AllocateHostBuffer(buffer.size));
+  }
+  return buffer.data;
+}
+
+void Init(void* userdata, fuse_conn_info* conn) {
+  // O_TRUNC arrives with open instead of as a separate setattr.
+  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+  // Large requests: FUSE's per-request cost, not the copy, is the limit.
+  conn->max_write = 1 << 20;
+  conn->max_readahead = 1 << 20;
+  conn->time_gran = 1;  // nanosecond timestamps
+}
+
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyEntry(req, Fs(req).Lookup(parent, name, CallerOf(req)));
+}
+
+void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Fs(req).Forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) Fs(req).Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  absl::StatusOr<struct stat> st = Fs(req).GetAttributes(ino);
+  if (!st.ok()) return ReplyError(req, st.status());
+  fuse_reply_attr(req, &*st, Context(req).attr_timeout);
+}
+
+void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
+  AttributeChanges changes;
+  if (to_set & FUSE_SET_ATTR_MODE) changes.mode = attr->st_mode;
+  if (to_set & FUSE_SET_ATTR_UID) changes.uid = attr->st_uid;
+  if (to_set & FUSE_SET_ATTR_GID) changes.gid = attr->st_gid;
+  if (to_set & FUSE_SET_ATTR_SIZE) changes.size = attr->st_size;
+  if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
+    changes.atime = AttributeChanges::Time{(to_set & FUSE_SET_ATTR_ATIME_NOW) != 0, attr->st_atim};
+  }
+  if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+    changes.mtime = AttributeChanges::Time{(to_set & FUSE_SET_ATTR_MTIME_NOW) != 0, attr->st_mtim};
+  }
+  if (to_set & FUSE_SET_ATTR_CTIME) changes.ctime = attr->st_ctim;
+  absl::StatusOr<struct stat> st = Fs(req).SetAttributes(ino, changes, CallerOf(req));
+  if (!st.ok()) return ReplyError(req, st.status());
+  fuse_reply_attr(req, &*st, Context(req).attr_timeout);
+}
+
+void ReadLink(fuse_req_t req, fuse_ino_t ino) {
+  absl::StatusOr<std::string> target = Fs(req).ReadLink(ino);
+  if (!target.ok()) return ReplyError(req, target.status());
+  fuse_reply_readlink(req, target->c_str());
+}
+
+void MakeNode(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  ReplyEntry(req, Fs(req).MakeNode(parent, name, mode, rdev, CallerOf(req)));
+}
+
+void MakeDirectory(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  ReplyEntry(req, Fs(req).MakeDirectory(parent, name, mode, CallerOf(req)));
+}
+
+void SymbolicLink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  ReplyEntry(req, Fs(req).SymbolicLink(parent, name, target, CallerOf(req)));
+}
+
+void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
+  ReplyEntry(req, Fs(req).Link(ino, new_parent, new_name, CallerOf(req)));
+}
+
+void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyStatus(req, Fs(req).Unlink(parent, name, CallerOf(req)));
+}
+
+void RemoveDirectory(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyStatus(req, Fs(req).RemoveDirectory(parent, name, CallerOf(req)));
+}
+
+void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
+            const char* new_name, unsigned int flags) {
+  ReplyStatus(req, Fs(req).Rename(parent, name, new_parent, new_name, flags, CallerOf(req)));
+}
+
+void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (absl::Status status = Fs(req).Open(ino, fi->flags, CallerOf(req)); !status.ok()) {
+    return ReplyError(req, status);
+  }
+  // Data changes only through this connection, which keeps the kernel's
+  // page cache coherent, so cached pages may outlive an open.
+  fi->keep_cache = 1;
+  if (fuse_reply_open(req, fi) != 0) Fs(req).Release(ino);
+}
+
+void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+            fuse_file_info* fi) {
+  absl::StatusOr<struct stat> st = Fs(req).Create(parent, name, mode, fi->flags, CallerOf(req));
+  if (!st.ok()) return ReplyError(req, st.status());
+  fuse_entry_param entry = EntryOf(req, *st);
+  fi->keep_cache = 1;
+  if (fuse_reply_create(req, &entry, fi) != 0) {
+    Fs(req).Release(st->st_ino);
+    Fs(req).Forget(st->st_ino, 1);
+  }
+}
+
+void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
+  char* buffer = ReadBuffer(Fs(req).arena().device(), size);
+  if (!buffer) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
+  absl::StatusOr<size_t> got = Fs(req).Read(ino, offset, size, buffer);
+  if (!got.ok()) return ReplyError(req, got.status());
+  fuse_reply_buf(req, buffer, *got);
+}
+
+void Write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t offset,
+           fuse_file_info* fi) {
+  absl::StatusOr<size_t> written =
+      Fs(req).Write(ino, offset, data, size, (fi->flags & O_APPEND) != 0, CallerOf(req));
+  if (!written.ok()) return ReplyError(req, written.status());
+  fuse_reply_write(req, *written);
+}
+
+// Data is on the device once a write has been answered: nothing to flush.
+void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+void Fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  Fs(req).Release(ino);
+  fuse_reply_err(req, 0);
+}
+
+void OpenDirectory(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  absl::StatusOr<struct stat> st = Fs(req).GetAttributes(ino);
+  if (!st.ok()) return ReplyError(req, st.status());
+  if (!S_ISDIR(st->st_mode)) {
+    fuse_reply_err(req, ENOTDIR);
+    return;
+  }
+  fuse_reply_open(req, fi);
+}
+
+void ReadDirectoryCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bool plus) {
+  std::vector<char> buffer(size);
+  size_t used = 0;
+  absl::Status status = Fs(req).ReadDirectory(
+      ino, static_cast<uint64_t>(offset), plus, [&](const DirectoryEntry& entry) {
+        char* out = buffer.data() + used;
+        const size_t room = size - used;
+        size_t needed;
+        if (plus) {
+          fuse_entry_param param{};
+          const bool dot = entry.name == "." || entry.name == "..";
+          if (dot) {
+            // The kernel takes no reference for these; ino 0 says so.
+            param.attr.st_ino = entry.attr.st_ino;
+            param.attr.st_mode = entry.attr.st_mode;
+          } else {
+            param = EntryOf(req, entry.attr);
+          }
+          needed = fuse_add_direntry_plus(req, out, room, entry.name.c_str(), &param,
+                                          static_cast<off_t>(entry.next_cookie));
+        } else {
+          needed = fuse_add_direntry(req, out, room, entry.name.c_str(), &entry.attr,
+                                     static_cast<off_t>(entry.next_cookie));
+        }
+        if (needed > room) return false;
+        used += needed;
+        return true;
+      });
+  if (!status.ok()) return ReplyError(req, status);
+  fuse_reply_buf(req, buffer.data(), used);
+}
+
+void ReadDirectory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
+  ReadDirectoryCommon(req, ino, size, offset, /*plus=*/false);
+}
+
+void ReadDirectoryPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+                       fuse_file_info*) {
+  ReadDirectoryCommon(req, ino, size, offset, /*plus=*/true);
+}
+
+void ReleaseDirectory(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+void FsyncDirectory(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+void StatFs(fuse_req_t req, fuse_ino_t) {
+  struct statvfs st = Fs(req).StatFs();
+  fuse_reply_statfs(req, &st);
+}
+
+void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+              int flags) {
+  ReplyStatus(req, Fs(req).SetExtendedAttribute(ino, name, absl::string_view(value, size), flags,
+                                                CallerOf(req)));
+}
+
+// getxattr/listxattr protocol: size 0 asks for the length; a buffer too
+// small is ERANGE.
+void ReplySized(fuse_req_t req, const absl::StatusOr<std::string>& value, size_t size) {
+  if (!value.ok()) return ReplyError(req, value.status());
+  if (size == 0) return (void)fuse_reply_xattr(req, value->size());
+  if (value->size() > size) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, value->data(), value->size());
+}
+
+void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  ReplySized(req, Fs(req).GetExtendedAttribute(ino, name, CallerOf(req)), size);
+}
+
+void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  ReplySized(req, Fs(req).ListExtendedAttributes(ino, CallerOf(req)), size);
+}
+
+void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  ReplyStatus(req, Fs(req).RemoveExtendedAttribute(ino, name, CallerOf(req)));
+}
+
+void Access(fuse_req_t req, fuse_ino_t ino, int mask) {
+  ReplyStatus(req, Fs(req).Access(ino, mask, CallerOf(req)));
+}
+
+void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+               fuse_file_info*) {
+  if (offset < 0 || length <= 0) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  ReplyStatus(req, Fs(req).Allocate(ino, mode, offset, length, CallerOf(req)));
+}
+
+void CopyFileRange(fuse_req_t req, fuse_ino_t in, off_t in_offset, fuse_file_info*,
+                   fuse_ino_t out, off_t out_offset, fuse_file_info*, size_t length, int) {
+  absl::StatusOr<size_t> copied =
+      Fs(req).CopyFileRange(in, in_offset, out, out_offset, length, CallerOf(req));
+  if (!copied.ok()) return ReplyError(req, copied.status());
+  fuse_reply_write(req, *copied);
+}
+
+void Lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_info*) {
+  if (offset < 0) {
+    fuse_reply_err(req, ENXIO);
+    return;
+  }
+  absl::StatusOr<uint64_t> position = Fs(req).Seek(ino, offset, whence);
+  if (!position.ok()) return ReplyError(req, position.status());
+  fuse_reply_lseek(req, static_cast<off_t>(*position));
+}
+
+fuse_lowlevel_ops MakeOperations() {
+  fuse_lowlevel_ops ops{};
+  ops.init = Init;
+  ops.lookup = Lookup;
+  ops.forget = Forget;
+  ops.forget_multi = ForgetMulti;
+  ops.getattr = GetAttr;
+  ops.setattr = SetAttr;
+  ops.readlink = ReadLink;
+  ops.mknod = MakeNode;
+  ops.mkdir = MakeDirectory;
+  ops.symlink = SymbolicLink;
+  ops.link = Link;
+  ops.unlink = Unlink;
+  ops.rmdir = RemoveDirectory;
+  ops.rename = Rename;
+  ops.open = Open;
+  ops.create = Create;
+  ops.read = Read;
+  ops.write = Write;
+  ops.flush = Flush;
+  ops.fsync = Fsync;
+  ops.release = Release;
+  ops.opendir = OpenDirectory;
+  ops.readdir = ReadDirectory;
+  ops.readdirplus = ReadDirectoryPlus;
+  ops.releasedir = ReleaseDirectory;
+  ops.fsyncdir = FsyncDirectory;
+  ops.statfs = StatFs;
+  ops.setxattr = SetXattr;
+  ops.getxattr = GetXattr;
+  ops.listxattr = ListXattr;
+  ops.removexattr = RemoveXattr;
+  ops.access = Access;
+  ops.fallocate = Fallocate;
+  ops.copy_file_range = CopyFileRange;
+  ops.lseek = Lseek;
+  return ops;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& FuseOperations() {
+  static const fuse_lowlevel_ops ops = MakeOperations();
+  return ops;
+}
+
+}  // namespace cudafs

@@ -1,0 +1,73 @@
+#include "fs/inode_table.h"
+
+#include "fs/errors.h"
+
+namespace cudafs {
+
+InodeTable::InodeTable(uint64_t max_inodes) : max_inodes_(max_inodes) {}
+
+std::shared_ptr<Inode> InodeTable::CreateRoot(mode_t mode) {
+  auto root = std::make_shared<Inode>(1, mode);
+  absl::MutexLock lock(&mu_);
+  inodes_[1] = root;
+  return root;
+}
+
+absl::StatusOr<std::shared_ptr<Inode>> InodeTable::Create(mode_t mode) {
+  absl::MutexLock lock(&mu_);
+  if (max_inodes_ != 0 && inodes_.size() >= max_inodes_) {
+    return PosixError(ENOSPC, "inode limit (nr_inodes) reached");
+  }
+  auto inode = std::make_shared<Inode>(next_ino_++, mode);
+  inodes_[inode->ino] = inode;
+  return inode;
+}
+
+std::shared_ptr<Inode> InodeTable::Get(uint64_t ino) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = inodes_.find(ino);
+  return it == inodes_.end() ? nullptr : it->second;
+}
+
+void InodeTable::AddLookup(Inode& inode, uint64_t count) {
+  absl::MutexLock lock(&mu_);
+  inode.lookups += count;
+}
+
+void InodeTable::AddOpen(Inode& inode) {
+  absl::MutexLock lock(&mu_);
+  ++inode.opens;
+}
+
+void InodeTable::Forget(const std::shared_ptr<Inode>& inode, uint64_t count) {
+  {
+    absl::MutexLock lock(&mu_);
+    inode->lookups -= std::min(count, inode->lookups);
+  }
+  DropIfUnused(inode);
+}
+
+void InodeTable::Release(const std::shared_ptr<Inode>& inode) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (inode->opens > 0) --inode->opens;
+  }
+  DropIfUnused(inode);
+}
+
+void InodeTable::DropIfUnused(const std::shared_ptr<Inode>& inode) {
+  if (inode->ino == 1) return;
+  absl::ReaderMutexLock inode_lock(&inode->mu);
+  if (inode->nlink > 0) return;
+  absl::MutexLock lock(&mu_);
+  if (inode->lookups == 0 && inode->opens == 0) inodes_.erase(inode->ino);
+  // The data blocks go back to the arena when the last shared_ptr (maybe a
+  // concurrent operation's) is gone.
+}
+
+uint64_t InodeTable::size() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return inodes_.size();
+}
+
+}  // namespace cudafs

@@ -1,0 +1,236 @@
+// The cudafs binary: parse options, open the device, mount, serve.
+//
+// Without -f the process forks before touching the device (a CUDA context
+// does not survive fork) and the parent waits on a pipe until the child has
+// mounted or failed, so `cudafs DIR` returns only once DIR is usable and
+// exits 2 with the child's one-line message when it is not.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "alloc/arena.h"
+#include "alloc/open_device.h"
+#include "fs/filesystem.h"
+#include "fs/fuse_ops.h"
+#include "fs/mount_options.h"
+#ifdef CUDAFS_WITH_CUDA
+#include "alloc/cuda_device.h"
+#endif
+
+namespace cudafs {
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr double kDefaultSizePercent = 50;
+// Default nr_inodes: one inode per 4 KiB of size, like a filesystem full of
+// the smallest files it stores efficiently.
+constexpr uint64_t kBytesPerDefaultInode = 4096;
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "cudafs: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+int ListDevices() {
+#ifdef CUDAFS_WITH_CUDA
+  absl::StatusOr<std::vector<CudaDeviceInfo>> devices = ListCudaDevices();
+  if (!devices.ok()) return Fail(std::string(devices.status().message()));
+  std::printf("%-5s %-32s %-14s %12s %12s\n", "INDEX", "NAME", "PCI BUS ID", "TOTAL MiB",
+              "FREE MiB");
+  for (const CudaDeviceInfo& device : *devices) {
+    std::printf("%-5d %-32s %-14s %12llu %12llu\n", device.index, device.name.c_str(),
+                device.pci_bus_id.c_str(),
+                static_cast<unsigned long long>(device.total_bytes >> 20),
+                static_cast<unsigned long long>(device.free_bytes >> 20));
+  }
+  return 0;
+#else
+  return Fail("built without the CUDA device: no GPUs to list");
+#endif
+}
+
+// Tells the waiting parent how the mount went (the exit status it should
+// return), once.
+class ReadyPipe {
+ public:
+  explicit ReadyPipe(int fd) : fd_(fd) {}
+  void Send(unsigned char exit_status) {
+    if (fd_ < 0) return;
+    (void)!write(fd_, &exit_status, 1);
+    close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// Forks; the parent waits for the child's verdict and exits with it. Returns
+// the write end of the pipe in the child.
+int Daemonize() {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    std::perror("cudafs: pipe");
+    std::exit(1);
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("cudafs: fork");
+    std::exit(1);
+  }
+  if (pid > 0) {
+    close(fds[1]);
+    unsigned char status;
+    ssize_t got;
+    do {
+      got = read(fds[0], &status, 1);
+    } while (got < 0 && errno == EINTR);
+    // No byte: the child died before it could say.
+    std::exit(got == 1 ? status : 1);
+  }
+  close(fds[0]);
+  setsid();
+  return fds[1];
+}
+
+void DetachStdio() {
+  const int null = open("/dev/null", O_RDWR);
+  if (null < 0) return;
+  dup2(null, STDIN_FILENO);
+  dup2(null, STDOUT_FILENO);
+  dup2(null, STDERR_FILENO);
+  if (null > STDERR_FILENO) close(null);
+}
+
+int Serve(const MountOptions& options, ReadyPipe& ready) {
+  const auto fail = [&](const std::string& message) {
+    Fail(message);
+    ready.Send(kExitUsage);
+    return kExitUsage;
+  };
+
+  const ArenaSizer sizer = [&](uint64_t device_memory) -> absl::StatusOr<uint64_t> {
+    const uint64_t size = options.size.Resolve(device_memory, kDefaultSizePercent);
+    if (size < options.min_block) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "size=%d is smaller than min_block=%d", size, options.min_block));
+    }
+    if (size > device_memory) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "size=%d exceeds the device's memory (%d bytes)", size, device_memory));
+    }
+    return size;
+  };
+  absl::StatusOr<OpenedDevice> opened = OpenDevice(options.backend, options.device, sizer);
+  if (!opened.ok()) return fail(std::string(opened.status().message()));
+  if (!opened->notice.empty()) std::fprintf(stderr, "%s\n", opened->notice.c_str());
+  std::unique_ptr<Device> device = std::move(opened->device);
+  Arena arena(device.get(), options.min_block);
+
+  FilesystemConfig config;
+  config.root_mode = options.mode;
+  config.root_uid = options.uid.value_or(getuid());
+  config.root_gid = options.gid.value_or(getgid());
+  config.max_inodes = options.nr_inodes.value_or(arena.capacity() / kBytesPerDefaultInode);
+  config.update_atime = !options.noatime;
+  Filesystem filesystem(&arena, config);
+  FuseContext context{&filesystem};
+
+  std::vector<std::string> arguments = {"cudafs", "-o", "default_permissions",
+                                        "-o", "subtype=cudafs", "-o", "fsname=" + options.source};
+  for (const std::string& option : options.fuse_options) {
+    arguments.push_back("-o");
+    arguments.push_back(option);
+  }
+  if (options.debug) arguments.push_back("-d");
+  std::vector<char*> argv;
+  for (std::string& argument : arguments) argv.push_back(argument.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  fuse_session* session =
+      fuse_session_new(&args, &FuseOperations(), sizeof(fuse_lowlevel_ops), &context);
+  if (session == nullptr) return fail("cannot start the FUSE session (see the message above)");
+  if (fuse_set_signal_handlers(session) != 0) {
+    fuse_session_destroy(session);
+    return fail("cannot install signal handlers");
+  }
+  if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(session);
+    fuse_session_destroy(session);
+    return fail(absl::StrFormat("cannot mount on %s", options.mountpoint));
+  }
+
+  ready.Send(0);
+  if (!options.foreground) {
+    (void)!chdir("/");
+    DetachStdio();
+  }
+
+  int result;
+  if (options.single_threaded) {
+    result = fuse_session_loop(session);
+  } else {
+    fuse_loop_config* loop = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_clone_fd(loop, 1);
+    fuse_loop_cfg_set_max_threads(loop, 64);
+    fuse_loop_cfg_set_idle_threads(loop, 16);
+    result = fuse_session_loop_mt(session, loop);
+    fuse_loop_cfg_destroy(loop);
+  }
+  fuse_session_unmount(session);
+  fuse_remove_signal_handlers(session);
+  fuse_session_destroy(session);
+  return result < 0 ? 1 : 0;
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<MountOptions> parsed =
+      ParseCommandLine(absl::Span<const char* const>(argv, argc));
+  if (!parsed.ok()) {
+    Fail(std::string(parsed.status().message()));
+    std::fprintf(stderr, "Try 'cudafs --help' for more information.\n");
+    return kExitUsage;
+  }
+  MountOptions& options = *parsed;
+  switch (options.action) {
+    case MountOptions::Action::kHelp:
+      std::printf("%s", UsageText("cudafs").c_str());
+      return 0;
+    case MountOptions::Action::kVersion:
+      std::printf("cudafs %s (libfuse %s)\n", CUDAFS_VERSION, fuse_pkgversion());
+      return 0;
+    case MountOptions::Action::kListDevices:
+      return ListDevices();
+    case MountOptions::Action::kMount:
+      break;
+  }
+  struct stat st;
+  if (stat(options.mountpoint.c_str(), &st) != 0) {
+    return Fail(absl::StrFormat("mountpoint %s: %s", options.mountpoint, std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Fail(absl::StrFormat("mountpoint %s is not a directory", options.mountpoint));
+  }
+  // libfuse resolves the mountpoint itself; keep an absolute path for the
+  // daemon, which changes directory to /.
+  if (char* absolute = realpath(options.mountpoint.c_str(), nullptr)) {
+    options.mountpoint = absolute;
+    std::free(absolute);
+  }
+  ReadyPipe ready(options.foreground ? -1 : Daemonize());
+  return Serve(options, ready);
+}
+
+}  // namespace
+}  // namespace cudafs
+
+int main(int argc, char** argv) { return cudafs::Main(argc, argv); }

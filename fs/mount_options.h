@@ -1,0 +1,76 @@
+// Command line and mount options of the cudafs binary.
+//
+//   cudafs [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
+//   cudafs --help | --version | --list-devices
+//
+// Options may come in any order and -o may repeat (mount.fuse3 runs
+// `cudafs SOURCE MOUNTPOINT -o rw,size=8G,...`). Parsing is pure: nothing
+// here touches a device or the filesystem, so every rule is unit-tested.
+#ifndef CUDAFS_FS_MOUNT_OPTIONS_H_
+#define CUDAFS_FS_MOUNT_OPTIONS_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "alloc/open_device.h"
+
+namespace cudafs {
+
+// size=: absolute bytes or a percentage of the device's memory, resolved
+// once the device is known.
+struct SizeSpec {
+  std::optional<uint64_t> bytes;
+  std::optional<double> percent;  // (0, 100]
+  // Bytes for a device with `device_memory` bytes; `default_percent` when
+  // neither is set.
+  uint64_t Resolve(uint64_t device_memory, double default_percent) const;
+};
+
+struct MountOptions {
+  enum class Action { kMount, kHelp, kVersion, kListDevices };
+  Action action = Action::kMount;
+
+  std::string source = "cudafs";  // shown in /proc/mounts and df
+  std::string mountpoint;
+  bool foreground = false;     // -f
+  bool debug = false;          // -d (implies foreground)
+  bool single_threaded = false;  // -s
+
+  SizeSpec size;
+  std::optional<uint64_t> nr_inodes;  // 0: unlimited
+  mode_t mode = 01777;
+  std::optional<uid_t> uid;  // default: the mounting user
+  std::optional<gid_t> gid;
+  BackendKind backend = BackendKind::kAuto;
+  std::string device;       // index or PCI bus id; empty: device 0
+  uint64_t min_block = 4096;  // power of two, 4 KiB .. 1 GiB
+  bool noatime = false;
+  bool read_only = false;
+  bool default_permissions = true;  // `nodefault_permissions` is not offered
+
+  // Options handed to libfuse unchanged (allow_other, auto_unmount, ro,
+  // nosuid, ...), without the leading "-o".
+  std::vector<std::string> fuse_options;
+};
+
+// Parses argv (argv[0] is the program name). On error the status message is
+// one line that names the offending argument or option.
+absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv);
+
+// "4096", "64k", "8G", "1t" (powers of 1024, case-insensitive). Rejects
+// empty, negative, fractional and overflowing values.
+absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text);
+
+// The --help text.
+std::string UsageText(absl::string_view program);
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_MOUNT_OPTIONS_H_
