@@ -12,6 +12,20 @@
 #endif
 
 namespace cudafs {
+namespace {
+
+// A bad offset is a caller's bug, but it must come back as an error (as on the
+// CUDA device), not as a memcpy or madvise on whatever the process has mapped
+// next to the arena.
+absl::Status InRange(uint64_t offset, uint64_t length, uint64_t arena_size) {
+  if (offset > arena_size || length > arena_size - offset) {
+    return absl::InternalError(
+        absl::StrFormat("arena range [%d, +%d) is outside the arena", offset, length));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<HostDevice>> HostDevice::Create(uint64_t arena_size) {
   const uint64_t size = (arena_size + kGranule - 1) / kGranule * kGranule;
@@ -30,6 +44,7 @@ HostDevice::~HostDevice() { munmap(base_, size_); }
 std::string HostDevice::Describe() const { return "host memory"; }
 
 absl::Status HostDevice::Commit(uint64_t offset, uint64_t length) {
+  if (absl::Status s = InRange(offset, length, size_); !s.ok()) return s;
   // Fault the pages in now so that a shortage shows up as ENOSPC on the
   // write that needed them, not as the OOM killer later. Kernels before 5.14
   // lack MADV_POPULATE_WRITE (EINVAL); they fault on first touch instead.
@@ -45,6 +60,7 @@ absl::Status HostDevice::Commit(uint64_t offset, uint64_t length) {
 }
 
 absl::Status HostDevice::Decommit(uint64_t offset, uint64_t length) {
+  if (absl::Status s = InRange(offset, length, size_); !s.ok()) return s;
   if (madvise(base_ + offset, length, MADV_DONTNEED) != 0) {
     return absl::ErrnoToStatus(errno, "madvise(MADV_DONTNEED)");
   }
@@ -52,16 +68,26 @@ absl::Status HostDevice::Decommit(uint64_t offset, uint64_t length) {
 }
 
 absl::Status HostDevice::Write(absl::Span<const HostToDevice> copies) {
+  for (const HostToDevice& c : copies) {
+    if (absl::Status s = InRange(c.device_offset, c.length, size_); !s.ok()) return s;
+  }
   for (const HostToDevice& c : copies) std::memcpy(base_ + c.device_offset, c.source, c.length);
   return absl::OkStatus();
 }
 
 absl::Status HostDevice::Read(absl::Span<const DeviceToHost> copies) {
+  for (const DeviceToHost& c : copies) {
+    if (absl::Status s = InRange(c.device_offset, c.length, size_); !s.ok()) return s;
+  }
   for (const DeviceToHost& c : copies) std::memcpy(c.destination, base_ + c.device_offset, c.length);
   return absl::OkStatus();
 }
 
 absl::Status HostDevice::Copy(absl::Span<const DeviceToDevice> copies) {
+  for (const DeviceToDevice& c : copies) {
+    if (absl::Status s = InRange(c.destination_offset, c.length, size_); !s.ok()) return s;
+    if (absl::Status s = InRange(c.source_offset, c.length, size_); !s.ok()) return s;
+  }
   for (const DeviceToDevice& c : copies) {
     std::memmove(base_ + c.destination_offset, base_ + c.source_offset, c.length);
   }
@@ -69,6 +95,9 @@ absl::Status HostDevice::Copy(absl::Span<const DeviceToDevice> copies) {
 }
 
 absl::Status HostDevice::Zero(absl::Span<const DeviceRange> ranges) {
+  for (const DeviceRange& r : ranges) {
+    if (absl::Status s = InRange(r.offset, r.length, size_); !s.ok()) return s;
+  }
   for (const DeviceRange& r : ranges) std::memset(base_ + r.offset, 0, r.length);
   return absl::OkStatus();
 }

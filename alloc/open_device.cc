@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "alloc/host_device.h"
+#include "alloc/null_device.h"
 #ifdef CUDAFS_WITH_CUDA
 #include "alloc/cuda_device.h"
 #endif
@@ -30,9 +31,9 @@ absl::StatusOr<OpenedDevice> OpenCuda(absl::string_view device_spec,
 #ifdef CUDAFS_WITH_CUDA
   absl::StatusOr<int> index = ResolveCudaDevice(device_spec);
   if (!index.ok()) return index.status();
-  absl::StatusOr<std::pair<uint64_t, uint64_t>> memory = CudaMemoryInfo(*index);
+  absl::StatusOr<uint64_t> memory = CudaTotalMemory(*index);
   if (!memory.ok()) return memory.status();
-  absl::StatusOr<uint64_t> size = arena_size(memory->second);
+  absl::StatusOr<uint64_t> size = arena_size(*memory);
   if (!size.ok()) return size.status();
   absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Create(*index, *size);
   if (!device.ok()) return device.status();
@@ -51,13 +52,18 @@ absl::StatusOr<OpenedDevice> OpenDevice(BackendKind kind, absl::string_view devi
       return OpenHost(arena_size);
     case BackendKind::kCuda:
       return OpenCuda(device_spec, arena_size);
+    case BackendKind::kNull: {
+      absl::StatusOr<uint64_t> size = arena_size(HostMemoryBytes());
+      if (!size.ok()) return size.status();
+      return OpenedDevice{std::make_unique<NullDevice>(*size), ""};
+    }
     case BackendKind::kAuto:
       break;
   }
   absl::StatusOr<OpenedDevice> cuda = OpenCuda(device_spec, arena_size);
   if (cuda.ok()) return cuda;
-  // A bad size= is the user's mistake on any backend: report it, don't
-  // fall back.
+  // A bad size= or a device= naming a GPU that does not exist is the
+  // user's mistake on any backend: report it, don't fall back.
   if (absl::IsInvalidArgument(cuda.status())) return cuda.status();
   absl::StatusOr<OpenedDevice> host = OpenHost(arena_size);
   if (!host.ok()) return host.status();

@@ -13,7 +13,7 @@
 
 namespace cudafs {
 
-enum class BackendKind { kAuto, kCuda, kHost };
+enum class BackendKind { kAuto, kCuda, kHost, kNull };
 
 struct OpenedDevice {
   std::unique_ptr<Device> device;
@@ -28,7 +28,7 @@ using ArenaSizer = std::function<absl::StatusOr<uint64_t>(uint64_t device_memory
 // kCuda: the GPU named by `device_spec` (index or PCI bus id, empty = 0), or
 // an error saying why it cannot be used (no driver, no device, no such
 // device). kHost: host memory. kAuto: the GPU when usable, else host memory
-// with a notice.
+// with a notice. kNull: a NullDevice (benchmarks only) sized like kHost.
 absl::StatusOr<OpenedDevice> OpenDevice(BackendKind kind, absl::string_view device_spec,
                                         const ArenaSizer& arena_size);
 

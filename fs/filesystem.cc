@@ -125,6 +125,27 @@ void DropSetIdOnWrite(Inode& inode, const Caller& caller) ABSL_EXCLUSIVE_LOCKS_R
   if (inode.mode & S_IXGRP) inode.mode &= ~S_ISGID;
 }
 
+// Locks a directory and an entry of it (two distinct inodes) in
+// inode-number order, the order Rename takes its inodes in. The namespace
+// lock already rules out deadlock; one order throughout keeps absl's
+// deadlock detector, which sees only lock order, from aborting the process.
+class ABSL_SCOPED_LOCKABLE InodePairLock {
+ public:
+  InodePairLock(Inode& dir, Inode& entry) ABSL_EXCLUSIVE_LOCK_FUNCTION(dir.mu, entry.mu)
+      : first_(dir.ino < entry.ino ? dir : entry), second_(dir.ino < entry.ino ? entry : dir) {
+    first_.mu.Lock();
+    second_.mu.Lock();
+  }
+  ~InodePairLock() ABSL_UNLOCK_FUNCTION() {
+    second_.mu.Unlock();
+    first_.mu.Unlock();
+  }
+
+ private:
+  Inode& first_;
+  Inode& second_;
+};
+
 bool NeedsAtimeUpdate(const Inode& inode, const timespec& now)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
   // relatime, the Linux default: update when atime is not newer than
@@ -194,12 +215,14 @@ class Filesystem::Impl {
       inode.rdev = rdev;
       inode.atime = inode.mtime = inode.ctime = now;
       // setgid directories hand their group down, and their setgid bit to
-      // subdirectories.
+      // subdirectories. A non-member's new file keeps setgid only without
+      // group-execute (mandatory locking), as in the kernel's mode_strip_sgid.
       if ((*dir)->mode & S_ISGID) {
         inode.gid = (*dir)->gid;
         if (inode.is_directory()) {
           inode.mode |= S_ISGID;
-        } else if ((inode.mode & S_ISGID) && !caller.is_root() && !caller.InGroup(inode.gid)) {
+        } else if ((inode.mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) &&
+                   !caller.is_root() && !caller.InGroup(inode.gid)) {
           inode.mode &= ~S_ISGID;
         }
       } else {
@@ -244,8 +267,7 @@ class Filesystem::Impl {
       victim = *found;
       if (directory && !victim->directory->empty()) return PosixError(ENOTEMPTY);
       const timespec now = Now();
-      absl::MutexLock dir_lock(&(*dir)->mu);
-      absl::MutexLock lock(&victim->mu);
+      InodePairLock lock(**dir, *victim);
       if (absl::Status status = CheckSticky(**dir, *victim, caller); !status.ok()) return status;
       (*dir)->directory->Erase(name);
       Unname(**dir, *victim, now);
@@ -415,15 +437,22 @@ class Filesystem::Impl {
     if (changes.mode && !owner) {
       // Non-owners may only drop set-id bits: that is how the kernel asks
       // for them to go after a write by a non-owner.
-      const mode_t dropped = inode.mode & ~(S_ISUID | S_ISGID) & 07777;
-      if ((*changes.mode & 07777 & ~(inode.mode & 07777)) != 0 ||
-          (*changes.mode & 07777) < dropped) {
+      const mode_t set_id = S_ISUID | S_ISGID;
+      const mode_t current = inode.mode & 07777;
+      const mode_t requested = *changes.mode & 07777;
+      if ((requested & ~current) != 0 || (requested | set_id) != (current | set_id)) {
         return PosixError(EPERM);
       }
     }
-    if (changes.uid && *changes.uid != inode.uid && !caller.is_root()) return PosixError(EPERM);
-    if (changes.gid && *changes.gid != inode.gid && !caller.is_root() &&
-        (caller.uid() != inode.uid || !caller.InGroup(*changes.gid))) {
+    // Like the kernel's chown_ok/chgrp_ok: only the owner may even "change"
+    // to the current values.
+    if (changes.uid && !caller.is_root() &&
+        (*changes.uid != inode.uid || caller.uid() != inode.uid)) {
+      return PosixError(EPERM);
+    }
+    if (changes.gid && !caller.is_root() &&
+        (caller.uid() != inode.uid ||
+         (*changes.gid != inode.gid && !caller.InGroup(*changes.gid)))) {
       return PosixError(EPERM);
     }
     if (changes.size) {
@@ -438,11 +467,12 @@ class Filesystem::Impl {
       }
     }
 
-    if (changes.size && *changes.size != inode.size) {
+    if (changes.size) {
       if (*changes.size < inode.size) {
         if (absl::Status status = inode.data->Truncate(*changes.size); !status.ok()) return status;
       }
       inode.size = *changes.size;
+      // Like tmpfs: a truncate is a modification even when the size stays.
       inode.mtime = now;
       DropSetIdOnWrite(inode, caller);
     }
@@ -544,9 +574,9 @@ class Filesystem::Impl {
       if (absl::Status status = inode.data->Reserve(offset, length); !status.ok()) return status;
       if (!keep_size && end > inode.size) inode.size = end;
     }
-    const timespec now = Now();
-    inode.ctime = now;
-    if (operation != 0 || (!keep_size && end > inode.size)) inode.mtime = now;
+    // tmpfs marks every successful fallocate as a modification, KEEP_SIZE
+    // included (file_modified() in shmem_fallocate).
+    inode.mtime = inode.ctime = Now();
     DropSetIdOnWrite(inode, caller);
     return absl::OkStatus();
   }
@@ -792,8 +822,7 @@ absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_pa
   const timespec now = Now();
   struct stat st;
   {
-    absl::MutexLock dir_lock(&(*dir)->mu);
-    absl::MutexLock lock(&inode.mu);
+    InodePairLock lock(**dir, inode);
     if (inode.nlink == 0) return PosixError(ENOENT);  // unlinked but still open
     ++inode.nlink;
     inode.ctime = now;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "alloc/log.h"
 #include "fs/errors.h"
 
 namespace cudafs {
@@ -40,7 +41,7 @@ void ReplyError(fuse_req_t req, const absl::Status& status) {
   const int error = ToErrno(status);
   // Expected errors (ENOENT, EEXIST, ...) are the caller's business; an I/O
   // error is ours and worth one line.
-  if (error == EIO) std::fprintf(stderr, "cudafs: %s\n", status.ToString().c_str());
+  if (error == EIO) LogError(status.ToString());
   fuse_reply_err(req, error);
 }
 
@@ -174,13 +175,21 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_
   ReplyStatus(req, Fs(req).Rename(parent, name, new_parent, new_name, flags, CallerOf(req)));
 }
 
-void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (absl::Status status = Fs(req).Open(ino, fi->flags, CallerOf(req)); !status.ok()) {
-    return ReplyError(req, status);
+void SetCaching(fuse_req_t req, fuse_file_info* fi) {
+  if (Context(req).direct_io) {
+    fi->direct_io = 1;
+    return;
   }
   // Data changes only through this connection, which keeps the kernel's
   // page cache coherent, so cached pages may outlive an open.
   fi->keep_cache = 1;
+}
+
+void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (absl::Status status = Fs(req).Open(ino, fi->flags, CallerOf(req)); !status.ok()) {
+    return ReplyError(req, status);
+  }
+  SetCaching(req, fi);
   if (fuse_reply_open(req, fi) != 0) Fs(req).Release(ino);
 }
 
@@ -189,7 +198,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   absl::StatusOr<struct stat> st = Fs(req).Create(parent, name, mode, fi->flags, CallerOf(req));
   if (!st.ok()) return ReplyError(req, st.status());
   fuse_entry_param entry = EntryOf(req, *st);
-  fi->keep_cache = 1;
+  SetCaching(req, fi);
   if (fuse_reply_create(req, &entry, fi) != 0) {
     Fs(req).Release(st->st_ino);
     Fs(req).Forget(st->st_ino, 1);

@@ -20,6 +20,12 @@ struct FuseContext {
   // read) is seen late, by at most this long.
   double attr_timeout = 1.0;
   double entry_timeout = 1.0;
+  // Files opened with FOPEN_DIRECT_IO: every read and write is one request
+  // straight to us, in up to 1 MiB pieces, and no page of file data is kept
+  // in host RAM. Without it the kernel's page cache serves re-reads and
+  // mmap, at the cost of smaller, serialised writes. The kernel refuses
+  // shared writable mmap of direct_io files (ENODEV).
+  bool direct_io = false;
 };
 
 const fuse_lowlevel_ops& FuseOperations();

@@ -16,12 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "alloc/arena.h"
+#include "alloc/log.h"
 #include "alloc/open_device.h"
 #include "fs/filesystem.h"
 #include "fs/fuse_ops.h"
 #include "fs/mount_options.h"
+#include "fs/session_loop.h"
 #ifdef CUDAFS_WITH_CUDA
 #include "alloc/cuda_device.h"
 #endif
@@ -34,6 +38,9 @@ constexpr double kDefaultSizePercent = 50;
 // Default nr_inodes: one inode per 4 KiB of size, like a filesystem full of
 // the smallest files it stores efficiently.
 constexpr uint64_t kBytesPerDefaultInode = 4096;
+// Workers serving requests. Each holds a 1 MiB request in flight, so this
+// bounds the parallel streams whose copies overlap.
+constexpr int kWorkerThreads = 16;
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "cudafs: %s\n", message.c_str());
@@ -124,7 +131,8 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "size=%d is smaller than min_block=%d", size, options.min_block));
     }
-    if (size > device_memory) {
+    // The null device stores nothing, so any size is honest there.
+    if (size > device_memory && options.backend != BackendKind::kNull) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "size=%d exceeds the device's memory (%d bytes)", size, device_memory));
     }
@@ -144,6 +152,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   config.update_atime = !options.noatime;
   Filesystem filesystem(&arena, config);
   FuseContext context{&filesystem};
+  context.direct_io = options.direct_io;
 
   std::vector<std::string> arguments = {"cudafs", "-o", "default_permissions",
                                         "-o", "subtype=cudafs", "-o", "fsname=" + options.source};
@@ -159,12 +168,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   fuse_session* session =
       fuse_session_new(&args, &FuseOperations(), sizeof(fuse_lowlevel_ops), &context);
   if (session == nullptr) return fail("cannot start the FUSE session (see the message above)");
-  if (fuse_set_signal_handlers(session) != 0) {
-    fuse_session_destroy(session);
-    return fail("cannot install signal handlers");
-  }
   if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
-    fuse_remove_signal_handlers(session);
     fuse_session_destroy(session);
     return fail(absl::StrFormat("cannot mount on %s", options.mountpoint));
   }
@@ -173,26 +177,23 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   if (!options.foreground) {
     (void)!chdir("/");
     DetachStdio();
+    LogToSyslog(options.mountpoint);
   }
 
-  int result;
-  if (options.single_threaded) {
-    result = fuse_session_loop(session);
-  } else {
-    fuse_loop_config* loop = fuse_loop_cfg_create();
-    fuse_loop_cfg_set_clone_fd(loop, 1);
-    fuse_loop_cfg_set_max_threads(loop, 64);
-    fuse_loop_cfg_set_idle_threads(loop, 16);
-    result = fuse_session_loop_mt(session, loop);
-    fuse_loop_cfg_destroy(loop);
-  }
-  fuse_session_unmount(session);
-  fuse_remove_signal_handlers(session);
+  // -s: one worker, for debugging; otherwise enough workers for parallel
+  // streams to overlap their copies.
+  const int result = RunSessionLoop(session, options.mountpoint, arena.device(),
+                                    options.single_threaded ? 1 : kWorkerThreads);
+  if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
   fuse_session_destroy(session);
   return result < 0 ? 1 : 0;
 }
 
 int Main(int argc, char** argv) {
+  // Debian's abseil checks every Mutex acquisition against a global lock
+  // graph: a process-wide lock on every request and seconds spent tearing
+  // down a million inode mutexes. Our lock order is documented and tested.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::StatusOr<MountOptions> parsed =
       ParseCommandLine(absl::Span<const char* const>(argv, argc));
   if (!parsed.ok()) {

@@ -22,7 +22,7 @@ constexpr uint64_t kLargestMinBlock = uint64_t{1} << 30;
 
 // What a value-less option does. Options taking a value are parsed in
 // ApplyOption instead.
-enum class FlagEffect { kForward, kDrop, kNoatime, kAtime, kReadOnly, kReadWrite };
+enum class FlagEffect { kForward, kDrop, kNoatime, kAtime, kReadOnly, kReadWrite, kDirectIo, kCachedIo };
 
 struct Flag {
   absl::string_view name;
@@ -36,6 +36,8 @@ constexpr Flag kFlags[] = {
     {"strictatime", FlagEffect::kAtime},
     {"norelatime", FlagEffect::kAtime},
     // The kernel must see ro/rw too, or it would allow writes we refuse.
+    {"direct_io", FlagEffect::kDirectIo},
+    {"nodirect_io", FlagEffect::kCachedIo},
     {"ro", FlagEffect::kReadOnly},
     {"rw", FlagEffect::kReadWrite},
     {"allow_other", FlagEffect::kForward},
@@ -83,6 +85,12 @@ void ApplyFlag(const Flag& flag, MountOptions* options) {
       break;
     case FlagEffect::kAtime:
       options->noatime = false;
+      break;
+    case FlagEffect::kDirectIo:
+      options->direct_io = true;
+      break;
+    case FlagEffect::kCachedIo:
+      options->direct_io = false;
       break;
     case FlagEffect::kReadOnly:
       options->read_only = true;
@@ -182,7 +190,8 @@ absl::StatusOr<BackendKind> ParseBackend(absl::string_view value) {
   if (value == "auto") return BackendKind::kAuto;
   if (value == "cuda") return BackendKind::kCuda;
   if (value == "host") return BackendKind::kHost;
-  return BadValue("backend", value, "expected auto, cuda or host");
+  if (value == "null") return BackendKind::kNull;
+  return BadValue("backend", value, "expected auto, cuda, host or null");
 }
 
 // Only the shape is checked here; whether the device exists is the backend's
@@ -429,8 +438,12 @@ cudafs options:
   uid=N                  owner of the root directory (default: the mounting user)
   gid=N                  group of the root directory (default: the mounting user's)
   backend=auto|cuda|host where data lives; auto: the GPU, else host memory (default: auto)
+  backend=null           store nothing (reads return zeros): measures FUSE's own cost
   device=N|BUS_ID        GPU index or PCI bus id like 0000:3b:00.0 (default: 0)
   min_block=N[k|m|g]     smallest allocation, a power of two, 4k to 1g (default: 4k)
+  direct_io              file data bypasses the kernel's page cache: faster large
+                         transfers, no second copy in RAM; shared writable mmap fails
+  nodirect_io            file data goes through the kernel's page cache (default)
   noatime                do not update access times
   atime, relatime, strictatime, norelatime
                          update access times (default)

@@ -52,6 +52,7 @@ struct MountOptions {
   std::string device;       // index or PCI bus id; empty: device 0
   uint64_t min_block = 4096;  // power of two, 4 KiB .. 1 GiB
   bool noatime = false;
+  bool direct_io = false;  // see FuseContext::direct_io
   bool read_only = false;
   bool default_permissions = true;  // `nodefault_permissions` is not offered
 

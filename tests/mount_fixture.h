@@ -178,6 +178,41 @@ inline std::string RandomBytes(size_t size, uint64_t seed) {
   return bytes;
 }
 
+// open(2) into *fd, explaining a failure by errno name.
+inline testing::AssertionResult OpenFd(const std::string& path, int flags, Fd* fd,
+                                       mode_t mode = 0644) {
+  fd->Reset(open(path.c_str(), flags, mode));
+  if (fd->valid()) return testing::AssertionSuccess();
+  const int err = errno;
+  return testing::AssertionFailure() << "open " << path << ": " << ErrnoName(err);
+}
+
+inline std::optional<struct stat> StatFd(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return std::nullopt;
+  return st;
+}
+
+// `text` as one sh word.
+inline std::string ShellQuote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+// "0x0a": AssertionResult's stream ignores manipulators like std::hex.
+inline std::string ByteHex(char byte) {
+  char text[8];
+  std::snprintf(text, sizeof text, "0x%02x", static_cast<unsigned>(byte) & 0xff);
+  return text;
+}
+
 // Compares byte strings without printing megabytes: reports sizes and the
 // first differing offset.
 inline testing::AssertionResult BytesEqual(std::string_view actual, std::string_view expected) {
@@ -185,9 +220,8 @@ inline testing::AssertionResult BytesEqual(std::string_view actual, std::string_
   for (size_t i = 0; i < common; ++i) {
     if (actual[i] != expected[i]) {
       return testing::AssertionFailure()
-             << "bytes differ first at offset " << i << ": got 0x" << std::hex
-             << (static_cast<unsigned>(actual[i]) & 0xff) << ", expected 0x"
-             << (static_cast<unsigned>(expected[i]) & 0xff) << std::dec << " (sizes "
+             << "bytes differ first at offset " << i << ": got "
+             << ByteHex(actual[i]) << ", expected " << ByteHex(expected[i]) << " (sizes "
              << actual.size() << " and " << expected.size() << ")";
     }
   }
@@ -235,6 +269,26 @@ inline std::optional<std::string> ReadAt(int fd, off_t offset, size_t size) {
   }
   data.resize(done);
   return data;
+}
+
+// Drops the file's clean pages from the kernel's cache, so that the next
+// read asks the filesystem. cudafs lets cached pages outlive an open
+// (keep_cache), so without this a check could read back the kernel's copy
+// of what was written instead of what the filesystem stored.
+inline bool DropCache(int fd) { return posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0; }
+
+// Everything up to the file's current size, as the filesystem stores it.
+inline std::optional<std::string> ReadAll(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !DropCache(fd)) return std::nullopt;
+  return ReadAt(fd, 0, st.st_size);
+}
+
+// The whole file at `path`, as the filesystem stores it.
+inline std::optional<std::string> ReadStored(const std::string& path) {
+  Fd fd(open(path.c_str(), O_RDONLY));
+  if (!fd.valid()) return std::nullopt;
+  return ReadAll(fd.get());
 }
 
 // The whole file through read(2); nullopt if it cannot be opened or read.

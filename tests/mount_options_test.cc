@@ -348,7 +348,8 @@ TEST(MountOptionTest, Backend) {
     BackendKind backend;
   } kCases[] = {{"backend=auto", BackendKind::kAuto},
                 {"backend=cuda", BackendKind::kCuda},
-                {"backend=host", BackendKind::kHost}};
+                {"backend=host", BackendKind::kHost},
+                {"backend=null", BackendKind::kNull}};
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.option);
     absl::StatusOr<MountOptions> options = ParseOption(c.option);
@@ -356,7 +357,7 @@ TEST(MountOptionTest, Backend) {
     EXPECT_EQ(options->backend, c.backend);
   }
   EXPECT_EQ(OptionError("backend=gpu"),
-            "bad value for backend=: \"gpu\" (expected auto, cuda or host)");
+            "bad value for backend=: \"gpu\" (expected auto, cuda, host or null)");
   EXPECT_TRUE(Contains(OptionError("backend=CUDA"), "bad value for backend=:"));
 }
 
@@ -414,6 +415,20 @@ TEST(MountOptionTest, Atime) {
     EXPECT_FALSE(options->noatime);
     EXPECT_EQ(options->fuse_options, Strings());
   }
+}
+
+TEST(MountOptionTest, DirectIoIsOursAndTheLastOneWins) {
+  absl::StatusOr<MountOptions> options = ParseOption("direct_io");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->direct_io);
+  EXPECT_EQ(options->fuse_options, Strings());
+  options = ParseOption("direct_io,nodirect_io");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->direct_io);
+  options = ParseOption("nodirect_io,direct_io");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->direct_io);
+  EXPECT_TRUE(Contains(OptionError("direct_io=1"), "direct_io"));
 }
 
 TEST(MountOptionTest, ReadOnlyIsOursAndForwarded) {

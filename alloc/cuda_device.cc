@@ -1,0 +1,404 @@
+#include "alloc/cuda_device.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "alloc/cuda_driver.h"
+#include "alloc/log.h"
+
+namespace cudafs {
+namespace {
+
+absl::StatusOr<int> DeviceCount(const CudaDriver& cu) {
+  int count = 0;
+  if (absl::Status s = cu.Check("cuDeviceGetCount", cu.cuDeviceGetCount(&count)); !s.ok()) {
+    return absl::UnavailableError(s.message());
+  }
+  if (count == 0) return absl::UnavailableError("the NVIDIA driver sees no GPU");
+  return count;
+}
+
+std::string PciBusId(const CudaDriver& cu, CUdevice device) {
+  char bus_id[32] = {};
+  if (cu.cuDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != CUDA_SUCCESS) return "?";
+  return absl::AsciiStrToLower(bus_id);
+}
+
+std::string DeviceName(const CudaDriver& cu, CUdevice device) {
+  char name[256] = {};
+  if (cu.cuDeviceGetName(name, sizeof name, device) != CUDA_SUCCESS) return "?";
+  return name;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<CudaDeviceInfo>> ListCudaDevices() {
+  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
+  if (!driver.ok()) return driver.status();
+  const CudaDriver& cu = **driver;
+  absl::StatusOr<int> count = DeviceCount(cu);
+  if (!count.ok()) return count.status();
+  std::vector<CudaDeviceInfo> devices;
+  for (int index = 0; index < *count; ++index) {
+    CUdevice device;
+    if (absl::Status s = cu.Check("cuDeviceGet", cu.cuDeviceGet(&device, index)); !s.ok()) {
+      return s;
+    }
+    CudaDeviceInfo info;
+    info.index = index;
+    info.name = DeviceName(cu, device);
+    info.pci_bus_id = PciBusId(cu, device);
+    size_t total = 0;
+    if (absl::Status s = cu.Check("cuDeviceTotalMem", cu.cuDeviceTotalMem(&total, device));
+        !s.ok()) {
+      return s;
+    }
+    info.total_bytes = total;
+    // Free memory is a property of a context: borrow the primary one.
+    CUcontext context;
+    if (cu.cuDevicePrimaryCtxRetain(&context, device) == CUDA_SUCCESS) {
+      size_t free = 0;
+      if (cu.cuCtxSetCurrent(context) == CUDA_SUCCESS &&
+          cu.cuMemGetInfo(&free, &total) == CUDA_SUCCESS) {
+        info.free_bytes = free;
+      }
+      cu.cuCtxSetCurrent(nullptr);
+      cu.cuDevicePrimaryCtxRelease(device);
+    }
+    devices.push_back(std::move(info));
+  }
+  return devices;
+}
+
+absl::StatusOr<int> ResolveCudaDevice(absl::string_view spec) {
+  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
+  if (!driver.ok()) return driver.status();
+  const CudaDriver& cu = **driver;
+  absl::StatusOr<int> count = DeviceCount(cu);
+  if (!count.ok()) return count.status();
+  if (spec.empty()) return 0;
+  int index;
+  if (absl::SimpleAtoi(spec, &index)) {
+    if (index < 0 || index >= *count) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "device=%s: GPU %d does not exist (this machine has %d: 0..%d)", spec, index, *count,
+          *count - 1));
+    }
+    return index;
+  }
+  // A PCI bus id; the driver accepts "domain:bus:device.function" and
+  // "bus:device.function".
+  const std::string bus_id(spec);
+  CUdevice device;
+  if (cu.cuDeviceGetByPCIBusId(&device, bus_id.c_str()) != CUDA_SUCCESS) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "device=%s: no GPU with that PCI bus id (see cudafs --list-devices)", spec));
+  }
+  // CUdevice values are the ordinals the driver counts from 0.
+  return static_cast<int>(device);
+}
+
+absl::StatusOr<uint64_t> CudaTotalMemory(int index) {
+  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
+  if (!driver.ok()) return driver.status();
+  const CudaDriver& cu = **driver;
+  CUdevice device;
+  if (absl::Status s = cu.Check("cuDeviceGet", cu.cuDeviceGet(&device, index)); !s.ok()) return s;
+  size_t total = 0;
+  if (absl::Status s = cu.Check("cuDeviceTotalMem", cu.cuDeviceTotalMem(&total, device));
+      !s.ok()) {
+    return s;
+  }
+  return total;
+}
+
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int index,
+                                                               uint64_t arena_size) {
+  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
+  if (!driver.ok()) return driver.status();
+  const CudaDriver& cu = **driver;
+  CUdevice device;
+  if (absl::Status s = cu.Check("cuDeviceGet", cu.cuDeviceGet(&device, index)); !s.ok()) {
+    return absl::UnavailableError(s.message());
+  }
+  int vmm = 0;
+  cu.cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device);
+  if (!vmm) {
+    return absl::UnavailableError(absl::StrFormat(
+        "GPU %d (%s) lacks CUDA virtual memory management (cuMemCreate)", index,
+        DeviceName(cu, device)));
+  }
+  int posix_fd_handles = 0;
+  cu.cuDeviceGetAttribute(&posix_fd_handles,
+                          CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device);
+
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  size_t granule = 0;
+  if (absl::Status s = cu.Check(
+          "cuMemGetAllocationGranularity",
+          cu.cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+      !s.ok()) {
+    return absl::UnavailableError(s.message());
+  }
+
+  std::unique_ptr<CudaDevice> self(new CudaDevice(cu, granule));
+  self->device_ = device;
+  self->shareable_ = posix_fd_handles != 0;
+  if (absl::Status s = cu.Check("cuDevicePrimaryCtxRetain",
+                                cu.cuDevicePrimaryCtxRetain(&self->context_, device));
+      !s.ok()) {
+    self->context_ = nullptr;
+    return absl::UnavailableError(s.message());
+  }
+  if (absl::Status s = self->Enter(); !s.ok()) return s;
+  self->arena_size_ = (arena_size + granule - 1) / granule * granule;
+  CUdeviceptr base = 0;
+  if (absl::Status s = cu.Check("cuMemAddressReserve",
+                                cu.cuMemAddressReserve(&base, self->arena_size_, granule, 0, 0));
+      !s.ok()) {
+    self->arena_size_ = 0;
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot reserve %d bytes of GPU address space: %s", arena_size, s.message()));
+  }
+  self->base_ = base;
+  self->description_ = absl::StrFormat("GPU %d: %s (%s)", index, DeviceName(cu, device),
+                                       PciBusId(cu, device));
+  return self;
+}
+
+CudaDevice::CudaDevice(const CudaDriver& driver, uint64_t granule)
+    : cu_(driver), granule_(granule) {}
+
+CudaDevice::~CudaDevice() {
+  if (context_ == nullptr) return;
+  cu_.cuCtxSetCurrent(context_);
+  {
+    absl::MutexLock lock(&streams_mu_);
+    for (CUstream stream : all_streams_) cu_.cuStreamDestroy(stream);
+  }
+  {
+    absl::MutexLock lock(&granules_mu_);
+    for (const auto& [offset, handle] : granules_) UnmapGranule(offset, handle);
+    granules_.clear();
+  }
+  if (arena_size_ != 0) cu_.cuMemAddressFree(base_, arena_size_);
+  cu_.cuCtxSetCurrent(nullptr);
+  cu_.cuDevicePrimaryCtxRelease(device_);
+}
+
+std::string CudaDevice::Describe() const { return description_; }
+
+absl::Status CudaDevice::Enter() const {
+  if (context_lost_.load(std::memory_order_relaxed)) {
+    return absl::InternalError(
+        absl::StrCat(description_, ": the GPU context was lost; unmount and remount"));
+  }
+  return Check("cuCtxSetCurrent", cu_.cuCtxSetCurrent(context_));
+}
+
+absl::Status CudaDevice::Check(absl::string_view call, int result) const {
+  const CUresult code = static_cast<CUresult>(result);
+  if (code == CUDA_SUCCESS) return absl::OkStatus();
+  absl::Status status = cu_.Check(call, code);
+  // Out of memory is an ordinary ENOSPC, not worth a log line.
+  if (absl::IsResourceExhausted(status)) return status;
+  const bool sticky = IsStickyCudaError(code);
+  if (sticky && context_lost_.exchange(true)) return status;  // said so already
+  LogError(absl::StrCat(description_, ": ", status.message(),
+                        sticky ? "; the GPU context is lost, every data operation now fails "
+                                 "with EIO"
+                               : ""));
+  return status;
+}
+
+absl::Status CudaDevice::InRange(uint64_t offset, uint64_t length) const {
+  if (offset > arena_size_ || length > arena_size_ - offset) {
+    return absl::InternalError(
+        absl::StrFormat("arena range [%d, +%d) is outside the arena", offset, length));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::MapGranule(uint64_t offset) {
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device_;
+  prop.requestedHandleTypes =
+      shareable_ ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  CUmemGenericAllocationHandle handle;
+  if (absl::Status s = Check("cuMemCreate", cu_.cuMemCreate(&handle, granule_, &prop, 0));
+      !s.ok()) {
+    return s;
+  }
+  const CUdeviceptr address = base_ + offset;
+  if (absl::Status s = Check("cuMemMap", cu_.cuMemMap(address, granule_, 0, handle, 0)); !s.ok()) {
+    cu_.cuMemRelease(handle);
+    return s;
+  }
+  CUmemAccessDesc access = {};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (absl::Status s = Check("cuMemSetAccess", cu_.cuMemSetAccess(address, granule_, &access, 1));
+      !s.ok()) {
+    cu_.cuMemUnmap(address, granule_);
+    cu_.cuMemRelease(handle);
+    return s;
+  }
+  granules_.emplace(offset, handle);
+  return absl::OkStatus();
+}
+
+void CudaDevice::UnmapGranule(uint64_t offset, PhysicalHandle handle) {
+  // Failures here leak at most one granule of VRAM; the arena goes on.
+  Check("cuMemUnmap", cu_.cuMemUnmap(base_ + offset, granule_)).IgnoreError();
+  Check("cuMemRelease", cu_.cuMemRelease(handle)).IgnoreError();
+}
+
+absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
+  if (absl::Status s = InRange(offset, length); !s.ok()) return s;
+  if (absl::Status s = Enter(); !s.ok()) return s;
+  absl::MutexLock lock(&granules_mu_);
+  for (uint64_t at = offset; at < offset + length; at += granule_) {
+    if (granules_.contains(at)) continue;
+    if (absl::Status s = MapGranule(at); !s.ok()) {
+      // All or nothing: give back what this call mapped.
+      for (uint64_t undo = offset; undo < at; undo += granule_) {
+        auto it = granules_.find(undo);
+        if (it == granules_.end()) continue;
+        UnmapGranule(undo, it->second);
+        granules_.erase(it);
+      }
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
+  if (absl::Status s = InRange(offset, length); !s.ok()) return s;
+  if (absl::Status s = Enter(); !s.ok()) return s;
+  absl::MutexLock lock(&granules_mu_);
+  for (uint64_t at = offset; at < offset + length; at += granule_) {
+    auto it = granules_.find(at);
+    if (it == granules_.end()) continue;
+    UnmapGranule(at, it->second);
+    granules_.erase(it);
+  }
+  return absl::OkStatus();
+}
+
+CUstream CudaDevice::AcquireStream() {
+  {
+    absl::MutexLock lock(&streams_mu_);
+    if (!idle_streams_.empty()) {
+      CUstream stream = idle_streams_.back();
+      idle_streams_.pop_back();
+      return stream;
+    }
+  }
+  // One stream per concurrent batch: the pool grows to the number of FUSE
+  // threads copying at once, which is what lets their copies overlap.
+  CUstream stream = nullptr;
+  if (!Check("cuStreamCreate", cu_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)).ok()) {
+    return nullptr;
+  }
+  absl::MutexLock lock(&streams_mu_);
+  all_streams_.push_back(stream);
+  return stream;
+}
+
+void CudaDevice::ReleaseStream(CUstream stream) {
+  absl::MutexLock lock(&streams_mu_);
+  idle_streams_.push_back(stream);
+}
+
+absl::Status CudaDevice::RunBatch(absl::string_view call, size_t count,
+                                  absl::FunctionRef<int(size_t, CUstream)> enqueue) {
+  if (count == 0) return absl::OkStatus();
+  if (absl::Status s = Enter(); !s.ok()) return s;
+  CUstream stream = AcquireStream();
+  if (stream == nullptr) return absl::InternalError("cannot create a CUDA stream");
+  absl::Status status = absl::OkStatus();
+  for (size_t i = 0; i < count && status.ok(); ++i) status = Check(call, enqueue(i, stream));
+  // Wait even after a failed enqueue: copies already queued must finish
+  // before the caller reuses its buffers.
+  absl::Status synced = Check("cuStreamSynchronize", cu_.cuStreamSynchronize(stream));
+  if (!context_lost_.load(std::memory_order_relaxed)) ReleaseStream(stream);
+  return status.ok() ? synced : status;
+}
+
+absl::Status CudaDevice::Write(absl::Span<const HostToDevice> copies) {
+  for (const HostToDevice& c : copies) {
+    if (absl::Status s = InRange(c.device_offset, c.length); !s.ok()) return s;
+  }
+  return RunBatch("cuMemcpyHtoDAsync", copies.size(), [&](size_t i, CUstream stream) {
+    const HostToDevice& c = copies[i];
+    return static_cast<int>(
+        cu_.cuMemcpyHtoDAsync(base_ + c.device_offset, c.source, c.length, stream));
+  });
+}
+
+absl::Status CudaDevice::Read(absl::Span<const DeviceToHost> copies) {
+  for (const DeviceToHost& c : copies) {
+    if (absl::Status s = InRange(c.device_offset, c.length); !s.ok()) return s;
+  }
+  return RunBatch("cuMemcpyDtoHAsync", copies.size(), [&](size_t i, CUstream stream) {
+    const DeviceToHost& c = copies[i];
+    return static_cast<int>(
+        cu_.cuMemcpyDtoHAsync(c.destination, base_ + c.device_offset, c.length, stream));
+  });
+}
+
+absl::Status CudaDevice::Copy(absl::Span<const DeviceToDevice> copies) {
+  for (const DeviceToDevice& c : copies) {
+    if (absl::Status s = InRange(c.destination_offset, c.length); !s.ok()) return s;
+    if (absl::Status s = InRange(c.source_offset, c.length); !s.ok()) return s;
+  }
+  return RunBatch("cuMemcpyDtoDAsync", copies.size(), [&](size_t i, CUstream stream) {
+    const DeviceToDevice& c = copies[i];
+    return static_cast<int>(cu_.cuMemcpyDtoDAsync(base_ + c.destination_offset,
+                                                  base_ + c.source_offset, c.length, stream));
+  });
+}
+
+absl::Status CudaDevice::Zero(absl::Span<const DeviceRange> ranges) {
+  for (const DeviceRange& r : ranges) {
+    if (absl::Status s = InRange(r.offset, r.length); !s.ok()) return s;
+  }
+  return RunBatch("cuMemsetD8Async", ranges.size(), [&](size_t i, CUstream stream) {
+    return static_cast<int>(cu_.cuMemsetD8Async(base_ + ranges[i].offset, 0, ranges[i].length,
+                                                stream));
+  });
+}
+
+void* CudaDevice::AllocateHostBuffer(size_t length) {
+  void* buffer = nullptr;
+  if (Enter().ok() &&
+      Check("cuMemHostAlloc", cu_.cuMemHostAlloc(&buffer, length, CU_MEMHOSTALLOC_PORTABLE))
+          .ok()) {
+    absl::MutexLock lock(&host_buffers_mu_);
+    pinned_buffers_.insert(buffer);
+    return buffer;
+  }
+  // Pageable memory still works, through the driver's staging.
+  return Device::AllocateHostBuffer(length);
+}
+
+void CudaDevice::FreeHostBuffer(void* buffer, size_t length) {
+  {
+    absl::MutexLock lock(&host_buffers_mu_);
+    if (pinned_buffers_.erase(buffer) == 0) {
+      Device::FreeHostBuffer(buffer, length);
+      return;
+    }
+  }
+  cu_.cuCtxSetCurrent(context_);
+  Check("cuMemFreeHost", cu_.cuMemFreeHost(buffer)).IgnoreError();
+}
+
+}  // namespace cudafs

@@ -1,0 +1,124 @@
+// Micro-benchmarks of the Device layer: what one request costs below FUSE.
+// Runs against the host device always and the CUDA device where a GPU is
+// usable (the CUDA cases report an error and skip elsewhere).
+//
+//   build/device_benchmark --benchmark_filter=Cuda
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "alloc/arena.h"
+#include "alloc/host_device.h"
+#ifdef CUDAFS_WITH_CUDA
+#include "alloc/cuda_device.h"
+#endif
+
+namespace cudafs {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kArenaSize = 64 * kGiB;
+
+enum Backend { kHost, kCuda };
+
+std::unique_ptr<Device> OpenDevice(Backend backend, benchmark::State& state) {
+  if (backend == kHost) {
+    absl::StatusOr<std::unique_ptr<HostDevice>> device = HostDevice::Create(kArenaSize);
+    if (device.ok()) return std::move(*device);
+    state.SkipWithError(std::string(device.status().message()).c_str());
+    return nullptr;
+  }
+#ifdef CUDAFS_WITH_CUDA
+  absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Create(0, kArenaSize);
+  if (device.ok()) return std::move(*device);
+  state.SkipWithError(std::string(device.status().message()).c_str());
+#else
+  state.SkipWithError("built without the CUDA device");
+#endif
+  return nullptr;
+}
+
+// Commit + decommit of one granule while `range(0)` granules stay
+// committed: does mapping cost grow with the number of mappings?
+void BM_CommitGranule(benchmark::State& state, Backend backend) {
+  std::unique_ptr<Device> device = OpenDevice(backend, state);
+  if (!device) return;
+  const uint64_t granule = device->granule_size();
+  const uint64_t held = state.range(0);
+  if (!device->Commit(0, held * granule).ok()) return state.SkipWithError("commit failed");
+  for (auto _ : state) {
+    if (!device->Commit(held * granule, granule).ok()) return state.SkipWithError("commit");
+    if (!device->Decommit(held * granule, granule).ok()) return state.SkipWithError("decommit");
+  }
+  device->Decommit(0, held * granule).IgnoreError();
+}
+BENCHMARK_CAPTURE(BM_CommitGranule, Host, kHost)->Arg(0)->Arg(256);
+BENCHMARK_CAPTURE(BM_CommitGranule, Cuda, kCuda)->Arg(0)->Arg(1024)->Arg(8192);
+
+// One Write or Read batch of `range(0)` bytes from a host buffer made by the
+// device (pinned on CUDA) or from the heap.
+void BM_Transfer(benchmark::State& state, Backend backend, bool write, bool device_buffer) {
+  std::unique_ptr<Device> device = OpenDevice(backend, state);
+  if (!device) return;
+  const size_t length = state.range(0);
+  const uint64_t span = 256 * kMiB;
+  if (!device->Commit(0, span).ok()) return state.SkipWithError("commit failed");
+  std::vector<char> heap;
+  char* buffer;
+  if (device_buffer) {
+    buffer = static_cast<char*>(device->AllocateHostBuffer(length));
+  } else {
+    heap.resize(length);
+    buffer = heap.data();
+  }
+  std::memset(buffer, 1, length);
+  uint64_t offset = 0;
+  for (auto _ : state) {
+    absl::Status status = write ? device->Write({{offset, buffer, length}})
+                                : device->Read({{buffer, offset, length}});
+    if (!status.ok()) return state.SkipWithError("transfer failed");
+    offset = (offset + length) % (span - length + 1) / length * length;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * length);
+  if (device_buffer) device->FreeHostBuffer(buffer, length);
+}
+BENCHMARK_CAPTURE(BM_Transfer, CudaWritePinned, kCuda, true, true)->Arg(4096)->Arg(kMiB);
+BENCHMARK_CAPTURE(BM_Transfer, CudaWriteHeap, kCuda, true, false)->Arg(4096)->Arg(kMiB);
+BENCHMARK_CAPTURE(BM_Transfer, CudaReadPinned, kCuda, false, true)->Arg(4096)->Arg(kMiB);
+BENCHMARK_CAPTURE(BM_Transfer, CudaReadHeap, kCuda, false, false)->Arg(4096)->Arg(kMiB);
+BENCHMARK_CAPTURE(BM_Transfer, HostWrite, kHost, true, true)->Arg(4096)->Arg(kMiB);
+BENCHMARK_CAPTURE(BM_Transfer, HostRead, kHost, false, true)->Arg(4096)->Arg(kMiB);
+
+// A sequential writer's pattern in the arena: allocate a 1 MiB block
+// (committing a granule every other time), write it; free all at the end.
+void BM_AllocateAndWrite(benchmark::State& state, Backend backend) {
+  std::unique_ptr<Device> device = OpenDevice(backend, state);
+  if (!device) return;
+  Arena arena(device.get(), 4096);
+  char* buffer = static_cast<char*>(device->AllocateHostBuffer(kMiB));
+  std::memset(buffer, 1, kMiB);
+  std::vector<Block> blocks;
+  for (auto _ : state) {
+    absl::StatusOr<Block> block = arena.Allocate(kMiB);
+    if (!block.ok()) {
+      state.PauseTiming();
+      for (const Block& b : blocks) arena.Free(b);
+      blocks.clear();
+      state.ResumeTiming();
+      continue;
+    }
+    blocks.push_back(*block);
+    if (!device->Write({{block->offset, buffer, kMiB}}).ok()) return state.SkipWithError("write");
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kMiB);
+  for (const Block& b : blocks) arena.Free(b);
+  device->FreeHostBuffer(buffer, kMiB);
+}
+BENCHMARK_CAPTURE(BM_AllocateAndWrite, Host, kHost)->Iterations(4096);
+BENCHMARK_CAPTURE(BM_AllocateAndWrite, Cuda, kCuda)->Iterations(4096);
+
+}  // namespace
+}  // namespace cudafs

@@ -1,0 +1,29 @@
+// RunSessionLoop: serves a mounted FUSE session with a fixed pool of worker
+// threads, each receiving requests into its own buffer from the Device.
+//
+// Why not fuse_session_loop_mt: libfuse would receive into heap memory,
+// and every write would then be copied once more into pinned memory before
+// the GPU can DMA it. Receiving straight into device-provided (pinned)
+// buffers lets a FUSE_WRITE's payload go to VRAM with one DMA.
+//
+// The loop ends when the filesystem is unmounted, or on SIGINT, SIGTERM or
+// SIGHUP, which unmount it (open files of a lazily detached mount are cut
+// off after a grace period, as the daemon is going away).
+#ifndef CUDAFS_FS_SESSION_LOOP_H_
+#define CUDAFS_FS_SESSION_LOOP_H_
+
+#include <string>
+
+#include "alloc/device.h"
+#include "fs/fuse_ops.h"
+
+namespace cudafs {
+
+// Serves `session`, mounted on `mountpoint`, with `threads` workers until it
+// ends, then unmounts it. Returns 0, or -errno when the loop failed.
+int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
+                   int threads);
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_SESSION_LOOP_H_

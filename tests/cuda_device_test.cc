@@ -1,0 +1,194 @@
+// CudaDevice against a real GPU. Every test skips where cudafs was built
+// without the CUDA headers or the machine has no usable GPU (CI).
+#include "gtest/gtest.h"
+
+#ifdef CUDAFS_WITH_CUDA
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "alloc/arena.h"
+#include "alloc/cuda_device.h"
+
+namespace cudafs {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// Free VRAM on GPU `index` as the driver reports it to this process.
+uint64_t FreeVram(int index) {
+  absl::StatusOr<std::vector<CudaDeviceInfo>> devices = ListCudaDevices();
+  if (!devices.ok() || static_cast<size_t>(index) >= devices->size()) return 0;
+  return (*devices)[index].free_bytes;
+}
+
+class CudaDeviceTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<int> index = ResolveCudaDevice("");
+    if (!index.ok()) GTEST_SKIP() << "no usable GPU: " << index.status().message();
+    index_ = *index;
+  }
+
+  std::unique_ptr<CudaDevice> Open(uint64_t size) {
+    absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Create(index_, size);
+    EXPECT_TRUE(device.ok()) << device.status();
+    return device.ok() ? std::move(*device) : nullptr;
+  }
+
+  int index_ = 0;
+};
+
+TEST_F(CudaDeviceTest, ReservesAddressSpaceWithoutTakingMemory) {
+  const uint64_t before = FreeVram(index_);
+  std::unique_ptr<CudaDevice> device = Open(16 * kGiB);
+  ASSERT_NE(device, nullptr);
+  EXPECT_EQ(device->arena_size() % device->granule_size(), 0u);
+  EXPECT_GE(device->arena_size(), 16 * kGiB);
+  // The context itself costs some memory; 16 GiB of arena must not.
+  EXPECT_LT(static_cast<int64_t>(before - FreeVram(index_)), static_cast<int64_t>(1 * kGiB));
+}
+
+TEST_F(CudaDeviceTest, CommitTakesVramAndDecommitGivesItBack) {
+  std::unique_ptr<CudaDevice> device = Open(8 * kGiB);
+  ASSERT_NE(device, nullptr);
+  const uint64_t before = FreeVram(index_);
+  ASSERT_TRUE(device->Commit(0, 2 * kGiB).ok());
+  const uint64_t committed = FreeVram(index_);
+  EXPECT_GE(before - committed, 2 * kGiB - 64 * kMiB);
+  ASSERT_TRUE(device->Decommit(0, 2 * kGiB).ok());
+  EXPECT_GE(FreeVram(index_) + 64 * kMiB, before);
+}
+
+TEST_F(CudaDeviceTest, CopiesRoundTripInEveryDirection) {
+  std::unique_ptr<CudaDevice> device = Open(1 * kGiB);
+  ASSERT_NE(device, nullptr);
+  const uint64_t granule = device->granule_size();
+  ASSERT_TRUE(device->Commit(0, 4 * granule).ok());
+  const size_t length = 3 * granule + 12345;  // crosses granules, odd size
+  char* pinned = static_cast<char*>(device->AllocateHostBuffer(length));
+  ASSERT_NE(pinned, nullptr);
+  std::mt19937_64 rng(1);
+  for (size_t i = 0; i < length; ++i) pinned[i] = static_cast<char>(rng());
+  const std::string expected(pinned, length);
+
+  ASSERT_TRUE(device->Write({{100, pinned, length}}).ok());
+  std::string back(length, '\0');
+  ASSERT_TRUE(device->Read({{back.data(), 100, length}}).ok());  // pageable
+  EXPECT_EQ(back, expected);
+
+  // Device to device, then read the copy into pinned memory.
+  ASSERT_TRUE(device->Copy({{granule / 2, 100, 4096}}).ok());
+  std::memset(pinned, 0, length);
+  ASSERT_TRUE(device->Read({{pinned, granule / 2, 4096}}).ok());
+  EXPECT_EQ(std::string(pinned, 4096), expected.substr(0, 4096));
+
+  // A batch of small scattered copies.
+  std::vector<HostToDevice> writes;
+  std::string small(64 * 512, '\0');
+  for (size_t i = 0; i < 64; ++i) {
+    std::fill_n(small.data() + i * 512, 512, static_cast<char>('a' + i % 26));
+    writes.push_back({i * 8192 + 7, small.data() + i * 512, 512});
+  }
+  ASSERT_TRUE(device->Write(writes).ok());
+  for (size_t i = 0; i < 64; ++i) {
+    char out[512];
+    ASSERT_TRUE(device->Read({{out, i * 8192 + 7, sizeof out}}).ok());
+    EXPECT_EQ(std::string(out, sizeof out), small.substr(i * 512, 512)) << i;
+  }
+
+  ASSERT_TRUE(device->Zero({{100, 1000}}).ok());
+  ASSERT_TRUE(device->Read({{back.data(), 100, 1000}}).ok());
+  EXPECT_EQ(back.substr(0, 1000), std::string(1000, '\0'));
+  device->FreeHostBuffer(pinned, length);
+}
+
+TEST_F(CudaDeviceTest, OutOfRangeCopiesFailWithoutTouchingTheGpu) {
+  std::unique_ptr<CudaDevice> device = Open(64 * kMiB);
+  ASSERT_NE(device, nullptr);
+  char byte = 0;
+  EXPECT_FALSE(device->Write({{device->arena_size(), &byte, 1}}).ok());
+  EXPECT_FALSE(device->Read({{&byte, device->arena_size() - 1, 2}}).ok());
+  EXPECT_FALSE(device->Commit(device->arena_size(), device->granule_size()).ok());
+}
+
+// size= may exceed the GPU's memory; committing past what exists fails
+// with ResourceExhausted (ENOSPC), keeps what was committed and its data.
+TEST_F(CudaDeviceTest, CommittingMoreThanTheGpuHasIsResourceExhausted) {
+  absl::StatusOr<uint64_t> total = CudaTotalMemory(index_);
+  ASSERT_TRUE(total.ok());
+  std::unique_ptr<CudaDevice> device = Open(*total + 8 * kGiB);
+  ASSERT_NE(device, nullptr);
+  const uint64_t granule = device->granule_size();
+  const char marker[] = "still here";
+  ASSERT_TRUE(device->Commit(0, granule).ok());
+  ASSERT_TRUE(device->Write({{0, marker, sizeof marker}}).ok());
+  uint64_t committed = granule;
+  absl::Status status;
+  // 1 GiB at a time, all or nothing per call.
+  while ((status = device->Commit(committed, 512 * granule)).ok()) committed += 512 * granule;
+  EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
+  EXPECT_LE(committed, *total);
+  EXPECT_GE(committed, *total / 2);  // nothing else should hold half the GPU
+  char out[sizeof marker] = {};
+  ASSERT_TRUE(device->Read({{out, 0, sizeof out}}).ok());
+  EXPECT_STREQ(out, marker);
+  // The failed call left nothing behind: freeing one granule lets one in.
+  ASSERT_TRUE(device->Decommit(committed - granule, granule).ok());
+  EXPECT_TRUE(device->Commit(committed - granule, granule).ok());
+  ASSERT_TRUE(device->Decommit(0, committed).ok());
+}
+
+// The arena over VRAM: memory follows blocks, not the arena's size.
+TEST_F(CudaDeviceTest, ArenaMemoryFollowsAllocatedBlocks) {
+  std::unique_ptr<CudaDevice> device = Open(32 * kGiB);
+  ASSERT_NE(device, nullptr);
+  Arena arena(device.get(), 4096);
+  const uint64_t before = FreeVram(index_);
+  std::vector<Block> blocks;
+  for (int i = 0; i < 256; ++i) {  // 1 GiB in 4 MiB blocks
+    absl::StatusOr<Block> block = arena.Allocate(4 * kMiB);
+    ASSERT_TRUE(block.ok()) << block.status();
+    blocks.push_back(*block);
+  }
+  EXPECT_EQ(arena.Stats().committed_bytes, 1 * kGiB);
+  EXPECT_GE(before - FreeVram(index_), 1 * kGiB - 64 * kMiB);
+  for (const Block& block : blocks) arena.Free(block);
+  EXPECT_EQ(arena.Stats().committed_bytes, 0u);
+  EXPECT_GE(FreeVram(index_) + 64 * kMiB, before);
+}
+
+TEST(CudaDeviceNames, UnknownDevicesAreInvalidArgument) {
+  absl::StatusOr<int> first = ResolveCudaDevice("");
+  if (!first.ok()) GTEST_SKIP() << "no usable GPU: " << first.status().message();
+  EXPECT_TRUE(absl::IsInvalidArgument(ResolveCudaDevice("999").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ResolveCudaDevice("-1").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ResolveCudaDevice("ffff:ff:1f.7").status()));
+  absl::StatusOr<std::vector<CudaDeviceInfo>> devices = ListCudaDevices();
+  ASSERT_TRUE(devices.ok());
+  ASSERT_FALSE(devices->empty());
+  // Bus ids resolve to their own index.
+  for (const CudaDeviceInfo& info : *devices) {
+    absl::StatusOr<int> by_bus = ResolveCudaDevice(info.pci_bus_id);
+    ASSERT_TRUE(by_bus.ok()) << info.pci_bus_id << ": " << by_bus.status();
+    EXPECT_EQ(*by_bus, info.index);
+    EXPECT_GT(info.total_bytes, 0u);
+    EXPECT_LE(info.free_bytes, info.total_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace cudafs
+
+#else  // !CUDAFS_WITH_CUDA
+
+TEST(CudaDeviceTest, Skipped) {
+  GTEST_SKIP() << "cudafs was built without the CUDA headers: no CUDA device to test";
+}
+
+#endif  // CUDAFS_WITH_CUDA

@@ -1,0 +1,723 @@
+// The cudafs command line, run as a user would: help and version, refusal of
+// bad arguments (exit 2, one line naming the culprit, nothing mounted), the
+// daemon and foreground modes, mount options as seen through statvfs, stat
+// and /proc/self/mountinfo, backend selection, and mounting from fstab
+// through mount(8) and mount.fuse3.
+#include <regex>
+
+#include "tests/mount_fixture.h"
+
+namespace cudafs_test {
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr uint64_t kMiB = 1 << 20;
+// The host backend reserves its arena in granules of this size.
+constexpr uint64_t kHostGranule = 2 * kMiB;
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream stream(text);
+  std::string line;
+  while (std::getline(stream, line)) lines.push_back(line);
+  return lines;
+}
+
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// Single-quoted for /bin/sh.
+// A fresh directory to mount on. On destruction, whatever got mounted there
+// is unmounted (so a test that fails half-way leaves nothing behind), its
+// daemon waited for, and the directory removed.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    char pattern[] = "/tmp/cudafs-cli-XXXXXX";
+    if (mkdtemp(pattern) != nullptr) path_ = pattern;
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    if (path_.empty()) return;
+    const std::optional<pid_t> daemon = FindDaemon(path_);
+    if (IsMounted(path_)) RunCommand({"fusermount3", "-u", path_});
+    if (IsMounted(path_)) RunCommand({"umount", "-l", path_});
+    if (daemon) Eventually([&] { return !ProcessAlive(*daemon); }, 10s);
+    if (!IsMounted(path_)) RunShell("rm -rf " + ShellQuote(path_));
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Neither a mount nor a daemon for `mountpoint` exists (a failed daemon may
+// take a moment to exit).
+testing::AssertionResult NothingMounted(const std::string& mountpoint) {
+  if (IsMounted(mountpoint)) {
+    return testing::AssertionFailure() << "something is mounted on " << mountpoint;
+  }
+  if (!Eventually([&] { return !FindDaemon(mountpoint).has_value(); }, 5s)) {
+    return testing::AssertionFailure() << "a cudafs process for " << mountpoint << " is running";
+  }
+  return testing::AssertionSuccess();
+}
+
+// `argv` exits with `exit_code`, its first line on stderr (the error) names
+// `culprit`, and nothing gets mounted on `mountpoint`.
+testing::AssertionResult Refused(const std::vector<std::string>& argv, int exit_code,
+                                 const std::string& culprit, const std::string& mountpoint) {
+  const CommandResult result = RunCommand(argv, 60s);
+  const std::string command = Join(argv, " ");
+  if (result.exit_code != exit_code) {
+    return testing::AssertionFailure() << "`" << command << "` exited " << result.exit_code
+                                       << ", expected " << exit_code << "; stderr:\n"
+                                       << result.err;
+  }
+  const std::string error = FirstLine(result.err);
+  if (!error.starts_with("cudafs: ") || error.find(culprit) == std::string::npos) {
+    return testing::AssertionFailure() << "`" << command << "`: the first line on stderr should "
+                                       << "say \"cudafs: ...\" and name " << culprit
+                                       << "; stderr:\n" << result.err;
+  }
+  if (!result.out.empty()) {
+    return testing::AssertionFailure() << "`" << command << "` printed on stdout: " << result.out;
+  }
+  if (!mountpoint.empty()) return NothingMounted(mountpoint);
+  return testing::AssertionSuccess();
+}
+
+// fusermount3 -u; retried for a while, since any process that happens to
+// stat the mount at that moment (df does, for every mount) makes it EBUSY.
+testing::AssertionResult UnmountNow(const std::string& mountpoint) {
+  CommandResult result;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    result = RunCommand({"fusermount3", "-u", mountpoint});
+    if (result.exit_code == 0) return testing::AssertionSuccess();
+    std::this_thread::sleep_for(100ms);
+  }
+  return testing::AssertionFailure() << "fusermount3 -u " << mountpoint << " exited "
+                                     << result.exit_code << ": " << result.err;
+}
+
+bool HaveGpu() {
+  static const bool have_gpu = RunCommand({kBinary, "--list-devices"}, 60s).exit_code == 0;
+  return have_gpu;
+}
+
+// Skips tests that start cudafs where it cannot (see BackendTest).
+#define SKIP_UNLESS_CAN_MOUNT()                                                        \
+  do {                                                                                 \
+    if (TestDirFromEnv()) GTEST_SKIP() << "needs a cudafs mount (CUDAFS_TEST_DIR is set)"; \
+    if (const auto why = WhyCannotMount("host")) GTEST_SKIP() << *why;                 \
+  } while (0)
+
+// ---------------------------------------------------------------------------
+// Arguments that do not mount
+
+TEST(CliTest, HelpDescribesUsageAndOptions) {
+  for (const char* flag : {"--help", "-h"}) {
+    SCOPED_TRACE(flag);
+    const CommandResult result = RunCommand({kBinary, flag});
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(result.err, "");
+    EXPECT_TRUE(result.out.starts_with("usage: cudafs [SOURCE] MOUNTPOINT")) << result.out;
+    for (const char* option : {"size=", "nr_inodes=", "mode=", "uid=", "gid=", "backend=",
+                               "device=", "min_block=", "allow_other", "-f", "--version"}) {
+      EXPECT_NE(result.out.find(option), std::string::npos) << "help does not mention " << option;
+    }
+  }
+  // Once help is asked for, the rest of the line does not matter.
+  const CommandResult with_junk = RunCommand({kBinary, "--help", "/nonexistent", "-o", "bogus"});
+  EXPECT_EQ(with_junk.exit_code, 0) << with_junk.err;
+}
+
+TEST(CliTest, VersionPrintsVersion) {
+  const CommandResult long_form = RunCommand({kBinary, "--version"});
+  EXPECT_EQ(long_form.exit_code, 0) << long_form.err;
+  EXPECT_TRUE(std::regex_search(long_form.out, std::regex(R"(^cudafs [0-9]+\.[0-9]+\.[0-9]+)")))
+      << long_form.out;
+  EXPECT_EQ(Lines(long_form.out).size(), 1u) << long_form.out;
+  const CommandResult short_form = RunCommand({kBinary, "-V"});
+  EXPECT_EQ(short_form.exit_code, 0) << short_form.err;
+  EXPECT_EQ(short_form.out, long_form.out);
+}
+
+TEST(CliTest, UnknownOptionsAreRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  EXPECT_TRUE(Refused({kBinary, dir.path(), "-o", "bogus_option"}, kExitUsage, "bogus_option",
+                      dir.path()));
+  EXPECT_TRUE(Refused({kBinary, dir.path(), "-o", "size=64m,frobnicate=3"}, kExitUsage,
+                      "frobnicate", dir.path()));
+  EXPECT_TRUE(Refused({kBinary, dir.path(), "--frobnicate"}, kExitUsage, "--frobnicate",
+                      dir.path()));
+  EXPECT_TRUE(Refused({kBinary, dir.path(), "-x"}, kExitUsage, "-x", dir.path()));
+  // Flags take no value.
+  EXPECT_TRUE(Refused({kBinary, dir.path(), "-o", "ro=1"}, kExitUsage, "ro", dir.path()));
+  // The type is fixed.
+  EXPECT_TRUE(Refused({kBinary, dir.path(), "-o", "subtype=other"}, kExitUsage, "subtype",
+                      dir.path()));
+  EXPECT_TRUE(Refused({kBinary, dir.path(), "-o"}, kExitUsage, "-o", dir.path()));
+}
+
+TEST(CliTest, MalformedValuesAreRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"size=abc", "size="},
+      {"size=0", "size="},
+      {"size=12x", "size="},
+      {"size=-1", "size="},
+      {"size=1.5g", "size="},
+      {"size=", "size="},
+      {"size", "size="},
+      {"size=0%", "size="},
+      {"size=101%", "size="},
+      {"size=abc%", "size="},
+      {"size=99999999999e", "size="},
+      {"nr_inodes=-1", "nr_inodes="},
+      {"nr_inodes=many", "nr_inodes="},
+      {"mode=999", "mode="},
+      {"mode=17777", "mode="},
+      {"mode=rwx", "mode="},
+      {"uid=notanumber", "uid="},
+      {"uid=-1", "uid="},
+      {"uid=4294967295", "uid="},
+      {"gid=wheel", "gid="},
+      {"backend=gpu", "backend="},
+      {"backend=", "backend="},
+      {"device=gpu0", "device="},
+      {"min_block=3000", "min_block="},
+      {"min_block=2k", "min_block="},
+      {"min_block=2g", "min_block="},
+      {"min_block=0", "min_block="},
+      {"fsname=", "fsname="},
+  };
+  for (const auto& [option, culprit] : cases) {
+    SCOPED_TRACE(option);
+    EXPECT_TRUE(Refused({kBinary, dir.path(), "-o", "backend=host," + option}, kExitUsage, culprit,
+                        dir.path()));
+  }
+}
+
+TEST(CliTest, MissingMountpointIsRefused) {
+  EXPECT_TRUE(Refused({kBinary}, kExitUsage, "MOUNTPOINT", ""));
+  EXPECT_TRUE(Refused({kBinary, "-o", "backend=host"}, kExitUsage, "MOUNTPOINT", ""));
+  EXPECT_TRUE(Refused({kBinary, "-f"}, kExitUsage, "MOUNTPOINT", ""));
+}
+
+TEST(CliTest, ExtraArgumentIsRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  EXPECT_TRUE(Refused({kBinary, "src", dir.path(), "surplus"}, kExitUsage, "surplus", dir.path()));
+}
+
+TEST(CliTest, UnusableMountpointIsRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string missing = dir.path() + "/does-not-exist";
+  const CommandResult result = RunCommand({kBinary, missing, "-o", "backend=host"}, 60s);
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_EQ(Lines(result.err).size(), 1u) << result.err;
+  EXPECT_NE(result.err.find(missing), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find(strerror(ENOENT)), std::string::npos) << result.err;
+  EXPECT_TRUE(NothingMounted(missing));
+
+  const std::string file = dir.path() + "/a-file";
+  ASSERT_TRUE(WriteFile(file, "x"));
+  const CommandResult on_file = RunCommand({kBinary, file, "-o", "backend=host"}, 60s);
+  EXPECT_NE(on_file.exit_code, 0);
+  EXPECT_EQ(Lines(on_file.err).size(), 1u) << on_file.err;
+  EXPECT_NE(on_file.err.find(file), std::string::npos) << on_file.err;
+  EXPECT_NE(on_file.err.find("not a directory"), std::string::npos) << on_file.err;
+  EXPECT_TRUE(NothingMounted(file));
+}
+
+// ---------------------------------------------------------------------------
+// Backend selection
+
+TEST(CliTest, CudaBackendWithoutGpuIsRefused) {
+  if (HaveGpu()) GTEST_SKIP() << "this machine has a usable GPU";
+  if (TestDirFromEnv()) GTEST_SKIP() << "needs a cudafs mount (CUDAFS_TEST_DIR is set)";
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = RunCommand({kBinary, dir.path(), "-o", "backend=cuda"}, 60s);
+  EXPECT_EQ(result.exit_code, kExitUsage) << result.err;
+  ASSERT_EQ(Lines(result.err).size(), 1u) << result.err;
+  EXPECT_TRUE(result.err.starts_with("cudafs: ")) << result.err;
+  EXPECT_GT(result.err.size(), std::string("cudafs: \n").size()) << "no reason given";
+  EXPECT_TRUE(NothingMounted(dir.path()));
+}
+
+TEST(CliTest, AutoBackendFallsBackToHostMemoryWithNotice) {
+  SKIP_UNLESS_CAN_MOUNT();
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result =
+      RunCommand({kBinary, dir.path(), "-o", "backend=auto,size=64m"}, 60s);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  ASSERT_TRUE(IsMounted(dir.path()));
+  if (HaveGpu()) {
+    EXPECT_EQ(result.err, "") << "the GPU was usable: no notice expected";
+  } else {
+    EXPECT_EQ(Lines(result.err).size(), 1u) << result.err;
+    EXPECT_TRUE(result.err.starts_with("cudafs: ")) << result.err;
+    EXPECT_NE(result.err.find("host memory"), std::string::npos) << result.err;
+  }
+  const std::string file = dir.path() + "/file";
+  const std::string data = RandomBytes(3 * kMiB + 5, 7);
+  ASSERT_TRUE(WriteFile(file, data));
+  const std::optional<std::string> read_back = ReadFile(file);
+  ASSERT_TRUE(read_back.has_value());
+  EXPECT_TRUE(BytesEqual(*read_back, data));
+}
+
+// ---------------------------------------------------------------------------
+// Mounting, once per backend
+
+class CliMountTest : public BackendTest {
+ protected:
+  // Runs `cudafs [source] MOUNTPOINT -o backend=...,extra` on `dir`.
+  CommandResult MountOn(const ScratchDir& dir, const std::vector<std::string>& extra,
+                        const std::string& source = "") {
+    std::vector<std::string> argv = {kBinary};
+    if (!source.empty()) argv.push_back(source);
+    argv.insert(argv.end(), {dir.path(), "-o", Join(MountOptions(extra), ",")});
+    return RunCommand(argv, 60s);
+  }
+
+  // Capacity in bytes as statvfs reports it.
+  static uint64_t CapacityBytes(const struct statvfs& st) {
+    return uint64_t{st.f_blocks} * st.f_frsize;
+  }
+};
+
+TEST_P(CliMountTest, DaemonizesOnceTheMountIsReady) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "");
+  EXPECT_EQ(result.err, "");
+  // No waiting: the command returned only once the mount was in place.
+  const std::optional<MountEntry> entry = FindMount(dir.path());
+  ASSERT_TRUE(entry.has_value()) << "nothing mounted right after cudafs exited";
+  EXPECT_EQ(entry->fstype, "fuse.cudafs");
+  const std::optional<pid_t> daemon = FindDaemon(dir.path());
+  ASSERT_TRUE(daemon.has_value()) << "no daemon serves the mount";
+  EXPECT_TRUE(ProcessAlive(*daemon));
+  // Detached: its own session, standard streams on /dev/null.
+  EXPECT_NE(getsid(*daemon), getsid(0));
+  char target[PATH_MAX] = {};
+  const std::string stdout_link = "/proc/" + std::to_string(*daemon) + "/fd/1";
+  ASSERT_SYS_OK(readlink(stdout_link.c_str(), target, sizeof target - 1));
+  EXPECT_STREQ(target, "/dev/null");
+
+  // It serves requests and keeps running.
+  ASSERT_TRUE(WriteFile(dir.path() + "/file", "served\n"));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(ProcessAlive(*daemon));
+  EXPECT_EQ(ReadFile(dir.path() + "/file"), "served\n");
+
+  // Unmounting ends it.
+  ASSERT_TRUE(UnmountNow(dir.path()));
+  EXPECT_TRUE(Eventually([&] { return !ProcessAlive(*daemon); }, 10s));
+}
+
+// Runs `cudafs MOUNTPOINT -f -o OPTIONS` in a child writing to `output`.
+pid_t StartInForeground(const std::string& mountpoint, const std::vector<std::string>& options,
+                        int output) {
+  const std::string joined = Join(options, ",");
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(output, 1);
+    dup2(output, 2);
+    execl(kBinary, kBinary, mountpoint.c_str(), "-f", "-o", joined.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return child;
+}
+
+TEST_P(CliMountTest, ForegroundServesUntilUnmounted) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  Fd output(memfd_create("cudafs-output", MFD_CLOEXEC));
+  const pid_t child = StartInForeground(dir.path(), MountOptions({"size=64m"}), output.get());
+  ASSERT_GT(child, 0);
+  const bool mounted = Eventually([&] { return IsMounted(dir.path()); }, 60s);
+  if (!mounted) {
+    kill(child, SIGTERM);
+    WaitForChild(child, 10s);
+    FAIL() << "cudafs -f did not mount; output:\n" << ReadWholeFd(output.get());
+  }
+  // The process we started is the server; it did not fork away.
+  EXPECT_EQ(FindDaemon(dir.path()), child);
+  EXPECT_EQ(waitpid(child, nullptr, WNOHANG), 0) << "cudafs -f exited while mounted";
+  ASSERT_TRUE(WriteFile(dir.path() + "/file", "foreground\n"));
+  EXPECT_EQ(ReadFile(dir.path() + "/file"), "foreground\n");
+
+  ASSERT_TRUE(UnmountNow(dir.path()));
+  const std::optional<int> status = WaitForChild(child, 10s);
+  ASSERT_TRUE(status.has_value()) << "cudafs -f still ran 10 s after the unmount";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << "wait status " << *status << "; output:\n" << ReadWholeFd(output.get());
+}
+
+TEST_P(CliMountTest, SourceShowsInMountinfoAndDf) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m"}, "my-gpu-files");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<MountEntry> entry = FindMount(dir.path());
+  ASSERT_TRUE(entry.has_value());
+  EXPECT_EQ(entry->source, "my-gpu-files");
+  const CommandResult df = RunCommand({"df", "-P", dir.path()});
+  ASSERT_EQ(df.exit_code, 0) << df.err;
+  const std::vector<std::string> lines = Lines(df.out);
+  ASSERT_EQ(lines.size(), 2u) << df.out;
+  EXPECT_TRUE(lines[1].starts_with("my-gpu-files ")) << df.out;
+  EXPECT_TRUE(lines[1].ends_with(" " + dir.path())) << df.out;
+}
+
+TEST_P(CliMountTest, DefaultSourceIsCudafs) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<MountEntry> entry = FindMount(dir.path());
+  ASSERT_TRUE(entry.has_value());
+  EXPECT_EQ(entry->source, "cudafs");
+}
+
+TEST_P(CliMountTest, FsnameOverridesSource) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"fsname=from-option", "size=64m"}, "positional");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<MountEntry> entry = FindMount(dir.path());
+  ASSERT_TRUE(entry.has_value());
+  EXPECT_EQ(entry->source, "from-option");
+}
+
+TEST_P(CliMountTest, SizeSetsCapacityAndDefaultInodeCount) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<struct statvfs> st = StatFs(dir.path());
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(CapacityBytes(*st), 64 * kMiB);
+  EXPECT_EQ(st->f_frsize, 4096u) << "default min_block";
+  // --help: one inode per 4 KiB of size by default.
+  EXPECT_EQ(st->f_files, 64 * kMiB / 4096);
+}
+
+TEST_P(CliMountTest, SizeAsPercentageOfDeviceMemory) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=1%"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<struct statvfs> st = StatFs(dir.path());
+  ASSERT_TRUE(st.has_value());
+  const uint64_t capacity = CapacityBytes(*st);
+  if (backend() == "host") {
+    const uint64_t memory =
+        uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+    const uint64_t expected = memory / 100;
+    // Rounded up to the backend's granule, down to whole blocks.
+    EXPECT_GE(capacity + st->f_frsize, expected);
+    EXPECT_LE(capacity, expected + kHostGranule);
+  } else {
+    // The GPU's memory as --list-devices reports it: TOTAL MiB and FREE MiB
+    // end the line of device 0. The percentage may apply to either.
+    const CommandResult devices = RunCommand({kBinary, "--list-devices"}, 60s);
+    std::optional<std::pair<double, double>> total_free;
+    for (const std::string& line : Lines(devices.out)) {
+      std::istringstream fields(line);
+      std::vector<std::string> words{std::istream_iterator<std::string>(fields), {}};
+      if (words.size() >= 3 && words[0] == "0") {
+        total_free = {std::stod(words[words.size() - 2]), std::stod(words.back())};
+      }
+    }
+    ASSERT_TRUE(total_free.has_value()) << devices.out;
+    const double capacity_mib = double(capacity) / kMiB;
+    EXPECT_GE(capacity_mib, total_free->second / 100 * 0.9) << devices.out;
+    EXPECT_LE(capacity_mib, total_free->first / 100 * 1.1 + 2) << devices.out;
+  }
+}
+
+TEST_P(CliMountTest, MinBlockSetsBlockSize) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m", "min_block=64k"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<struct statvfs> st = StatFs(dir.path());
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->f_frsize, 64u << 10);
+  EXPECT_EQ(CapacityBytes(*st), 64 * kMiB);
+}
+
+TEST_P(CliMountTest, NrInodesLimitsFiles) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m", "nr_inodes=50"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<struct statvfs> st = StatFs(dir.path());
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->f_files, 50u);
+  ASSERT_GT(st->f_ffree, 0u);
+  ASSERT_LT(st->f_ffree, 50u) << "the root directory is an inode too";
+  // Exactly the free inodes can be created, then ENOSPC.
+  for (uint64_t i = 0; i < st->f_ffree; ++i) {
+    Fd fd(open((dir.path() + "/f" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY, 0644));
+    ASSERT_TRUE(fd.valid()) << "file " << i << " of " << st->f_ffree << ": " << ErrnoName(errno);
+  }
+  EXPECT_ERRNO(open((dir.path() + "/one-too-many").c_str(), O_CREAT | O_WRONLY, 0644), ENOSPC);
+  EXPECT_ERRNO(mkdir((dir.path() + "/dir-too-many").c_str(), 0755), ENOSPC);
+}
+
+TEST_P(CliMountTest, RootDirectoryAttributesFromOptions) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m", "mode=0750", "uid=1000", "gid=1001"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<struct stat> st = StatPath(dir.path());
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(S_ISDIR(st->st_mode));
+  EXPECT_EQ(st->st_mode & 07777, 0750u);
+  EXPECT_EQ(st->st_uid, 1000u);
+  EXPECT_EQ(st->st_gid, 1001u);
+}
+
+TEST_P(CliMountTest, RootDirectoryDefaults) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<struct stat> st = StatPath(dir.path());
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->st_mode & 07777, 01777u);
+  EXPECT_EQ(st->st_uid, getuid());
+  EXPECT_EQ(st->st_gid, getgid());
+}
+
+TEST_P(CliMountTest, ReadOnlyRefusesWrites) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m", "ro"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<MountEntry> entry = FindMount(dir.path());
+  ASSERT_TRUE(entry.has_value());
+  EXPECT_TRUE(entry->options.starts_with("ro")) << entry->options;
+  const std::optional<struct statvfs> st = StatFs(dir.path());
+  ASSERT_TRUE(st.has_value());
+  EXPECT_NE(st->f_flag & ST_RDONLY, 0u);
+  EXPECT_ERRNO(open((dir.path() + "/file").c_str(), O_CREAT | O_WRONLY, 0644), EROFS);
+  EXPECT_ERRNO(mkdir((dir.path() + "/dir").c_str(), 0755), EROFS);
+  EXPECT_ERRNO(symlink("target", (dir.path() + "/link").c_str()), EROFS);
+  EXPECT_ERRNO(chmod(dir.path().c_str(), 0700), EROFS);
+  EXPECT_TRUE(ListDir(dir.path()).has_value());
+}
+
+TEST_P(CliMountTest, OptionsMayComeAnywhereAndRepeat) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  // mount.fuse3 puts options last; people put them first.
+  const CommandResult result =
+      RunCommand({kBinary, "-o", "size=32m", "-omode=0700", dir.path(), "-o",
+                  Join(MountOptions({"nr_inodes=100"}), ",")},
+                 60s);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<struct statvfs> st = StatFs(dir.path());
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(CapacityBytes(*st), 32 * kMiB);
+  EXPECT_EQ(st->f_files, 100u);
+  const std::optional<struct stat> root = StatPath(dir.path());
+  ASSERT_TRUE(root.has_value());
+  EXPECT_EQ(root->st_mode & 07777, 0700u);
+}
+
+TEST_P(CliMountTest, MountedFilesystemStoresData) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err, "") << "backend=" << backend() << " named explicitly: no notice";
+  const std::string data = RandomBytes(5 * kMiB + 123, 11);
+  ASSERT_TRUE(WriteFile(dir.path() + "/data", data));
+  const std::optional<std::string> read_back = ReadFile(dir.path() + "/data");
+  ASSERT_TRUE(read_back.has_value());
+  EXPECT_TRUE(BytesEqual(*read_back, data));
+}
+
+// -s serves with one thread: slower, but complete.
+TEST_P(CliMountTest, SingleThreadedServes) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result =
+      RunCommand({kBinary, dir.path(), "-s", "-o", Join(MountOptions({"size=64m"}), ",")}, 60s);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string data = RandomBytes(2 * kMiB + 7, 13);
+  ASSERT_TRUE(WriteFile(dir.path() + "/data", data));
+  ASSERT_SYS_OK(mkdir((dir.path() + "/dir").c_str(), 0755));
+  ASSERT_SYS_OK(rename((dir.path() + "/data").c_str(), (dir.path() + "/dir/data").c_str()));
+  const std::optional<std::string> read_back = ReadFile(dir.path() + "/dir/data");
+  ASSERT_TRUE(read_back.has_value());
+  EXPECT_TRUE(BytesEqual(*read_back, data));
+}
+
+// SIGINT, SIGTERM and SIGHUP unmount and end the daemon, also while a file
+// on the mount is open (the open file is cut off after a grace period, so
+// that case is tried once).
+TEST_P(CliMountTest, StopSignalsUnmountAndExit) {
+  for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
+    for (const bool file_open : {false, true}) {
+      if (file_open && signal != SIGTERM) continue;
+      SCOPED_TRACE(std::string(sigabbrev_np(signal)) + (file_open ? " with a file open" : ""));
+      ScratchDir dir;
+      ASSERT_FALSE(dir.path().empty());
+      const CommandResult result = MountOn(dir, {"size=64m"});
+      ASSERT_EQ(result.exit_code, 0) << result.err;
+      const std::optional<pid_t> daemon = FindDaemon(dir.path());
+      ASSERT_TRUE(daemon.has_value());
+      Fd open_file;
+      if (file_open) {
+        open_file.Reset(open((dir.path() + "/held").c_str(), O_CREAT | O_RDWR, 0644));
+        ASSERT_TRUE(open_file.valid()) << ErrnoName(errno);
+      }
+      ASSERT_SYS_OK(kill(*daemon, signal));
+      EXPECT_TRUE(Eventually([&] { return !ProcessAlive(*daemon); }, 15s))
+          << "the daemon still runs";
+      EXPECT_FALSE(IsMounted(dir.path()));
+    }
+  }
+}
+
+TEST_P(CliMountTest, ForegroundExitsZeroOnSigterm) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  Fd output(memfd_create("cudafs-output", MFD_CLOEXEC));
+  const pid_t child = StartInForeground(dir.path(), MountOptions({"size=64m"}), output.get());
+  ASSERT_GT(child, 0);
+  if (!Eventually([&] { return IsMounted(dir.path()); }, 60s)) {
+    kill(child, SIGKILL);
+    WaitForChild(child, 10s);
+    FAIL() << "cudafs -f did not mount; output:\n" << ReadWholeFd(output.get());
+  }
+  ASSERT_SYS_OK(kill(child, SIGTERM));
+  const std::optional<int> status = WaitForChild(child, 15s);
+  ASSERT_TRUE(status.has_value()) << "cudafs -f still ran 15 s after SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << "wait status " << *status << "; output:\n" << ReadWholeFd(output.get());
+  EXPECT_FALSE(IsMounted(dir.path()));
+}
+
+// Refusals that only the daemon can decide, once it knows the device: they
+// must still come back as the command's exit status and message.
+TEST_P(CliMountTest, SizeBeyondDeviceMemoryIsRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  EXPECT_TRUE(Refused({kBinary, dir.path(), "-o", Join(MountOptions({"size=1e"}), ",")},
+                      kExitUsage, "size", dir.path()));
+}
+
+TEST_P(CliMountTest, SizeBelowMinBlockIsRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  EXPECT_TRUE(Refused(
+      {kBinary, dir.path(), "-o", Join(MountOptions({"size=64k", "min_block=1m"}), ",")},
+      kExitUsage, "min_block", dir.path()));
+}
+
+CUDAFS_INSTANTIATE_BACKENDS(CliMountTest);
+
+// ---------------------------------------------------------------------------
+// fstab
+
+// Mounts `mountpoint` from a temporary fstab holding `line` with
+// `mount --fstab`, checks the mount, and unmounts it.
+void MountFromFstab(const std::string& dir, const std::string& mountpoint,
+                    const std::string& line) {
+  const std::string fstab = dir + "/fstab";
+  ASSERT_TRUE(WriteFile(fstab, line + "\n"));
+  const CommandResult result = RunCommand({"mount", "--fstab", fstab, mountpoint}, 60s);
+  ASSERT_EQ(result.exit_code, 0) << "fstab line: " << line << "\n" << result.out << result.err;
+  const std::optional<MountEntry> entry = FindMount(mountpoint);
+  ASSERT_TRUE(entry.has_value()) << "mount exited 0 but nothing is mounted";
+  EXPECT_EQ(entry->fstype, "fuse.cudafs");
+  EXPECT_EQ(entry->source, "cudafs-src");
+  EXPECT_TRUE(entry->options.starts_with("rw")) << entry->options;
+  // The cudafs options arrived.
+  const std::optional<struct statvfs> st = StatFs(mountpoint);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(uint64_t{st->f_blocks} * st->f_frsize, 64 * kMiB);
+  const std::optional<struct stat> root = StatPath(mountpoint);
+  ASSERT_TRUE(root.has_value());
+  EXPECT_EQ(root->st_mode & 07777, 0750u);
+  ASSERT_TRUE(WriteFile(mountpoint + "/file", "from fstab\n"));
+  EXPECT_EQ(ReadFile(mountpoint + "/file"), "from fstab\n");
+  const std::optional<pid_t> daemon = FindDaemon(mountpoint);
+  EXPECT_TRUE(daemon.has_value());
+  EXPECT_TRUE(UnmountNow(mountpoint));
+  EXPECT_FALSE(IsMounted(mountpoint));
+  if (daemon) {
+    EXPECT_TRUE(Eventually([&] { return !ProcessAlive(*daemon); }, 10s));
+  }
+}
+
+void SkipUnlessMountHelpers() {
+  for (const char* tool : {"mount", "mount.fuse3", "fusermount3"}) {
+    if (!HaveTool(tool) && access((std::string("/sbin/") + tool).c_str(), X_OK) != 0) {
+      GTEST_SKIP() << "`" << tool << "` is not installed";
+    }
+  }
+}
+
+// The usual fstab entry: type fuse.cudafs makes mount.fuse3 run `cudafs`.
+// mount(8) starts helpers without the caller's PATH, so `cudafs` must be
+// installed where /bin/sh finds it by default (`make install` puts it in
+// /usr/local/bin); a symlink in a directory added to PATH is not seen.
+TEST(CliFstabTest, TypeFuseCudafsRunsInstalledBinary) {
+  SKIP_UNLESS_CAN_MOUNT();
+  SkipUnlessMountHelpers();
+  if (IsSkipped()) return;
+  const CommandResult installed = RunCommand({"env", "-i", "/bin/sh", "-c", "command -v cudafs"});
+  if (installed.exit_code != 0) {
+    GTEST_SKIP() << "cudafs is not installed on the default PATH that mount(8) gives its "
+                    "helpers; `cmake --install` it to run this test";
+  }
+  const std::string installed_path = FirstLine(installed.out);
+  if (RunCommand({"cmp", "-s", installed_path, kBinary}).exit_code != 0) {
+    GTEST_SKIP() << "the installed " << installed_path << " is not the binary under test ("
+                 << kBinary << ")";
+  }
+  ScratchDir dir;  // for the fstab file
+  ScratchDir mnt;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_FALSE(mnt.path().empty());
+  const std::string& mountpoint = mnt.path();
+  MountFromFstab(dir.path(), mountpoint,
+                 "cudafs-src " + mountpoint +
+                     " fuse.cudafs backend=host,size=64m,mode=0750,noauto 0 0");
+}
+
+// The older form, type fuse with PROGRAM#SOURCE, names the binary by path, so
+// it runs the binary under test wherever it is.
+TEST(CliFstabTest, TypeFuseWithProgramPath) {
+  SKIP_UNLESS_CAN_MOUNT();
+  SkipUnlessMountHelpers();
+  if (IsSkipped()) return;
+  ScratchDir dir;  // for the fstab file
+  ScratchDir mnt;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_FALSE(mnt.path().empty());
+  const std::string& mountpoint = mnt.path();
+  MountFromFstab(dir.path(), mountpoint,
+                 std::string(kBinary) + "#cudafs-src " + mountpoint +
+                     " fuse backend=host,size=64m,mode=0750,noauto 0 0");
+}
+
+}  // namespace
+}  // namespace cudafs_test
