@@ -155,6 +155,19 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int index,
     return absl::UnavailableError(s.message());
   }
   if (absl::Status s = self->Enter(); !s.ok()) return s;
+  // Streams are made up front: creating one needs device memory, which a
+  // full GPU may not have when a request wants it.
+  for (int i = 0; i < kStreams; ++i) {
+    CUstream stream;
+    if (absl::Status s = cu.Check("cuStreamCreate",
+                                  cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+        !s.ok()) {
+      return absl::UnavailableError(s.message());
+    }
+    absl::MutexLock lock(&self->streams_mu_);
+    self->all_streams_.push_back(stream);
+    self->idle_streams_.push_back(stream);
+  }
   self->arena_size_ = (arena_size + granule - 1) / granule * granule;
   CUdeviceptr base = 0;
   if (absl::Status s = cu.Check("cuMemAddressReserve",
@@ -293,22 +306,11 @@ absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
 }
 
 CUstream CudaDevice::AcquireStream() {
-  {
-    absl::MutexLock lock(&streams_mu_);
-    if (!idle_streams_.empty()) {
-      CUstream stream = idle_streams_.back();
-      idle_streams_.pop_back();
-      return stream;
-    }
-  }
-  // One stream per concurrent batch: the pool grows to the number of FUSE
-  // threads copying at once, which is what lets their copies overlap.
-  CUstream stream = nullptr;
-  if (!Check("cuStreamCreate", cu_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)).ok()) {
-    return nullptr;
-  }
   absl::MutexLock lock(&streams_mu_);
-  all_streams_.push_back(stream);
+  streams_mu_.Await(absl::Condition(
+      +[](std::vector<CUstream>* idle) { return !idle->empty(); }, &idle_streams_));
+  CUstream stream = idle_streams_.back();
+  idle_streams_.pop_back();
   return stream;
 }
 
@@ -322,13 +324,12 @@ absl::Status CudaDevice::RunBatch(absl::string_view call, size_t count,
   if (count == 0) return absl::OkStatus();
   if (absl::Status s = Enter(); !s.ok()) return s;
   CUstream stream = AcquireStream();
-  if (stream == nullptr) return absl::InternalError("cannot create a CUDA stream");
   absl::Status status = absl::OkStatus();
   for (size_t i = 0; i < count && status.ok(); ++i) status = Check(call, enqueue(i, stream));
   // Wait even after a failed enqueue: copies already queued must finish
   // before the caller reuses its buffers.
   absl::Status synced = Check("cuStreamSynchronize", cu_.cuStreamSynchronize(stream));
-  if (!context_lost_.load(std::memory_order_relaxed)) ReleaseStream(stream);
+  ReleaseStream(stream);
   return status.ok() ? synced : status;
 }
 

@@ -7,9 +7,9 @@
 // what is stored. Physical allocations request POSIX file-descriptor handles
 // so that extents can later be shared with other processes.
 //
-// Copies run on a pool of non-blocking streams: each batch borrows a stream,
-// enqueues all of its copies and waits once, so concurrent FUSE requests
-// overlap on the copy engines. Copies from buffers made by
+// Copies run on a fixed pool of non-blocking streams: each batch borrows a
+// stream, enqueues all of its copies and waits once, so concurrent FUSE
+// requests overlap on the copy engines. Copies from buffers made by
 // AllocateHostBuffer (pinned with cuMemHostAlloc) run at PCIe speed without
 // staging; copies from other memory work too, through the driver's own
 // staging.
@@ -103,10 +103,14 @@ class CudaDevice final : public Device {
   absl::Status MapGranule(uint64_t offset);
   void UnmapGranule(uint64_t offset, PhysicalHandle handle);
 
+  // Borrows an idle stream, waiting for one when all are busy.
   CUstream_st* AcquireStream();
   void ReleaseStream(CUstream_st* stream);
 
   const CudaDriver& cu_;
+  // More than the FUSE worker threads, so a batch rarely waits.
+  static constexpr int kStreams = 32;
+
   const uint64_t granule_;
   int device_ = 0;                // CUdevice
   CUctx_st* context_ = nullptr;   // the device's primary context

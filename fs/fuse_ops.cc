@@ -103,7 +103,17 @@ void Init(void* userdata, fuse_conn_info* conn) {
 }
 
 void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  ReplyEntry(req, Fs(req).Lookup(parent, name, CallerOf(req)));
+  absl::StatusOr<struct stat> st = Fs(req).Lookup(parent, name, CallerOf(req));
+  if (absl::IsNotFound(st.status()) || ToErrno(st.status()) == ENOENT) {
+    // A negative entry (inode 0) lets the kernel cache "no such name" like
+    // any other: creating a file then costs no LOOKUP round trip. Every
+    // create goes through this connection, which drops the negative entry.
+    fuse_entry_param negative{};
+    negative.entry_timeout = Context(req).entry_timeout;
+    fuse_reply_entry(req, &negative);
+    return;
+  }
+  ReplyEntry(req, st);
 }
 
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -224,10 +234,6 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t 
   fuse_reply_write(req, *written);
 }
 
-// Data is on the device once a write has been answered: nothing to flush.
-void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
-void Fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }
-
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   Fs(req).Release(ino);
   fuse_reply_err(req, 0);
@@ -285,7 +291,6 @@ void ReadDirectoryPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset
 }
 
 void ReleaseDirectory(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
-void FsyncDirectory(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }
 
 void StatFs(fuse_req_t req, fuse_ino_t) {
   struct statvfs st = Fs(req).StatFs();
@@ -370,14 +375,15 @@ fuse_lowlevel_ops MakeOperations() {
   ops.create = Create;
   ops.read = Read;
   ops.write = Write;
-  ops.flush = Flush;
-  ops.fsync = Fsync;
+  // No flush, fsync or fsyncdir: data is on the device once a write is
+  // answered, so there is nothing to do, and without a handler the kernel
+  // stops asking after the first ENOSYS (close and fsync then cost no round
+  // trip) and reports success to the caller.
   ops.release = Release;
   ops.opendir = OpenDirectory;
   ops.readdir = ReadDirectory;
   ops.readdirplus = ReadDirectoryPlus;
   ops.releasedir = ReleaseDirectory;
-  ops.fsyncdir = FsyncDirectory;
   ops.statfs = StatFs;
   ops.setxattr = SetXattr;
   ops.getxattr = GetXattr;
