@@ -41,6 +41,17 @@ void Arena::Free(Block block) {
   allocator_.Free(block.offset, block.size);
 }
 
+std::pair<Block, Block> Arena::Split(Block block) {
+  const Block lower{block.offset, block.size / 2};
+  const Block upper{block.offset + block.size / 2, block.size / 2};
+  absl::MutexLock lock(&mu_);
+  allocator_.Split(block.offset, block.size);
+  // Halves of a block no larger than a granule share its granule, which now
+  // has one more block keeping it committed.
+  if (block.size <= granule_) ++granule_users_[block.offset / granule_];
+  return {lower, upper};
+}
+
 absl::Status Arena::Reference(Block block) {
   const uint64_t first = block.offset / granule_;
   const uint64_t last = (block.offset + block.size - 1) / granule_;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -51,6 +52,10 @@ class Arena {
   // cannot back it.
   absl::StatusOr<Block> Allocate(uint64_t size);
   void Free(Block block);
+
+  // Splits an allocated block (size > min_block) into its two halves, each
+  // then freed on its own: {lower, upper}.
+  std::pair<Block, Block> Split(Block block);
 
   // Largest block worth asking for right now (0 when the arena is full).
   uint64_t LargestFree() const;

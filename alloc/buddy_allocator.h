@@ -45,8 +45,13 @@ class BuddyAllocator {
   // two >= min_block), or nullopt when no such block is free.
   std::optional<uint64_t> Allocate(uint64_t size);
 
-  // Returns a block obtained from Allocate with the same size.
+  // Returns a block obtained from Allocate (or Split) with the same size.
   void Free(uint64_t offset, uint64_t size);
+
+  // Turns the allocated block [offset, offset + size), size > min_block,
+  // into two allocated halves, each of which is later freed on its own. Lets
+  // a caller give back the unused upper half of a block it holds.
+  void Split(uint64_t offset, uint64_t size);
 
   uint64_t min_block() const { return min_block_; }
   // The largest block size that could ever be allocated.

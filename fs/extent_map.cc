@@ -144,7 +144,9 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
   absl::Status status = arena_->device().Zero(zeros);
   if (!status.ok()) {
     for (uint64_t start : added) Release(extents_.find(start));
+    return status;
   }
+  reserved_end_ = std::max(reserved_end_, offset + length);
   return status;
 }
 
@@ -172,7 +174,35 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
 }
 
 absl::Status ExtentMap::Truncate(uint64_t size) {
+  reserved_end_ = std::min(reserved_end_, size);
   return PunchHole(size, std::numeric_limits<uint64_t>::max() - size);
+}
+
+void ExtentMap::TrimTail(uint64_t size) {
+  const uint64_t min_block = arena_->min_block();
+  const uint64_t keep = std::max(size, reserved_end_);
+  if (keep > std::numeric_limits<uint64_t>::max() - min_block) return;
+  const uint64_t limit = (keep + min_block - 1) / min_block * min_block;
+  auto it = Find(limit);
+  if (it == extents_.end() || it->first == limit) return;  // nothing hangs over
+  uint64_t start = it->first;
+  Block block = it->second;
+  extents_.erase(it);
+  // Blocks are aligned and limit is a multiple of min_block, so halving
+  // ends with a block that stops exactly at limit.
+  while (start + block.size > limit) {
+    const auto [lower, upper] = arena_->Split(block);
+    if (limit <= start + lower.size) {
+      arena_->Free(upper);
+      allocated_bytes_ -= upper.size;
+      block = lower;
+    } else {
+      extents_.emplace(start, lower);
+      start += lower.size;
+      block = upper;
+    }
+  }
+  extents_.emplace(start, block);
 }
 
 std::optional<uint64_t> ExtentMap::NextData(uint64_t offset) const {

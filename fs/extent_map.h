@@ -11,8 +11,10 @@
 // max_extent), aligned, not overlapping a neighbour, and available in the
 // arena. Small files thus cost their size rounded up to min_block (a 4 KiB
 // file takes one 4 KiB block), a file grown by appends costs at most about
-// twice its size, and a large file written in 1 MiB requests maps one extent
-// per request.
+// twice its size while it grows, and a large file written in 1 MiB requests
+// maps one extent per request. TrimTail, called when the last writer closes,
+// gives back what growth reserved past the end: a closed file costs its size
+// rounded up to min_block, in at most log2(block / min_block) more extents.
 //
 // Every byte of a block that is not written is zeroed when the block is
 // allocated, and bytes cut off by Truncate/PunchHole are zeroed, so a block
@@ -60,6 +62,11 @@ class ExtentMap {
   // that holds byte `size`, so a later extension reads zeros.
   absl::Status Truncate(uint64_t size);
 
+  // Gives back the part of the block holding the end of a file of `size`
+  // bytes that lies past it (rounded up to min_block), by splitting the block
+  // into aligned halves. Space reserved with Reserve past `size` is kept.
+  void TrimTail(uint64_t size);
+
   // First mapped offset >= `offset`, if any (SEEK_DATA).
   std::optional<uint64_t> NextData(uint64_t offset) const;
   // First unmapped offset >= `offset` (SEEK_HOLE; may lie past the size).
@@ -86,6 +93,9 @@ class ExtentMap {
   const uint64_t max_extent_;
   Extents extents_;
   uint64_t allocated_bytes_ = 0;
+  // End of the furthest Reserve (fallocate KEEP_SIZE may reserve past the
+  // size); TrimTail keeps blocks below it.
+  uint64_t reserved_end_ = 0;
 };
 
 }  // namespace cudafs

@@ -909,7 +909,12 @@ absl::Status Filesystem::Open(InodeNumber ino, int flags, const Caller& caller) 
 }
 
 void Filesystem::Release(InodeNumber ino) {
-  if (std::shared_ptr<Inode> inode = impl_->table_.Get(ino)) impl_->table_.Release(inode);
+  std::shared_ptr<Inode> inode = impl_->table_.Get(ino);
+  if (!inode || !impl_->table_.Release(inode) || !inode->is_regular()) return;
+  // The last writer is gone: what growth reserved past the end goes back
+  // (see ExtentMap). A file opened again and appended to grows anew.
+  absl::MutexLock lock(&inode->mu);
+  if (inode->data) inode->data->TrimTail(inode->size);
 }
 
 absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t size,

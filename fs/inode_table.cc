@@ -47,12 +47,15 @@ void InodeTable::Forget(const std::shared_ptr<Inode>& inode, uint64_t count) {
   DropIfUnused(inode);
 }
 
-void InodeTable::Release(const std::shared_ptr<Inode>& inode) {
+bool InodeTable::Release(const std::shared_ptr<Inode>& inode) {
+  bool last;
   {
     absl::MutexLock lock(&mu_);
     if (inode->opens > 0) --inode->opens;
+    last = inode->opens == 0;
   }
   DropIfUnused(inode);
+  return last;
 }
 
 void InodeTable::DropIfUnused(const std::shared_ptr<Inode>& inode) {

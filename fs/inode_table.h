@@ -39,7 +39,8 @@ class InodeTable {
   // Drop references, then drop the inode if nothing holds it. The caller
   // must not hold inode.mu.
   void Forget(const std::shared_ptr<Inode>& inode, uint64_t count);
-  void Release(const std::shared_ptr<Inode>& inode);
+  // Returns true when that was the inode's last open handle.
+  bool Release(const std::shared_ptr<Inode>& inode);
   // Drops the inode if it has no name, lookup or open left (after unlink,
   // rmdir or rename replaced it). The caller must not hold inode.mu.
   void DropIfUnused(const std::shared_ptr<Inode>& inode);

@@ -503,5 +503,32 @@ TEST(ArenaConcurrencyTest, ConcurrentAllocateWriteReadFree) {
   for (const std::string& violation : device.violations()) ADD_FAILURE() << violation;
 }
 
+TEST_F(ArenaTest, SplitHalvesKeepTheirGranuleUntilBothAreFreed) {
+  const Block block = MustAllocate(4 * kMinBlock);
+  live_.clear();
+  const auto [lower, upper] = arena_->Split(block);
+  EXPECT_EQ(lower.offset, block.offset);
+  EXPECT_EQ(upper.offset, block.offset + 2 * kMinBlock);
+  EXPECT_EQ(lower.size, 2 * kMinBlock);
+  EXPECT_EQ(upper.size, 2 * kMinBlock);
+  live_ = {lower, upper};
+  ExpectCommittedGranulesFollowLiveBlocks();
+  FreeLive(1);
+  ExpectCommittedGranulesFollowLiveBlocks();  // lower still holds the granule
+  FreeLive(0);
+  ExpectCommittedGranulesFollowLiveBlocks();
+  EXPECT_EQ(arena_->Stats().blocks.used, 0u);
+}
+
+TEST_F(ArenaTest, SplittingAMultiGranuleBlockLeavesEachHalfItsGranules) {
+  const Block block = MustAllocate(4 * kGranule);
+  live_.clear();
+  const auto [lower, upper] = arena_->Split(block);
+  live_ = {lower, upper};
+  FreeLive(1);
+  ExpectCommittedGranulesFollowLiveBlocks();  // the upper two granules went back
+  EXPECT_EQ(arena_->Stats().committed_bytes, 2 * kGranule);
+}
+
 }  // namespace
 }  // namespace cudafs

@@ -391,5 +391,27 @@ INSTANTIATE_TEST_SUITE_P(ArenaSizes, BuddyAllocatorRandomTest,
                            return absl::StrCat(info.param, "Units");
                          });
 
+TEST(BuddyAllocatorTest, SplitHalvesAreFreedOnTheirOwnAndCoalesce) {
+  BuddyAllocator allocator(16 * kMinBlock, kMinBlock);
+  const std::optional<uint64_t> block = allocator.Allocate(8 * kMinBlock);
+  ASSERT_TRUE(block.has_value());
+  allocator.Split(*block, 8 * kMinBlock);
+  EXPECT_EQ(allocator.Stats().allocated_blocks, 2u);
+  EXPECT_EQ(allocator.Stats().used, 8 * kMinBlock);
+  // Giving back the upper half makes exactly it allocatable again.
+  allocator.Free(*block + 4 * kMinBlock, 4 * kMinBlock);
+  EXPECT_EQ(allocator.Stats().used, 4 * kMinBlock);
+  EXPECT_EQ(allocator.Stats().largest_free, 8 * kMinBlock);  // the other half of the range
+  const std::optional<uint64_t> again = allocator.Allocate(4 * kMinBlock);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(*again, *block + 4 * kMinBlock);
+  allocator.Free(*again, 4 * kMinBlock);
+  allocator.Free(*block, 4 * kMinBlock);
+  const BuddyStats stats = allocator.Stats();
+  EXPECT_EQ(stats.used, 0u);
+  EXPECT_EQ(stats.allocated_blocks, 0u);
+  EXPECT_EQ(stats.largest_free, 16 * kMinBlock) << "halves did not coalesce";
+}
+
 }  // namespace
 }  // namespace cudafs

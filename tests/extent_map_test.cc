@@ -598,5 +598,39 @@ TEST_F(ExtentMapTest, MapsDoNotInterfere) {
   EXPECT_EQ(Used(), 0u);
 }
 
+TEST_F(ExtentMapTest, TrimTailGivesBackGrowthPastTheEnd) {
+  ExtentMap map(arena_.get(), 1 * MiB);
+  std::mt19937_64 rng(11);
+  const std::string data = RandomBytes(rng, 40 * KiB + 100);
+  // 32 KiB at 0, then a 32 KiB block for the last 8 KiB: 64 KiB held.
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  EXPECT_EQ(map.allocated_bytes(), 64 * KiB);
+  map.TrimTail(data.size());
+  EXPECT_EQ(map.allocated_bytes(), 44 * KiB);  // 40 KiB + 100 B, rounded to 4 KiB
+  EXPECT_EQ(ReadAll(map, 0, data.size()), data);
+  EXPECT_EQ(ReadAll(map, data.size(), 64 * KiB), std::string(64 * KiB, '\0'));
+  EXPECT_EQ(arena_->Stats().blocks.used, 44 * KiB);
+  // Trimming again changes nothing; growing again works.
+  map.TrimTail(data.size());
+  EXPECT_EQ(map.allocated_bytes(), 44 * KiB);
+  ASSERT_TRUE(map.Write(100 * KiB, "z", 1).ok());
+  EXPECT_EQ(ReadAll(map, 100 * KiB - 1, 3), std::string("\0z\0", 3));
+}
+
+TEST_F(ExtentMapTest, TrimTailKeepsReservedSpace) {
+  ExtentMap map(arena_.get(), 1 * MiB);
+  ASSERT_TRUE(map.Write(0, "a", 1).ok());
+  ASSERT_TRUE(map.Reserve(0, 100 * KiB).ok());  // fallocate KEEP_SIZE
+  const uint64_t reserved = map.allocated_bytes();
+  map.TrimTail(1);
+  EXPECT_GE(map.allocated_bytes(), 100 * KiB);
+  EXPECT_LE(map.allocated_bytes(), reserved);
+  EXPECT_EQ(map.NextHole(0), 100 * KiB) << "reserved bytes were given back";
+  // Truncate drops the reservation; then trimming takes everything past 4 KiB.
+  ASSERT_TRUE(map.Truncate(1).ok());
+  map.TrimTail(1);
+  EXPECT_EQ(map.allocated_bytes(), 4 * KiB);
+}
+
 }  // namespace
 }  // namespace cudafs

@@ -220,6 +220,39 @@ TEST_P(SpaceTest, SmallFilesCostLittleSpace) {
   }
 }
 
+// A closed file holds its size rounded up to 4 KiB, like tmpfs, whatever
+// its writes reserved while it grew: build caches are mostly small files.
+TEST_P(SpaceTest, ClosedFilesHoldTheirSizeRoundedToAPage) {
+  for (const size_t size : {size_t{40 * kKiB + 100}, size_t{100 * kKiB}, size_t{300 * kKiB + 1}}) {
+    SCOPED_TRACE(size);
+    const std::string path = Path("sized-" + std::to_string(size));
+    const std::string data = RandomBytes(size, size);
+    {
+      Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+      ASSERT_TRUE(fd.valid());
+      // In 4 KiB appends, the pattern of buffered writers such as compilers.
+      for (size_t at = 0; at < size; at += 4 * kKiB) {
+        ASSERT_TRUE(WriteAll(fd.get(), std::string_view(data).substr(at, 4 * kKiB), at));
+      }
+    }
+    // The kernel sends the release after close() returns, and may show
+    // cached attributes for up to a second.
+    const off_t expected = (size + 4 * kKiB - 1) / (4 * kKiB) * 4 * kKiB;
+    off_t held = -1;
+    EXPECT_TRUE(Eventually(
+        [&] {
+          const auto st = StatPath(path);
+          held = st ? st->st_blocks * 512 : -1;
+          return held == expected;
+        },
+        3s))
+        << "holds " << held << " bytes";
+    const auto content = ReadStored(path);
+    ASSERT_TRUE(content);
+    EXPECT_TRUE(BytesEqual(*content, data));
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Mount limits (cudafs only)
 
