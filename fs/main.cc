@@ -197,9 +197,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<MountOptions> parsed =
       ParseCommandLine(absl::Span<const char* const>(argv, argc));
   if (!parsed.ok()) {
-    Fail(std::string(parsed.status().message()));
-    std::fprintf(stderr, "Try 'cudafs --help' for more information.\n");
-    return kExitUsage;
+    // One line, naming what was wrong; --help has the rest.
+    return Fail(absl::StrCat(parsed.status().message(), " (see cudafs --help)"));
   }
   MountOptions& options = *parsed;
   switch (options.action) {

@@ -63,7 +63,7 @@ testing::AssertionResult NothingMounted(const std::string& mountpoint) {
   return testing::AssertionSuccess();
 }
 
-// `argv` exits with `exit_code`, its first line on stderr (the error) names
+// `argv` exits with `exit_code`, prints one line on stderr that names
 // `culprit`, and nothing gets mounted on `mountpoint`.
 testing::AssertionResult Refused(const std::vector<std::string>& argv, int exit_code,
                                  const std::string& culprit, const std::string& mountpoint) {
@@ -75,9 +75,10 @@ testing::AssertionResult Refused(const std::vector<std::string>& argv, int exit_
                                        << result.err;
   }
   const std::string error = FirstLine(result.err);
-  if (!error.starts_with("cudafs: ") || error.find(culprit) == std::string::npos) {
-    return testing::AssertionFailure() << "`" << command << "`: the first line on stderr should "
-                                       << "say \"cudafs: ...\" and name " << culprit
+  if (Lines(result.err).size() != 1 || !error.starts_with("cudafs: ") ||
+      error.find(culprit) == std::string::npos) {
+    return testing::AssertionFailure() << "`" << command << "`: stderr should be one line "
+                                       << "saying \"cudafs: ...\" and naming " << culprit
                                        << "; stderr:\n" << result.err;
   }
   if (!result.out.empty()) {
