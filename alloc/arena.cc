@@ -1,6 +1,7 @@
 #include "alloc/arena.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 
@@ -15,22 +16,54 @@ Arena::Arena(Device* device, uint64_t min_block)
 
 Arena::~Arena() {
   absl::MutexLock lock(&mu_);
-  for (const auto& [granule, users] : granule_users_) {
-    device_->Decommit(granule * granule_, granule_).IgnoreError();
+  for (const auto& [index, granule] : granules_) {
+    if (granule.committed) device_->Decommit(index * granule_, granule_).IgnoreError();
   }
 }
 
 absl::StatusOr<Block> Arena::Allocate(uint64_t size) {
-  absl::MutexLock lock(&mu_);
-  std::optional<uint64_t> offset = allocator_.Allocate(size);
-  if (!offset) {
-    return absl::ResourceExhaustedError(
-        absl::StrFormat("no free block of %d bytes in the arena", size));
+  Block block{0, size};
+  std::vector<uint64_t> to_commit;
+  {
+    absl::MutexLock lock(&mu_);
+    std::optional<uint64_t> offset = allocator_.Allocate(size);
+    if (!offset) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("no free block of %d bytes in the arena", size));
+    }
+    block.offset = *offset;
+    to_commit = Reference(block);
   }
-  Block block{*offset, size};
-  if (absl::Status status = Reference(block); !status.ok()) {
+  // Other threads allocating in these granules wait for this commit (below);
+  // everyone else goes on.
+  absl::Status status = absl::OkStatus();
+  size_t committed = 0;
+  for (; committed < to_commit.size(); ++committed) {
+    status = device_->Commit(to_commit[committed] * granule_, granule_);
+    if (!status.ok()) break;
+  }
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < to_commit.size(); ++i) {
+    Granule& granule = granules_.at(to_commit[i]);
+    if (i < committed) {
+      granule.committed = true;
+      ++committed_granules_;
+    } else {
+      granule.failed = true;
+    }
+  }
+  struct Wait {
+    const Arena* arena;
+    Block block;
+  } wait{this, block};
+  mu_.Await(absl::Condition(
+      +[](Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS { return w->arena->Settled(w->block); },
+      &wait));
+  if (!status.ok() || AnyFailed(block)) {
+    Unreference(block);
     allocator_.Free(block.offset, block.size);
-    return status;
+    if (!status.ok()) return status;
+    return absl::ResourceExhaustedError("the device could not back the block");
   }
   return block;
 }
@@ -48,40 +81,54 @@ std::pair<Block, Block> Arena::Split(Block block) {
   allocator_.Split(block.offset, block.size);
   // Halves of a block no larger than a granule share its granule, which now
   // has one more block keeping it committed.
-  if (block.size <= granule_) ++granule_users_[block.offset / granule_];
+  if (block.size <= granule_) ++granules_.at(block.offset / granule_).users;
   return {lower, upper};
 }
 
-absl::Status Arena::Reference(Block block) {
+std::vector<uint64_t> Arena::Reference(Block block) {
+  std::vector<uint64_t> fresh;
   const uint64_t first = block.offset / granule_;
   const uint64_t last = (block.offset + block.size - 1) / granule_;
   for (uint64_t g = first; g <= last; ++g) {
-    auto [it, inserted] = granule_users_.try_emplace(g, 0);
-    if (inserted) {
-      if (absl::Status status = device_->Commit(g * granule_, granule_); !status.ok()) {
-        granule_users_.erase(it);
-        // Roll back the granules this call already took.
-        if (g > first) Unreference(Block{first * granule_, (g - first) * granule_});
-        return status;
-      }
-    }
-    ++it->second;
+    Granule& granule = granules_[g];
+    if (granule.users++ == 0) fresh.push_back(g);
   }
-  return absl::OkStatus();
+  return fresh;
 }
 
 void Arena::Unreference(Block block) {
   const uint64_t first = block.offset / granule_;
   const uint64_t last = (block.offset + block.size - 1) / granule_;
   for (uint64_t g = first; g <= last; ++g) {
-    auto it = granule_users_.find(g);
-    if (--it->second == 0) {
-      granule_users_.erase(it);
+    auto it = granules_.find(g);
+    if (--it->second.users > 0) continue;
+    if (it->second.committed) {
+      --committed_granules_;
       // A failed decommit only leaks physical memory until unmount; the
       // granule is recommitted (a no-op for most devices) on next use.
       device_->Decommit(g * granule_, granule_).IgnoreError();
     }
+    granules_.erase(it);
   }
+}
+
+bool Arena::Settled(Block block) const {
+  const uint64_t first = block.offset / granule_;
+  const uint64_t last = (block.offset + block.size - 1) / granule_;
+  for (uint64_t g = first; g <= last; ++g) {
+    const Granule& granule = granules_.at(g);
+    if (!granule.committed && !granule.failed) return false;
+  }
+  return true;
+}
+
+bool Arena::AnyFailed(Block block) const {
+  const uint64_t first = block.offset / granule_;
+  const uint64_t last = (block.offset + block.size - 1) / granule_;
+  for (uint64_t g = first; g <= last; ++g) {
+    if (granules_.at(g).failed) return true;
+  }
+  return false;
 }
 
 uint64_t Arena::LargestFree() const {
@@ -91,7 +138,7 @@ uint64_t Arena::LargestFree() const {
 
 ArenaStats Arena::Stats() const {
   absl::MutexLock lock(&mu_);
-  return ArenaStats{allocator_.Stats(), granule_users_.size() * granule_};
+  return ArenaStats{allocator_.Stats(), committed_granules_ * granule_};
 }
 
 }  // namespace cudafs

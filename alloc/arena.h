@@ -9,14 +9,18 @@
 // Content of a new block is unspecified: callers must write or Zero every
 // byte they later read (fs/extent_map.h does).
 //
-// Thread-safe. Allocation and free take one short lock; data copies go to
-// the device directly and never take it.
+// Thread-safe. Allocation and free take one short lock; committing a
+// granule (a GPU mapping, or faulting in host pages: up to a millisecond)
+// happens outside it, so one thread committing does not stall allocations
+// elsewhere in the arena. Data copies go to the device directly and never
+// take the lock.
 #ifndef CUDAFS_ALLOC_ARENA_H_
 #define CUDAFS_ALLOC_ARENA_H_
 
 #include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -66,10 +70,20 @@ class Arena {
   ArenaStats Stats() const;
 
  private:
-  // Adds `delta` (+1 or -1) to the use count of every granule under the
-  // block; commits granules going 0 -> 1 and decommits those going 1 -> 0.
-  absl::Status Reference(Block block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Granule {
+    uint32_t users = 0;      // allocated blocks touching it, settled or not
+    bool committed = false;  // the device backs it
+    bool failed = false;     // its commit failed: its users give up
+  };
+
+  // Counts the block as a user of each granule under it; returns the
+  // granules that had none, which the caller must commit.
+  std::vector<uint64_t> Reference(Block block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Undoes Reference; decommits granules left without users.
   void Unreference(Block block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True once no granule under the block is still being committed.
+  bool Settled(Block block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AnyFailed(Block block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Device* const device_;
   const uint64_t min_block_;
@@ -78,9 +92,10 @@ class Arena {
 
   mutable absl::Mutex mu_;
   BuddyAllocator allocator_ ABSL_GUARDED_BY(mu_);
-  // Granule index -> number of allocated blocks touching it. Only committed
-  // granules have an entry, so this grows with use, not with arena size.
-  absl::flat_hash_map<uint64_t, uint32_t> granule_users_ ABSL_GUARDED_BY(mu_);
+  // Granule index -> its state. Only granules some block touches have an
+  // entry, so this grows with use, not with arena size.
+  absl::flat_hash_map<uint64_t, Granule> granules_ ABSL_GUARDED_BY(mu_);
+  uint64_t committed_granules_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace cudafs

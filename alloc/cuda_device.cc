@@ -1,5 +1,7 @@
 #include "alloc/cuda_device.h"
 
+#include <optional>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -236,7 +238,7 @@ absl::Status CudaDevice::InRange(uint64_t offset, uint64_t length) const {
   return absl::OkStatus();
 }
 
-absl::Status CudaDevice::MapGranule(uint64_t offset) {
+absl::StatusOr<CudaDevice::PhysicalHandle> CudaDevice::MapGranule(uint64_t offset) {
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -262,8 +264,7 @@ absl::Status CudaDevice::MapGranule(uint64_t offset) {
     cu_.cuMemRelease(handle);
     return s;
   }
-  granules_.emplace(offset, handle);
-  return absl::OkStatus();
+  return handle;
 }
 
 void CudaDevice::UnmapGranule(uint64_t offset, PhysicalHandle handle) {
@@ -272,22 +273,35 @@ void CudaDevice::UnmapGranule(uint64_t offset, PhysicalHandle handle) {
   Check("cuMemRelease", cu_.cuMemRelease(handle)).IgnoreError();
 }
 
+std::optional<CudaDevice::PhysicalHandle> CudaDevice::TakeGranule(uint64_t offset) {
+  absl::MutexLock lock(&granules_mu_);
+  auto it = granules_.find(offset);
+  if (it == granules_.end()) return std::nullopt;
+  const PhysicalHandle handle = it->second;
+  granules_.erase(it);
+  return handle;
+}
+
 absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
   if (absl::Status s = InRange(offset, length); !s.ok()) return s;
   if (absl::Status s = Enter(); !s.ok()) return s;
-  absl::MutexLock lock(&granules_mu_);
+  // The driver calls run without our lock, so commits of different
+  // granules overlap; the Arena never commits one granule twice at once.
   for (uint64_t at = offset; at < offset + length; at += granule_) {
-    if (granules_.contains(at)) continue;
-    if (absl::Status s = MapGranule(at); !s.ok()) {
+    {
+      absl::MutexLock lock(&granules_mu_);
+      if (granules_.contains(at)) continue;
+    }
+    absl::StatusOr<PhysicalHandle> handle = MapGranule(at);
+    if (!handle.ok()) {
       // All or nothing: give back what this call mapped.
       for (uint64_t undo = offset; undo < at; undo += granule_) {
-        auto it = granules_.find(undo);
-        if (it == granules_.end()) continue;
-        UnmapGranule(undo, it->second);
-        granules_.erase(it);
+        if (std::optional<PhysicalHandle> taken = TakeGranule(undo)) UnmapGranule(undo, *taken);
       }
-      return s;
+      return handle.status();
     }
+    absl::MutexLock lock(&granules_mu_);
+    granules_.emplace(at, *handle);
   }
   return absl::OkStatus();
 }
@@ -295,12 +309,8 @@ absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
 absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
   if (absl::Status s = InRange(offset, length); !s.ok()) return s;
   if (absl::Status s = Enter(); !s.ok()) return s;
-  absl::MutexLock lock(&granules_mu_);
   for (uint64_t at = offset; at < offset + length; at += granule_) {
-    auto it = granules_.find(at);
-    if (it == granules_.end()) continue;
-    UnmapGranule(at, it->second);
-    granules_.erase(it);
+    if (std::optional<PhysicalHandle> handle = TakeGranule(at)) UnmapGranule(at, *handle);
   }
   return absl::OkStatus();
 }

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,8 +101,11 @@ class CudaDevice final : public Device {
   absl::Status RunBatch(absl::string_view call, size_t count,
                         absl::FunctionRef<int(size_t, CUstream_st* stream)> enqueue);
   absl::Status InRange(uint64_t offset, uint64_t length) const;
-  absl::Status MapGranule(uint64_t offset);
+  // Creates and maps the physical memory of the granule at `offset`.
+  absl::StatusOr<PhysicalHandle> MapGranule(uint64_t offset);
   void UnmapGranule(uint64_t offset, PhysicalHandle handle);
+  // Removes the granule at `offset` from granules_, if it is there.
+  std::optional<PhysicalHandle> TakeGranule(uint64_t offset);
 
   // Borrows an idle stream, waiting for one when all are busy.
   CUstream_st* AcquireStream();

@@ -92,7 +92,7 @@ char* ReadBuffer(Device& device, size_t size) {
   return buffer.data;
 }
 
-void Init(void* userdata, fuse_conn_info* conn) {
+void Init(void* /*userdata*/, fuse_conn_info* conn) {
   // O_TRUNC arrives with open instead of as a separate setattr.
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;

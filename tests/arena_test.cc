@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "alloc/host_device.h"
 #include "gtest/gtest.h"
 
@@ -39,6 +40,12 @@ class RecordingDevice final : public Device {
   uint64_t granule_size() const override { return backing_->granule_size(); }
 
   absl::Status Commit(uint64_t offset, uint64_t length) override {
+    {
+      absl::MutexLock gate(&gate_mu_);
+      ++commits_at_gate_;
+      gate_mu_.Await(absl::Condition(&gate_open_));
+      --commits_at_gate_;
+    }
     absl::MutexLock lock(&mu_);
     CheckGranuleAligned("Commit", offset, length);
     if (successful_commits_left_.has_value()) {
@@ -86,6 +93,23 @@ class RecordingDevice final : public Device {
     return backing_->Zero(ranges);
   }
 
+  // While the gate is closed, Commit waits in it.
+  void CloseGate() {
+    absl::MutexLock gate(&gate_mu_);
+    gate_open_ = false;
+  }
+  void OpenGate() {
+    absl::MutexLock gate(&gate_mu_);
+    gate_open_ = true;
+  }
+  void AwaitCommitsAtGate(int n) {
+    absl::MutexLock gate(&gate_mu_);
+    auto arrived = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_mu_) {
+      return commits_at_gate_ == n;
+    };
+    gate_mu_.Await(absl::Condition(&arrived, &decltype(arrived)::operator()));
+  }
+
   // The next `n` Commit calls succeed, the ones after fail until AllowCommits.
   void FailCommitsAfter(int n) {
     absl::MutexLock lock(&mu_);
@@ -130,6 +154,9 @@ class RecordingDevice final : public Device {
 
   std::unique_ptr<HostDevice> backing_;
   mutable absl::Mutex mu_;
+  absl::Mutex gate_mu_;
+  bool gate_open_ ABSL_GUARDED_BY(gate_mu_) = true;
+  int commits_at_gate_ ABSL_GUARDED_BY(gate_mu_) = 0;
   std::set<uint64_t> committed_ ABSL_GUARDED_BY(mu_);
   std::optional<int> successful_commits_left_ ABSL_GUARDED_BY(mu_);
   int commits_ ABSL_GUARDED_BY(mu_) = 0;
@@ -528,6 +555,51 @@ TEST_F(ArenaTest, SplittingAMultiGranuleBlockLeavesEachHalfItsGranules) {
   FreeLive(1);
   ExpectCommittedGranulesFollowLiveBlocks();  // the upper two granules went back
   EXPECT_EQ(arena_->Stats().committed_bytes, 2 * kGranule);
+}
+
+// A slow commit holds up only allocations that need its granule.
+TEST_F(ArenaTest, AllocationsWaitForTheirGranulesCommitOnly) {
+  device_->CloseGate();
+  absl::StatusOr<Block> first, second;
+  std::thread committer([&] { first = arena_->Allocate(kMinBlock); });
+  device_->AwaitCommitsAtGate(1);
+  // The arena's lock is free while the commit runs.
+  EXPECT_EQ(arena_->Stats().blocks.used, kMinBlock);
+  // The next block lands in the same granule: it must wait for the commit.
+  std::thread waiter([&] { second = arena_->Allocate(kMinBlock); });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(arena_->Stats().committed_bytes, 0u);
+  device_->OpenGate();
+  committer.join();
+  waiter.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->offset / kGranule, second->offset / kGranule);
+  EXPECT_EQ(device_->successful_commits(), 1);
+  live_ = {*first, *second};
+  ExpectCommittedGranulesFollowLiveBlocks();
+}
+
+// When the commit fails, everyone waiting for that granule fails with it,
+// and the granule is tried afresh later.
+TEST_F(ArenaTest, AFailedCommitFailsItsWaitersAndIsRetriedLater) {
+  device_->FailCommitsAfter(0);
+  device_->CloseGate();
+  absl::StatusOr<Block> first, second;
+  std::thread committer([&] { first = arena_->Allocate(kMinBlock); });
+  device_->AwaitCommitsAtGate(1);
+  std::thread waiter([&] { second = arena_->Allocate(kMinBlock); });
+  absl::SleepFor(absl::Milliseconds(50));
+  device_->OpenGate();
+  committer.join();
+  waiter.join();
+  EXPECT_TRUE(absl::IsResourceExhausted(first.status())) << first.status();
+  EXPECT_TRUE(absl::IsResourceExhausted(second.status())) << second.status();
+  EXPECT_EQ(arena_->Stats().blocks.used, 0u);
+  EXPECT_EQ(arena_->Stats().committed_bytes, 0u);
+  device_->AllowCommits();
+  MustAllocate(kMinBlock);
+  ExpectCommittedGranulesFollowLiveBlocks();
 }
 
 }  // namespace
