@@ -9,8 +9,9 @@
 //     serialise (as the kernel serialises them for one file anyway). Only
 //     namespace operations, which hold (1) exclusively, lock several inodes.
 //  3. InodeTable's lock guards the inode map and lookup/open counts.
-//  4. Arena's lock guards the buddy allocator and granule commits; device
-//     copies run outside every lock but the inode's.
+//  4. Arena's lock guards the buddy allocator and the granules' use counts;
+//     committing a granule and device copies run outside every lock but the
+//     inode's.
 // Locks are taken in this order only.
 #include "fs/filesystem.h"
 

@@ -167,6 +167,8 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
 
   fuse_session* session =
       fuse_session_new(&args, &FuseOperations(), sizeof(fuse_lowlevel_ops), &context);
+  // libfuse copies the argument vector when it edits it; the copy is ours.
+  fuse_opt_free_args(&args);
   if (session == nullptr) return fail("cannot start the FUSE session (see the message above)");
   if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
     fuse_session_destroy(session);

@@ -596,6 +596,36 @@ TEST_P(CliMountTest, StopSignalsUnmountAndExit) {
   }
 }
 
+// Contents are volatile like tmpfs; what a crash must leave is a mount
+// that says so (ENOTCONN), that umount clears, and a path that mounts again.
+TEST_P(CliMountTest, KilledDaemonLeavesAMountThatUnmountsAndRemounts) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  CommandResult result = MountOn(dir, {"size=64m"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  ASSERT_TRUE(WriteFile(dir.path() + "/file", "lost with the daemon\n"));
+  const std::optional<pid_t> daemon = FindDaemon(dir.path());
+  ASSERT_TRUE(daemon.has_value());
+  ASSERT_SYS_OK(kill(*daemon, SIGKILL));
+  ASSERT_TRUE(Eventually([&] { return !ProcessAlive(*daemon); }, 10s));
+
+  // A request already queued when the connection went down fails with
+  // ECONNABORTED; every later one with ENOTCONN.
+  struct stat st;
+  EXPECT_TRUE(Eventually(
+      [&] { return stat((dir.path() + "/file").c_str(), &st) != 0 && errno == ENOTCONN; }, 5s));
+  EXPECT_ERRNO(open((dir.path() + "/new").c_str(), O_CREAT | O_WRONLY, 0644), ENOTCONN);
+  ASSERT_TRUE(UnmountNow(dir.path()));
+  EXPECT_FALSE(IsMounted(dir.path()));
+
+  result = MountOn(dir, {"size=64m"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_ERRNO(stat((dir.path() + "/file").c_str(), &st), ENOENT);
+  ASSERT_TRUE(WriteFile(dir.path() + "/file", "new life\n"));
+  EXPECT_EQ(ReadFile(dir.path() + "/file"), "new life\n");
+  ASSERT_TRUE(UnmountNow(dir.path()));
+}
+
 TEST_P(CliMountTest, ForegroundExitsZeroOnSigterm) {
   ScratchDir dir;
   ASSERT_FALSE(dir.path().empty());
