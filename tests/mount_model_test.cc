@@ -8,8 +8,9 @@
 // whole content, the directory listings and inode numbers periodically.
 //
 // CUDAFS_MODEL_SEED picks the seed (random otherwise; printed on failure) and
-// CUDAFS_MODEL_OPS the number of operations (default 20000), so a failure
-// reproduces with the same seed and a GPU run can do many more.
+// CUDAFS_MODEL_OPS the number of operations (default 20000, and 200000 on the
+// CUDA backend, which only GPU machines run), so a failure reproduces with
+// the same seed.
 #include <deque>
 #include <map>
 #include <memory>
@@ -55,7 +56,7 @@ class ModelTest : public FsTest {
   // CUDAFS_MODEL_OPS) in the empty root; stops at the first mismatch.
   void Run() {
     const uint64_t seed = EnvOrDefault("CUDAFS_MODEL_SEED", std::random_device()());
-    const uint64_t ops = EnvOrDefault("CUDAFS_MODEL_OPS", 20000);
+    const uint64_t ops = EnvOrDefault("CUDAFS_MODEL_OPS", backend() == "cuda" ? 200000 : 20000);
     SCOPED_TRACE("CUDAFS_MODEL_SEED=" + std::to_string(seed) + " CUDAFS_MODEL_OPS=" +
                  std::to_string(ops));
     for (const std::string& dir : kDirectories) {
