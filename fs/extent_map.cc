@@ -155,22 +155,24 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
                            ? std::numeric_limits<uint64_t>::max()
                            : offset + length;
   std::vector<DeviceRange> zeros;
+  std::vector<uint64_t> inside;  // extents wholly in the range
   auto it = extents_.upper_bound(offset);
   if (it != extents_.begin() && std::prev(it)->first + std::prev(it)->second.size > offset) --it;
-  while (it != extents_.end() && it->first < end) {
+  for (; it != extents_.end() && it->first < end; ++it) {
     const uint64_t extent_end = it->first + it->second.size;
     if (it->first >= offset && extent_end <= end) {
-      arena_->Free(it->second);
-      allocated_bytes_ -= it->second.size;
-      it = extents_.erase(it);
+      inside.push_back(it->first);
       continue;
     }
     const uint64_t piece_start = std::max(offset, it->first);
     const uint64_t piece_end = std::min(end, extent_end);
     zeros.push_back({it->second.offset + (piece_start - it->first), piece_end - piece_start});
-    ++it;
   }
-  return arena_->device().Zero(zeros);
+  // Zero first: if the device fails, the blocks are still all there and
+  // the caller sees EIO with the file as it was outside the range.
+  if (absl::Status status = arena_->device().Zero(zeros); !status.ok()) return status;
+  for (uint64_t start : inside) Release(extents_.find(start));
+  return absl::OkStatus();
 }
 
 absl::Status ExtentMap::Truncate(uint64_t size) {
