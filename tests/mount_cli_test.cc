@@ -626,6 +626,28 @@ TEST_P(CliMountTest, KilledDaemonLeavesAMountThatUnmountsAndRemounts) {
   ASSERT_TRUE(UnmountNow(dir.path()));
 }
 
+// Without allow_other only the mounting user (here root) gets in, whatever
+// the modes say; with it, the modes decide.
+TEST_P(CliMountTest, OnlyTheMountingUserEntersWithoutAllowOther) {
+  auto stat_as_other = [](const std::string& path) {
+    return RunAs(kOtherUid, kOtherGid, [&] {
+      struct stat st;
+      return ResultErrno(stat(path.c_str(), &st));
+    });
+  };
+  for (const bool allow_other : {false, true}) {
+    SCOPED_TRACE(allow_other ? "allow_other" : "without allow_other");
+    Mount mount;
+    std::vector<std::string> options = {"backend=" + backend(), "size=64m", "mode=0777"};
+    if (allow_other) options.push_back("allow_other");
+    ASSERT_TRUE(mount.Start(options));
+    const std::string file = mount.path() + "/open-to-all";
+    ASSERT_TRUE(WriteFile(file, "x", 0666));
+    ASSERT_SYS_OK(chmod(file.c_str(), 0666));
+    EXPECT_EQ(stat_as_other(file), Errno{allow_other ? 0 : EACCES});
+  }
+}
+
 TEST_P(CliMountTest, ForegroundExitsZeroOnSigterm) {
   ScratchDir dir;
   ASSERT_FALSE(dir.path().empty());
