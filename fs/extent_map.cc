@@ -98,14 +98,8 @@ absl::Status ExtentMap::Read(uint64_t offset, size_t length, char* out) const {
   return arena_->device().Read(copies);
 }
 
-absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) {
-  if (length == 0) return absl::OkStatus();
-  const uint64_t end = offset + length;
-  std::vector<uint64_t> added;
-  if (absl::Status status = MapRange(offset, end, &added); !status.ok()) return status;
-
-  // Bytes of new blocks outside the write would otherwise show whatever the
-  // arena held before.
+std::vector<DeviceRange> ExtentMap::PaddingOf(const std::vector<uint64_t>& added,
+                                              uint64_t offset, uint64_t end) const {
   std::vector<DeviceRange> zeros;
   for (uint64_t start : added) {
     const Block& block = extents_.at(start);
@@ -114,6 +108,18 @@ absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) 
       zeros.push_back({block.offset + (end - start), start + block.size - end});
     }
   }
+  return zeros;
+}
+
+absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) {
+  if (length == 0) return absl::OkStatus();
+  const uint64_t end = offset + length;
+  std::vector<uint64_t> added;
+  if (absl::Status status = MapRange(offset, end, &added); !status.ok()) return status;
+
+  // Bytes of new blocks outside the write would otherwise show whatever the
+  // arena held before.
+  const std::vector<DeviceRange> zeros = PaddingOf(added, offset, end);
   std::vector<HostToDevice> copies;
   for (auto it = Find(offset); it != extents_.end() && it->first < end; ++it) {
     const uint64_t piece_start = std::max(offset, it->first);
@@ -125,6 +131,42 @@ absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) 
   if (status.ok()) status = arena_->device().Write(copies);
   if (!status.ok()) {
     // Never keep a new block whose zeroing may not have happened.
+    for (uint64_t start : added) Release(extents_.find(start));
+  }
+  return status;
+}
+
+absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset,
+                                 uint64_t offset, uint64_t length) {
+  if (length == 0) return absl::OkStatus();
+  const uint64_t end = offset + length;
+  std::vector<uint64_t> added;
+  if (absl::Status status = MapRange(offset, end, &added); !status.ok()) return status;
+  std::vector<DeviceRange> zeros = PaddingOf(added, offset, end);
+  std::vector<DeviceToDevice> copies;
+  // Walk the range in pieces that lie in one destination extent and in one
+  // source extent (copied on the device) or one source hole (zeroed).
+  for (uint64_t done = 0; done < length;) {
+    const auto to = Find(offset + done);  // mapped above
+    const uint64_t to_left = to->first + to->second.size - (offset + done);
+    const uint64_t from_position = source_offset + done;
+    const auto from = source.Find(from_position);
+    uint64_t piece = std::min(to_left, length - done);
+    const uint64_t to_address = to->second.offset + (offset + done - to->first);
+    if (from == source.extents_.end()) {
+      const uint64_t hole_end = source.NextData(from_position).value_or(UINT64_MAX);
+      piece = std::min(piece, hole_end - from_position);
+      zeros.push_back({to_address, piece});
+    } else {
+      piece = std::min(piece, from->first + from->second.size - from_position);
+      copies.push_back(DeviceToDevice{
+          to_address, from->second.offset + (from_position - from->first), piece});
+    }
+    done += piece;
+  }
+  absl::Status status = arena_->device().Zero(zeros);
+  if (status.ok()) status = arena_->device().Copy(copies);
+  if (!status.ok()) {
     for (uint64_t start : added) Release(extents_.find(start));
   }
   return status;

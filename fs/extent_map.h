@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/status/status.h"
@@ -49,6 +50,13 @@ class ExtentMap {
   // Maps whatever [offset, offset + length) lacks, then copies `data` in.
   // On ResourceExhausted nothing changed.
   absl::Status Write(uint64_t offset, const char* data, size_t length);
+
+  // Copies [source_offset, + length) of `source` (which may be this map, on
+  // a range that does not overlap) to [offset, + length) on the device,
+  // without a trip through host memory; holes copy as zeros. On
+  // ResourceExhausted nothing changed.
+  absl::Status CopyFrom(const ExtentMap& source, uint64_t source_offset, uint64_t offset,
+                        uint64_t length);
 
   // Maps whatever [offset, offset + length) lacks with zeroed blocks
   // (fallocate). On ResourceExhausted nothing changed.
@@ -84,6 +92,10 @@ class ExtentMap {
   // Maps every unmapped byte of [offset, end); records the new extents in
   // `added` (file offsets) so the caller can zero or roll them back.
   absl::Status MapRange(uint64_t offset, uint64_t end, std::vector<uint64_t>* added);
+  // The parts of the blocks `added` (file offsets) by MapRange that lie
+  // outside [offset, end): they must be zeroed before the blocks are used.
+  std::vector<DeviceRange> PaddingOf(const std::vector<uint64_t>& added, uint64_t offset,
+                                     uint64_t end) const;
   // Largest aligned block size for unmapped `offset` that fits between its
   // neighbours, starting from `wanted`.
   uint64_t FitBlock(uint64_t offset, uint64_t wanted) const;

@@ -632,5 +632,47 @@ TEST_F(ExtentMapTest, TrimTailKeepsReservedSpace) {
   EXPECT_EQ(map.allocated_bytes(), 4 * KiB);
 }
 
+// copy_file_range's path: device-to-device copies, holes as zeros, within
+// one map and between two, checked against byte-string models.
+TEST_F(ExtentMapTest, CopyFromMatchesModel) {
+  std::mt19937_64 rng(21);
+  ExtentMap a(arena_.get(), 1 * MiB), b(arena_.get(), 1 * MiB);
+  std::string model_a, model_b;
+  auto write = [&](ExtentMap& map, std::string& model, uint64_t offset, const std::string& data) {
+    ASSERT_TRUE(map.Write(offset, data.data(), data.size()).ok());
+    if (model.size() < offset + data.size()) model.resize(offset + data.size(), '\0');
+    model.replace(offset, data.size(), data);
+  };
+  auto random = [&](uint64_t bound) { return std::uniform_int_distribution<uint64_t>(0, bound)(rng); };
+  // Sparse sources: data, holes, data.
+  write(a, model_a, 0, RandomBytes(rng, 100 * KiB));
+  write(a, model_a, 300 * KiB, RandomBytes(rng, 50 * KiB));
+  write(b, model_b, 0, std::string(50 * KiB, 'z'));
+  for (int i = 0; i < 300; ++i) {
+    SCOPED_TRACE(i);
+    const bool within = random(2) == 0;
+    ExtentMap& to = random(1) ? a : b;
+    std::string& to_model = &to == &a ? model_a : model_b;
+    ExtentMap& from = within ? to : (&to == &a ? b : a);
+    std::string& from_model = &from == &a ? model_a : model_b;
+    const uint64_t length = 1 + random(200 * KiB);
+    const uint64_t source = random(2 * MiB);
+    uint64_t target = random(2 * MiB);
+    if (within && source < target + length && target < source + length) continue;
+    // Bytes past a model's end are zeros (holes), as in the map.
+    std::string piece = source < from_model.size() ? from_model.substr(source, length) : "";
+    piece.resize(length, '\0');
+    ASSERT_TRUE(to.CopyFrom(from, source, target, length).ok());
+    if (to_model.size() < target + length) to_model.resize(target + length, '\0');
+    to_model.replace(target, length, piece);
+    if (i % 10 == 0) {
+      ASSERT_EQ(ReadAll(a, 0, model_a.size()), model_a);
+      ASSERT_EQ(ReadAll(b, 0, model_b.size()), model_b);
+    }
+  }
+  EXPECT_EQ(ReadAll(a, 0, model_a.size()), model_a);
+  EXPECT_EQ(ReadAll(b, 0, model_b.size()), model_b);
+}
+
 }  // namespace
 }  // namespace cudafs
