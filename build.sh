@@ -10,14 +10,19 @@ cd "$(dirname "$0")"
 
 packages=(build-essential cmake pkg-config libfuse3-dev fuse3 libabsl-dev libgtest-dev
           libbenchmark-dev git tar)
+# To build libfuse >= 3.18 from Debian's source package when the system's is
+# older (Debian 12 has 3.14). libfuse leaves out FUSE over io_uring, without
+# a word, when liburing or libnuma is missing.
+libfuse_build_packages=(dpkg-dev meson ninja-build liburing-dev libnuma-dev)
+libfuse_prefix=$PWD/build/libfuse
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-install_dependencies() {
+install_packages() {
   local missing=()
-  for p in "${packages[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
   if ((${#missing[@]})); then
@@ -27,9 +32,70 @@ install_dependencies() {
   fi
 }
 
+install_dependencies() {
+  install_packages "${packages[@]}"
+  obtain_libfuse
+}
+
+# The Debian mirror this machine's apt already uses (deb822 or one-line
+# sources), so nothing here names a mirror of its own.
+debian_mirror() {
+  {
+    grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources || true
+    grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list || true
+  } | awk '{print $2}' | grep -v security | grep -m1 '/debian/\?$'
+}
+
+# Builds libfuse >= 3.18 from Debian's source package (unstable carries it)
+# into build/libfuse, unless the system has one. Apt runs with a state
+# directory of its own: the machine's apt configuration is never touched,
+# and the system libfuse is never replaced (this one is libfuse3.so.4, found
+# through the binary's rpath). Without a Debian mirror, or when the build
+# fails, cudafs builds against the system libfuse and CMake says so.
+obtain_libfuse() {
+  if pkg-config --atleast-version=3.18 fuse3 || [ -f "$libfuse_prefix/lib/pkgconfig/fuse3.pc" ]; then
+    return
+  fi
+  local mirror
+  if ! mirror=$(debian_mirror); then
+    echo "build.sh: no Debian mirror in the apt sources; using the system libfuse $(pkg-config --modversion fuse3)"
+    return
+  fi
+  install_packages "${libfuse_build_packages[@]}"
+  local work=$PWD/build/libfuse-source
+  rm -rf "$work" && mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
+  printf 'Types: deb-src\nURIs: %s\nSuites: unstable\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$mirror" >"$work/fuse3.sources"
+  local apt_options=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts=/dev/null
+                     -o Dir::Etc::sourcelist="$work/fuse3.sources" -o Dir::State::Lists="$work/lists"
+                     -o Dir::Cache="$work/cache" -o APT::Sandbox::User=root)
+  if ! (apt-get "${apt_options[@]}" -qq update &&
+        cd "$work" && apt-get "${apt_options[@]}" -qq source fuse3 >/dev/null); then
+    echo "build.sh: could not fetch Debian's libfuse source; using the system libfuse"
+    return
+  fi
+  local source
+  source=$(find "$work" -maxdepth 1 -type d -name 'fuse3-*' | head -1)
+  if [ -z "$source" ] || ! dpkg --compare-versions "${source##*/fuse3-}" ge 3.18; then
+    echo "build.sh: Debian's libfuse source is older than 3.18; using the system libfuse"
+    return
+  fi
+  if ! (meson setup "$work/build" "$source" --prefix="$libfuse_prefix" --libdir=lib \
+          --buildtype=release -Dexamples=false -Dutils=false -Dtests=false -Ddisable-mtab=true \
+          >"$work/meson.log" &&
+        ninja -C "$work/build" install >"$work/ninja.log"); then
+    echo "build.sh: building libfuse ${source##*/fuse3-} failed (see $work); using the system libfuse"
+    rm -rf "$libfuse_prefix"
+    return
+  fi
+  grep -q '^#define HAVE_URING' "$work/build/fuse_config.h" ||
+    echo "build.sh: warning: libfuse ${source##*/fuse3-} was built without FUSE over io_uring"
+}
+
 build() {
   install_dependencies
-  cmake -S . -B build -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" ${CMAKE_ARGS:-}
+  cmake -S . -B build -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
+    -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" ${CMAKE_ARGS:-}
   cmake --build build -j "$(nproc)"
 }
 
@@ -40,6 +106,7 @@ build() {
 sanitize() {
   install_dependencies
   cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUDAFS_BUILD_BENCHMARKS=OFF \
+    -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" \
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
   cmake --build build-sanitize -j "$(nproc)"
   cd build-sanitize

@@ -3,7 +3,9 @@
 # time is scarce): the whole test suite with mounts required, the device
 # micro-benchmarks, and the mount benchmark with the null, host and tmpfs
 # baselines in the same run. Built beforehand on the development machine:
-#   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release && cmake --build build-cuda -j
+#   ./build.sh build    # also builds libfuse 3.18 into build/libfuse
+#   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DCUDAFS_LIBFUSE_PREFIX=$PWD/build/libfuse
+#   cmake --build build-cuda -j
 #   bench/bundle-tools.sh build-gpu/tools     # fio and its libraries
 #   ../shared/gpu/bundle-libs build-cuda .device-libs
 # then on the GPU machine, carrying build-cuda, build-gpu/tools.tar.gz and

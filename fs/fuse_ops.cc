@@ -92,10 +92,23 @@ char* ReadBuffer(Device& device, size_t size) {
   return buffer.data;
 }
 
-void Init(void* /*userdata*/, fuse_conn_info* conn) {
+void Init(void* userdata, fuse_conn_info* conn) {
+  FuseContext& context = *static_cast<FuseContext*>(userdata);
+#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
+  // Shared mmap of direct-I/O files, through the page cache.
+  const bool mmap_with_direct_io = fuse_set_feature_flag(conn, FUSE_CAP_DIRECT_IO_ALLOW_MMAP);
+  // Requests come through /dev/fuse, where RunSessionLoop reads them into
+  // device buffers; FUSE over io_uring would need libfuse's own loop.
+  fuse_unset_feature_flag(conn, FUSE_CAP_OVER_IO_URING);
+#else
+  const bool mmap_with_direct_io = false;
+#endif
+  context.direct_io = context.requested_direct_io.value_or(mmap_with_direct_io);
   // O_TRUNC arrives with open instead of as a separate setattr.
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+  // Lookups and readdir in one directory run concurrently in the core.
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // Large requests: FUSE's per-request cost, not the copy, is the limit.
   conn->max_write = 1 << 20;
   conn->max_readahead = 1 << 20;
@@ -188,6 +201,11 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_
 void SetCaching(fuse_req_t req, fuse_file_info* fi) {
   if (Context(req).direct_io) {
     fi->direct_io = 1;
+#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
+    // Writers at different offsets of one file need not queue in the
+    // kernel: the inode lock in the core orders what must be ordered.
+    fi->parallel_direct_writes = 1;
+#endif
     return;
   }
   // Data changes only through this connection, which keeps the kernel's

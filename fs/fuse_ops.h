@@ -7,6 +7,8 @@
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 14)
 #include <fuse_lowlevel.h>
 
+#include <optional>
+
 #include "fs/filesystem.h"
 
 namespace cudafs {
@@ -22,10 +24,13 @@ struct FuseContext {
   double entry_timeout = 1.0;
   // Files opened with FOPEN_DIRECT_IO: every read and write is one request
   // straight to us, in up to 1 MiB pieces, and no page of file data is kept
-  // in host RAM. Without it the kernel's page cache serves re-reads and
-  // mmap, at the cost of smaller, serialised writes. The kernel refuses
-  // shared writable mmap of direct_io files (ENODEV).
-  bool direct_io = false;
+  // in host RAM; measured faster for every large transfer. Without it the
+  // kernel's page cache serves re-reads, at the cost of a copy into it on
+  // every write. The kernel refuses shared mmap of direct-I/O files unless
+  // the connection negotiates FUSE_DIRECT_IO_ALLOW_MMAP (kernel 6.6,
+  // libfuse 3.18 here), so Init turns direct I/O on by default only then.
+  std::optional<bool> requested_direct_io = std::nullopt;  // the mount option, if given
+  bool direct_io = false;                   // decided in Init
 };
 
 const fuse_lowlevel_ops& FuseOperations();

@@ -151,8 +151,8 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   config.max_inodes = options.nr_inodes.value_or(arena.capacity() / kBytesPerDefaultInode);
   config.update_atime = !options.noatime;
   Filesystem filesystem(&arena, config);
-  FuseContext context{&filesystem};
-  context.direct_io = options.direct_io;
+  FuseContext context{.filesystem = &filesystem};
+  context.requested_direct_io = options.direct_io;
 
   std::vector<std::string> arguments = {"cudafs", "-o", "default_permissions",
                                         "-o", "subtype=cudafs", "-o", "fsname=" + options.source};

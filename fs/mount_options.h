@@ -52,7 +52,9 @@ struct MountOptions {
   std::string device;       // index or PCI bus id; empty: device 0
   uint64_t min_block = 4096;  // power of two, 4 KiB .. 1 GiB
   bool noatime = false;
-  bool direct_io = false;  // see FuseContext::direct_io
+  // direct_io / nodirect_io; unset: direct I/O where the kernel and
+  // libfuse let direct-I/O files be mmapped (see FuseContext::direct_io).
+  std::optional<bool> direct_io;
   bool read_only = false;
   bool default_permissions = true;  // `nodefault_permissions` is not offered
 

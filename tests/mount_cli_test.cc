@@ -3,6 +3,8 @@
 // daemon and foreground modes, mount options as seen through statvfs, stat
 // and /proc/self/mountinfo, backend selection, and mounting from fstab
 // through mount(8) and mount.fuse3.
+#include <sys/utsname.h>
+
 #include <regex>
 
 #include "tests/mount_fixture.h"
@@ -538,6 +540,62 @@ TEST_P(CliMountTest, OptionsMayComeAnywhereAndRepeat) {
   const std::optional<struct stat> root = StatPath(dir.path());
   ASSERT_TRUE(root.has_value());
   EXPECT_EQ(root->st_mode & 07777, 0700u);
+}
+
+// Pages of `path` in the kernel's page cache (mincore on an untouched
+// mapping reports residency without faulting anything in).
+size_t CachedPages(const std::string& path, size_t size) {
+  Fd fd(open(path.c_str(), O_RDONLY));
+  if (!fd.valid()) return SIZE_MAX;
+  void* map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (map == MAP_FAILED) return SIZE_MAX;
+  const size_t pages = (size + 4095) / 4096;
+  std::vector<unsigned char> resident(pages);
+  size_t cached = SIZE_MAX;
+  if (mincore(map, size, resident.data()) == 0) {
+    cached = std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; });
+  }
+  munmap(map, size);
+  return cached;
+}
+
+// Direct I/O is the default where shared mmap of direct-I/O files works
+// (libfuse >= 3.18 and the kernel offering FUSE_DIRECT_IO_ALLOW_MMAP):
+// written data then takes no page-cache copy. nodirect_io keeps it.
+TEST_P(CliMountTest, DefaultCachingFollowsDirectIoMmapSupport) {
+  // "cudafs 0.1.0 (libfuse 3.18.3)"
+  const std::string version = RunCommand({kBinary, "--version"}).out;
+  const size_t at = version.find("libfuse ");
+  int major = 0, minor = 0;
+  ASSERT_NE(at, std::string::npos) << version;
+  ASSERT_EQ(std::sscanf(version.c_str() + at, "libfuse %d.%d", &major, &minor), 2) << version;
+  if (major * 100 + minor < 318) GTEST_SKIP() << "built with libfuse " << major << "." << minor;
+  struct utsname kernel;
+  int kernel_major = 0, kernel_minor = 0;
+  ASSERT_EQ(uname(&kernel), 0);
+  std::sscanf(kernel.release, "%d.%d", &kernel_major, &kernel_minor);
+  if (kernel_major * 100 + kernel_minor < 606) {
+    GTEST_SKIP() << "kernel " << kernel.release << " predates FUSE_DIRECT_IO_ALLOW_MMAP";
+  }
+  for (const bool cached_mode : {false, true}) {
+    SCOPED_TRACE(cached_mode ? "nodirect_io" : "default");
+    ScratchDir dir;
+    ASSERT_FALSE(dir.path().empty());
+    std::vector<std::string> extra = {"size=64m"};
+    if (cached_mode) extra.push_back("nodirect_io");
+    const CommandResult result = MountOn(dir, extra);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const std::string path = dir.path() + "/data";
+    ASSERT_TRUE(WriteFile(path, RandomBytes(kMiB, 5)));
+    const size_t cached = CachedPages(path, kMiB);
+    ASSERT_NE(cached, SIZE_MAX) << ErrnoName(errno);
+    if (cached_mode) {
+      EXPECT_GT(cached, 0u) << "nodirect_io should leave written pages cached";
+    } else {
+      EXPECT_EQ(cached, 0u) << "direct I/O should keep file data out of the page cache";
+    }
+    ASSERT_TRUE(UnmountNow(dir.path()));
+  }
 }
 
 TEST_P(CliMountTest, MountedFilesystemStoresData) {

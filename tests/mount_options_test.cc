@@ -418,16 +418,17 @@ TEST(MountOptionTest, Atime) {
 }
 
 TEST(MountOptionTest, DirectIoIsOursAndTheLastOneWins) {
+  EXPECT_FALSE(ParseOption("size=1g")->direct_io.has_value());
   absl::StatusOr<MountOptions> options = ParseOption("direct_io");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_TRUE(options->direct_io);
+  EXPECT_EQ(options->direct_io, true);
   EXPECT_EQ(options->fuse_options, Strings());
   options = ParseOption("direct_io,nodirect_io");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_FALSE(options->direct_io);
+  EXPECT_EQ(options->direct_io, false);
   options = ParseOption("nodirect_io,direct_io");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_TRUE(options->direct_io);
+  EXPECT_EQ(options->direct_io, true);
   EXPECT_TRUE(Contains(OptionError("direct_io=1"), "direct_io"));
 }
 
