@@ -502,6 +502,14 @@ TEST_P(ModelTest, RandomOperationsMatchModelWithDirectIo) {
   Run();
 }
 
+// The page cache path (the default only where direct-I/O files cannot be
+// mmapped): writes copied into cached pages, reads served from them.
+TEST_P(ModelTest, RandomOperationsMatchModelThroughThePageCache) {
+  SKIP_UNLESS_CUDAFS();
+  ASSERT_TRUE(Remount({"nodirect_io"}));
+  Run();
+}
+
 CUDAFS_INSTANTIATE_BACKENDS(ModelTest);
 
 }  // namespace
