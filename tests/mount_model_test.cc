@@ -50,44 +50,48 @@ struct OpenFile {
   std::string opened_as;  // for the history only
 };
 
-class ModelTest : public FsTest {
- protected:
-  // Runs `ops` random operations (seeded from CUDAFS_MODEL_SEED and
-  // CUDAFS_MODEL_OPS) in the empty root; stops at the first mismatch.
-  void Run() {
-    const uint64_t seed = EnvOrDefault("CUDAFS_MODEL_SEED", std::random_device()());
-    const uint64_t ops = EnvOrDefault("CUDAFS_MODEL_OPS", backend() == "cuda" ? 200000 : 20000);
-    SCOPED_TRACE("CUDAFS_MODEL_SEED=" + std::to_string(seed) + " CUDAFS_MODEL_OPS=" +
-                 std::to_string(ops));
+// One model run against the directory tree under `root`.
+class Model {
+ public:
+  Model(std::string root, uint64_t seed) : root_(std::move(root)), seed_(seed) {}
+
+  // Runs `ops` random operations in the empty directory `root`; stops at the
+  // first mismatch and says what it was, with the last operations.
+  testing::AssertionResult Run(uint64_t ops) {
     for (const std::string& dir : kDirectories) {
-      if (!dir.empty()) {
-        ASSERT_SYS_OK(mkdir(Path(dir).c_str(), 0755));
+      if (!dir.empty() && mkdir(Path(dir).c_str(), 0755) != 0) {
+        return testing::AssertionFailure() << "mkdir " << dir << ": " << ErrnoName(errno);
       }
       for (const std::string& name : kFileNames) {
         paths_.push_back(dir.empty() ? name : dir + "/" + name);
       }
     }
-    rng_.seed(seed);
+    rng_.seed(seed_);
     // Written data are slices of this pool at random offsets, so misplaced
     // bytes show up as mismatches.
-    pool_ = RandomBytes(4 * kMiB, seed ^ 0x9e3779b97f4a7c15);
+    pool_ = RandomBytes(4 * kMiB, seed_ ^ 0x9e3779b97f4a7c15);
     for (op_index_ = 0; op_index_ < ops; ++op_index_) {
       const testing::AssertionResult step = Step();
       if (!step) {
-        FAIL() << "operation " << op_index_ << ": " << step.message() << "\nlast operations:\n"
-               << History();
+        return testing::AssertionFailure() << "operation " << op_index_ << ": " << step.message()
+                                           << "\nlast operations:\n" << History();
       }
       if ((op_index_ + 1) % kFullCheckEvery == 0) {
         const testing::AssertionResult check = CheckEverything();
         if (!check) {
-          FAIL() << "full check after operation " << op_index_ << ": " << check.message()
+          return testing::AssertionFailure()
+                 << "full check after operation " << op_index_ << ": " << check.message()
                  << "\nlast operations:\n" << History();
         }
       }
     }
     const testing::AssertionResult check = CheckEverything();
-    if (!check) FAIL() << "final check: " << check.message() << "\nlast operations:\n" << History();
     open_files_.clear();
+    if (!check) {
+      return testing::AssertionFailure() << "final check: " << check.message()
+                                         << "\nlast operations:\n" << History();
+    }
+    return testing::AssertionSuccess();
   }
 
  private:
@@ -482,6 +486,11 @@ class ModelTest : public FsTest {
     return testing::AssertionSuccess();
   }
 
+  const std::string& root() const { return root_; }
+  std::string Path(std::string_view relative) const { return root_ + "/" + std::string(relative); }
+
+  const std::string root_;
+  const uint64_t seed_;
   std::vector<std::string> paths_;
   std::map<std::string, std::shared_ptr<ModelInode>> names_;
   std::vector<OpenFile> open_files_;
@@ -491,7 +500,45 @@ class ModelTest : public FsTest {
   std::deque<std::string> history_;
 };
 
+class ModelTest : public FsTest {
+ protected:
+  // The seed (CUDAFS_MODEL_SEED, else random) and operation count
+  // (CUDAFS_MODEL_OPS, else 20000, or 200000 on the CUDA backend).
+  uint64_t Seed() const { return seed_; }
+  uint64_t Operations() const {
+    return EnvOrDefault("CUDAFS_MODEL_OPS", backend() == "cuda" ? 200000 : 20000);
+  }
+
+  void Run() {
+    SCOPED_TRACE("CUDAFS_MODEL_SEED=" + std::to_string(Seed()) +
+                 " CUDAFS_MODEL_OPS=" + std::to_string(Operations()));
+    EXPECT_TRUE(Model(root(), Seed()).Run(Operations()));
+  }
+
+ private:
+  const uint64_t seed_ = EnvOrDefault("CUDAFS_MODEL_SEED", std::random_device()());
+};
+
 TEST_P(ModelTest, RandomOperationsMatchModel) { Run(); }
+
+// Several models at once, each in its own directory tree: the daemon's
+// threads, inode locks and arena serve them concurrently. Each thread runs
+// the operation count's share, with its own seed.
+TEST_P(ModelTest, ConcurrentModelsInSeparateTrees) {
+  constexpr int kThreads = 4;
+  SCOPED_TRACE("CUDAFS_MODEL_SEED=" + std::to_string(Seed()) + " (thread i uses seed + i)");
+  std::vector<testing::AssertionResult> results(kThreads, testing::AssertionSuccess());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    const std::string tree = Path("tree" + std::to_string(i));
+    ASSERT_SYS_OK(mkdir(tree.c_str(), 0755));
+    threads.emplace_back([&, i, tree] {
+      results[i] = Model(tree, Seed() + i).Run(Operations() / kThreads);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int i = 0; i < kThreads; ++i) EXPECT_TRUE(results[i]) << "thread " << i;
+}
 
 // direct_io sends every read and write to cudafs instead of the page cache,
 // and O_APPEND writes arrive as appends, so the same sequence takes other
