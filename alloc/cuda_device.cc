@@ -412,4 +412,18 @@ void CudaDevice::FreeHostBuffer(void* buffer, size_t length) {
   Check("cuMemFreeHost", cu_.cuMemFreeHost(buffer)).IgnoreError();
 }
 
+void CudaDevice::RegisterHostMemory(void* memory, size_t length) {
+  if (!Enter().ok()) return;
+  // A failure only costs speed: the driver stages pageable memory itself.
+  Check("cuMemHostRegister",
+        cu_.cuMemHostRegister(memory, length, CU_MEMHOSTREGISTER_PORTABLE))
+      .IgnoreError();
+}
+
+void CudaDevice::UnregisterHostMemory(void* memory) {
+  cu_.cuCtxSetCurrent(context_);
+  // Fails harmlessly for memory whose registration failed.
+  (void)cu_.cuMemHostUnregister(memory);
+}
+
 }  // namespace cudafs

@@ -85,6 +85,8 @@ class CudaDevice final : public Device {
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
   void* AllocateHostBuffer(size_t length) override;
   void FreeHostBuffer(void* buffer, size_t length) override;
+  void RegisterHostMemory(void* memory, size_t length) override;
+  void UnregisterHostMemory(void* memory) override;
 
  private:
   // The granule-sized physical allocation mapped at an arena offset.

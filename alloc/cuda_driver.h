@@ -29,6 +29,7 @@ namespace cudafs {
   X(cuCtxSetCurrent) X(cuMemGetInfo) X(cuMemGetAllocationGranularity)                \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease)          \
   X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemHostAlloc) X(cuMemFreeHost)     \
+  X(cuMemHostRegister) X(cuMemHostUnregister)                                      \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuMemcpyHtoDAsync)   \
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuGetErrorName)     \
   X(cuGetErrorString)

@@ -11,4 +11,8 @@ void* Device::AllocateHostBuffer(size_t length) {
 
 void Device::FreeHostBuffer(void* buffer, size_t /*length*/) { std::free(buffer); }
 
+void Device::RegisterHostMemory(void* /*memory*/, size_t /*length*/) {}
+
+void Device::UnregisterHostMemory(void* /*memory*/) {}
+
 }  // namespace cudafs

@@ -84,6 +84,14 @@ class Device {
   // memory. The default is plain heap memory. Freed with FreeHostBuffer.
   virtual void* AllocateHostBuffer(size_t length);
   virtual void FreeHostBuffer(void* buffer, size_t length);
+
+  // For memory someone else allocated that the caller will pass to
+  // Write/Read many times (libfuse's io_uring request buffers): a device
+  // that copies faster from registered memory may pin it. Best effort, as
+  // unregistered memory works too, only slower. UnregisterHostMemory must
+  // come before the memory is freed. The defaults do nothing.
+  virtual void RegisterHostMemory(void* memory, size_t length);
+  virtual void UnregisterHostMemory(void* memory);
 };
 
 }  // namespace cudafs

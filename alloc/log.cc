@@ -11,15 +11,19 @@ namespace {
 std::atomic<bool> to_syslog{false};
 // openlog keeps the pointer it is given: the identity must outlive it.
 std::string* syslog_identity = nullptr;
-}  // namespace
 
-void LogError(absl::string_view line) {
+void Log(int priority, absl::string_view line) {
   if (to_syslog.load(std::memory_order_acquire)) {
-    syslog(LOG_ERR, "%.*s", static_cast<int>(line.size()), line.data());
+    syslog(priority, "%.*s", static_cast<int>(line.size()), line.data());
   } else {
     std::fprintf(stderr, "cudafs: %.*s\n", static_cast<int>(line.size()), line.data());
   }
 }
+}  // namespace
+
+void LogError(absl::string_view line) { Log(LOG_ERR, line); }
+
+void LogInfo(absl::string_view line) { Log(LOG_INFO, line); }
 
 void LogToSyslog(absl::string_view mountpoint) {
   syslog_identity = new std::string("cudafs " + std::string(mountpoint));

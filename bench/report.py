@@ -17,6 +17,8 @@ WORKLOADS = [
     ("seq_read_cold", "sequential read {seq}, cold, dd bs=1M", "GB/s"),
     ("par_write", "{par_jobs} writers × {par}, dd bs=1M + fdatasync, aggregate", "GB/s"),
     ("par_read_cold", "{par_jobs} readers × {par}, cold, aggregate", "GB/s"),
+    ("wide_write", "{wide_jobs} writers × {wide}, dd bs=1M + fdatasync, aggregate", "GB/s"),
+    ("wide_read_cold", "{wide_jobs} readers × {wide}, cold, aggregate", "GB/s"),
     ("fio_randread", "4 KiB random read, fio psync, {fio_jobs} jobs, {fio_files}", "IOPS"),
     ("fio_randwrite", "4 KiB random write, fio psync, {fio_jobs} jobs, {fio_files}", "IOPS"),
     ("small_create", "{small_files} files: create + write 4 KiB + close", "files/s"),
@@ -29,6 +31,7 @@ GPU_SNAPSHOT_LABELS = [
     ("after_mount", "mounted"),
     ("after_seq_write", "after seq write"),
     ("after_par_write", "after parallel writes"),
+    ("after_wide_write", "after wide writes"),
     ("before_unmount", "files deleted"),
     ("after_unmount", "after unmount"),
 ]
@@ -61,6 +64,8 @@ def workload_labels(run):
         "seq": size_text(run["seq_mib"]),
         "par": size_text(run["par_mib"]),
         "par_jobs": run["par_jobs"],
+        "wide": size_text(run.get("wide_mib", 0)),
+        "wide_jobs": run.get("wide_jobs", 0),
         "fio_jobs": run["fio_jobs"],
         "fio_files": ("one shared %s file" % fio_size) if run["fio_shared"]
         else ("one %s file per job" % fio_size),
@@ -76,6 +81,15 @@ def value_text(value, unit):
         if value >= scale:
             return "%.3g%s" % (value / scale, suffix)
     return "%.0f" % value
+
+
+BACKEND_OPTIONS = {"backend=cuda", "backend=host", "backend=null", "backend=auto"}
+
+
+def mount_options(spec):
+    """The -o options of a target spec such as "cudafs:backend=null,direct_io"."""
+    _, _, options = spec.partition(":")
+    return {option for option in options.split(",") if option and not option.startswith("size=")}
 
 
 def markdown_cell(text):
@@ -96,10 +110,19 @@ class Results:
                         for record in records if record["type"] == "result"}
         self.memory = {record["target"]: record for record in records if record["type"] == "memory"}
         self.mounted = {target["target"] for target in self.targets if target["status"] == "ok"}
-        # The null backend is the FUSE floor that cudafs targets are compared with.
-        self.null_target = next((target["target"] for target in self.targets
-                                 if target["target"] in self.mounted
-                                 and "backend=null" in target["spec"]), None)
+        # The null backend is the FUSE floor that cudafs targets are compared
+        # with: the null target mounted with the same other options (the same
+        # transport and caching), else the first null target.
+        self.null_targets = [target["target"] for target in self.targets
+                             if target["target"] in self.mounted
+                             and "backend=null" in mount_options(target["spec"])]
+        self.null_target = self.null_targets[0] if self.null_targets else None
+
+    def null_for(self, target):
+        like = mount_options(self.spec(target)) - BACKEND_OPTIONS
+        return next((null for null in self.null_targets
+                     if mount_options(self.spec(null)) - BACKEND_OPTIONS == like),
+                    self.null_target)
 
     def workloads(self):
         present = {workload for _, workload in self.results}
@@ -119,10 +142,11 @@ class Results:
             error = record.get("error", "unknown error")
             return error if error.startswith("skipped") else "failed: " + error
         text = value_text(record["value"], unit)
-        null_value = self.value(self.null_target, workload) if self.null_target else None
-        if (null_value and target != self.null_target
+        null = self.null_for(target)
+        null_value = self.value(null, workload) if null else None
+        if (null_value and target not in self.null_targets
                 and self.spec(target).startswith("cudafs")):
-            text += " (%.0f%% of null)" % (100 * record["value"] / null_value)
+            text += " (%.0f%% of %s)" % (100 * record["value"] / null_value, null)
         if record.get("note"):
             text += " (%s)" % record["note"]
         return text
@@ -248,9 +272,9 @@ def notes(results):
         "- Each mount had `size=%s` unless its spec says otherwise." % run["mount_size"],
     ]
     if results.null_target:
-        lines.append("- *%% of null*: the value as a fraction of the `%s` target (cudafs with "
-                     "the null backend: the same FUSE transport, no data stored), measured in "
-                     "the same run." % results.null_target)
+        lines.append("- *%% of NAME*: the value as a fraction of target NAME, cudafs with the "
+                     "null backend (no data stored) and otherwise the same options, so the same "
+                     "FUSE transport and caching, measured in the same run.")
     return "\n".join(lines)
 
 

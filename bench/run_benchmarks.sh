@@ -36,6 +36,8 @@ Environment (defaults in brackets):
   PYTHON             Python 3 for the small-file test and the report [python3]
   BENCH_SEQ_GIB      size of the sequential file [4]
   BENCH_PAR_JOBS     parallel readers/writers [8]
+  BENCH_WIDE_JOBS    readers/writers of the wide workload [16]
+  BENCH_WIDE_GIB     size of each wide-workload file [0.5]
   BENCH_PAR_GIB      size of each parallel file [1]
   BENCH_FIO_JOBS     fio jobs [8]
   BENCH_FIO_MIB      fio file size, per job [1024]
@@ -43,7 +45,7 @@ Environment (defaults in brackets):
   BENCH_FIO_SECONDS  fio runtime of each random test [10]
   BENCH_SMALL_FILES  number of 4 KiB files in the small-file test [20000]
   BENCH_SIZE         size= of each mount, e.g. 16g [what the workloads need + 1 GiB]
-  BENCH_WORKLOADS    subset of "seq par fio small" [all]
+  BENCH_WORKLOADS    subset of "seq par wide fio small" [all]
   BENCH_TIMEOUT      seconds before one command is killed [900]
   BENCH_GPU_INDEX    GPU whose memory.used is recorded [0]
 
@@ -72,7 +74,7 @@ FIO_MIB=${BENCH_FIO_MIB:-1024}
 FIO_SHARED=${BENCH_FIO_SHARED:-0}
 FIO_SECONDS=${BENCH_FIO_SECONDS:-10}
 SMALL_FILES=${BENCH_SMALL_FILES:-20000}
-WORKLOADS=${BENCH_WORKLOADS:-seq par fio small}
+WORKLOADS=${BENCH_WORKLOADS:-seq par wide fio small}
 TIMEOUT=${BENCH_TIMEOUT:-900}
 GPU_INDEX=${BENCH_GPU_INDEX:-0}
 readonly SMALL_FILE_BYTES=4096
@@ -80,6 +82,8 @@ readonly SMALL_FILE_BYTES=4096
 gib_to_mib() { awk -v g="$1" 'BEGIN { printf "%d", g * 1024 }'; }
 SEQ_MIB=$(gib_to_mib "$SEQ_GIB")
 PAR_MIB=$(gib_to_mib "$PAR_GIB")
+WIDE_JOBS=${BENCH_WIDE_JOBS:-16}
+WIDE_MIB=$(gib_to_mib "${BENCH_WIDE_GIB:-0.5}")
 
 WORK_DIR=""          # temp dir holding the mountpoints
 RESULTS=""           # JSON lines, one record each
@@ -296,19 +300,27 @@ bench_seq() {
   rm -f "$dir/seq.bin" || true
 }
 
-bench_par() {
-  local target=$1 dir=$2 bytes=$((PAR_JOBS * (PAR_MIB << 20))) files=() i
-  for ((i = 0; i < PAR_JOBS; i++)); do files+=("par.$i"); done
-  log "$target: $PAR_JOBS parallel writers, $PAR_MIB MiB each"
-  if measure_dd "$target" par_write "$bytes" "" write "$dir" "${files[@]}"; then
-    snapshot_gpu after_par_write
-    log "$target: $PAR_JOBS parallel readers, cold"
-    measure_dd "$target" par_read_cold "$bytes" "$(cold_note)" read "$dir" "${files[@]}" || true
+# parallel_streams TARGET DIR PREFIX JOBS MIB: JOBS writers of one MIB file
+# each, then JOBS cold readers of them.
+parallel_streams() {
+  local target=$1 dir=$2 prefix=$3 jobs=$4 mib=$5 bytes=$(($4 * ($5 << 20))) files=() i
+  for ((i = 0; i < jobs; i++)); do files+=("$prefix.$i"); done
+  log "$target: $jobs parallel writers, $mib MiB each"
+  if measure_dd "$target" "${prefix}_write" "$bytes" "" write "$dir" "${files[@]}"; then
+    snapshot_gpu "after_${prefix}_write"
+    log "$target: $jobs parallel readers, cold"
+    measure_dd "$target" "${prefix}_read_cold" "$bytes" "$(cold_note)" read "$dir" "${files[@]}" ||
+      true
   else
-    emit_failure "$target" par_read_cold "skipped: the writes failed"
+    emit_failure "$target" "${prefix}_read_cold" "skipped: the writes failed"
   fi
-  rm -f "$dir"/par.* || true
+  rm -f "$dir/$prefix".* || true
 }
+
+bench_par() { parallel_streams "$1" "$2" par "$PAR_JOBS" "$PAR_MIB"; }
+
+# More streams than the GPU machine has cores: what the transport carries.
+bench_wide() { parallel_streams "$1" "$2" wide "$WIDE_JOBS" "$WIDE_MIB"; }
 
 # fio_iops TARGET WORKLOAD DIR RW DIRECT NOTE
 fio_iops() {
@@ -448,7 +460,8 @@ emit_run_record() {
     fuse_max_pages_limit="$(cat /proc/sys/fs/fuse/max_pages_limit 2>/dev/null || true)" \
     cudafs="$CUDAFS" cudafs_version="$("$CUDAFS" --version 2>/dev/null || echo unavailable)" \
     fio="$FIO" fio_version="$([[ -n $FIO ]] && "$FIO" --version 2>/dev/null || echo unavailable)" \
-    seq_mib:="$SEQ_MIB" par_jobs:="$PAR_JOBS" par_mib:="$PAR_MIB" fio_jobs:="$FIO_JOBS" \
+    seq_mib:="$SEQ_MIB" par_jobs:="$PAR_JOBS" par_mib:="$PAR_MIB" wide_jobs:="$WIDE_JOBS" \
+    wide_mib:="$WIDE_MIB" fio_jobs:="$FIO_JOBS" \
     fio_mib:="$FIO_MIB" fio_shared:="$FIO_SHARED" fio_seconds:="$FIO_SECONDS" \
     small_files:="$SMALL_FILES" small_file_bytes:="$SMALL_FILE_BYTES" mount_size="$MOUNT_SIZE" \
     workloads="$WORKLOADS"
@@ -459,6 +472,7 @@ default_mount_size() {  # what the largest workload keeps at once, plus 1 GiB
   [[ $FIO_SHARED == 1 ]] || fio_total=$((FIO_MIB * FIO_JOBS))
   local need=$SEQ_MIB
   ((PAR_JOBS * PAR_MIB > need)) && need=$((PAR_JOBS * PAR_MIB))
+  ((WIDE_JOBS * WIDE_MIB > need)) && need=$((WIDE_JOBS * WIDE_MIB))
   ((fio_total > need)) && need=$fio_total
   ((SMALL_FILES * SMALL_FILE_BYTES >> 20 > need)) && need=$((SMALL_FILES * SMALL_FILE_BYTES >> 20))
   echo "$((need + 1024))m"
@@ -484,7 +498,7 @@ main() {
     for argument in "${DEFAULT_TARGETS[@]}"; do names+=("$argument"); specs+=("${DEFAULT_SPECS[$argument]}"); done
   fi
   for argument in $WORKLOADS; do
-    [[ $argument =~ ^(seq|par|fio|small)$ ]] || { echo "unknown workload '$argument'" >&2; exit 2; }
+    [[ $argument =~ ^(seq|par|wide|fio|small)$ ]] || { echo "unknown workload '$argument'" >&2; exit 2; }
   done
   [[ $EUID == 0 ]] || echo "warning: not root: mounts and drop_caches will likely fail" >&2
   MOUNT_SIZE=${BENCH_SIZE:-$(default_mount_size)}

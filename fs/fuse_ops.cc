@@ -4,6 +4,7 @@
 // can reach.
 #include "fs/fuse_ops.h"
 
+#include <sys/sysinfo.h>
 #include <sys/xattr.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "alloc/log.h"
 #include "fs/errors.h"
 
@@ -97,12 +99,22 @@ void Init(void* userdata, fuse_conn_info* conn) {
 #if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
   // Shared mmap of direct-I/O files, through the page cache.
   const bool mmap_with_direct_io = fuse_set_feature_flag(conn, FUSE_CAP_DIRECT_IO_ALLOW_MMAP);
-  // Requests come through /dev/fuse, where RunSessionLoop reads them into
-  // device buffers; FUSE over io_uring would need libfuse's own loop.
-  fuse_unset_feature_flag(conn, FUSE_CAP_OVER_IO_URING);
+  // Over io_uring libfuse's ring threads (one per CPU) take requests and
+  // call the same operations; RunSessionLoop still serves /dev/fuse, which
+  // carries INIT, FORGET and interrupts.
+  const bool uring = context.uring && fuse_set_feature_flag(conn, FUSE_CAP_OVER_IO_URING);
+  if (!context.uring) fuse_unset_feature_flag(conn, FUSE_CAP_OVER_IO_URING);
 #else
   const bool mmap_with_direct_io = false;
+  const bool uring = false;
 #endif
+  if (uring) {
+    LogInfo(absl::StrFormat("requests over io_uring, %d queues of depth %d",
+                            get_nprocs_conf(), context.uring_depth));
+  } else {
+    LogInfo(context.uring ? "the kernel did not offer io_uring: requests over /dev/fuse"
+                          : "requests over /dev/fuse");
+  }
   context.direct_io = context.requested_direct_io.value_or(mmap_with_direct_io);
   // O_TRUNC arrives with open instead of as a separate setattr.
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
@@ -233,8 +245,31 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   }
 }
 
+// The request's io_uring payload buffer, registered with the device, when
+// the request came over io_uring and the buffer holds `size` bytes; else
+// nullptr.
+char* UringPayload(fuse_req_t req, size_t size) {
+#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
+  if (!fuse_req_is_uring(req)) return nullptr;
+  char* payload = nullptr;
+  size_t capacity = 0;
+  if (fuse_req_get_payload(req, &payload, &capacity, nullptr) != 0 || capacity < size) {
+    return nullptr;
+  }
+  Context(req).uring_buffers->Prepare(payload, capacity);
+  return payload;
+#else
+  (void)req;
+  (void)size;
+  return nullptr;
+#endif
+}
+
 void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
-  char* buffer = ReadBuffer(Fs(req).arena().device(), size);
+  // Over io_uring the reply goes out of the payload buffer: filling it
+  // directly saves libfuse's copy into it.
+  char* buffer = UringPayload(req, size);
+  if (buffer == nullptr) buffer = ReadBuffer(Fs(req).arena().device(), size);
   if (!buffer) {
     fuse_reply_err(req, ENOMEM);
     return;
@@ -246,6 +281,9 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_i
 
 void Write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t offset,
            fuse_file_info* fi) {
+  // Over io_uring `data` is the payload buffer; registering it lets the
+  // device DMA from it.
+  UringPayload(req, size);
   absl::StatusOr<size_t> written =
       Fs(req).Write(ino, offset, data, size, (fi->flags & O_APPEND) != 0, CallerOf(req));
   if (!written.ok()) return ReplyError(req, written.status());

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "fs/filesystem.h"
+#include "fs/uring_buffers.h"
 
 namespace cudafs {
 
@@ -31,6 +32,12 @@ struct FuseContext {
   // libfuse 3.18 here), so Init turns direct I/O on by default only then.
   std::optional<bool> requested_direct_io = std::nullopt;  // the mount option, if given
   bool direct_io = false;                   // decided in Init
+  // Whether to ask for FUSE over io_uring (main decided the kernel offers
+  // it and told libfuse to start rings), and its queue depth, for the log.
+  bool uring = false;
+  uint32_t uring_depth = 0;
+  // Registers the ring buffers that read and write requests arrive in.
+  UringBuffers* uring_buffers = nullptr;
 };
 
 const fuse_lowlevel_ops& FuseOperations();

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -118,6 +119,28 @@ void DetachStdio() {
   if (null > STDERR_FILENO) close(null);
 }
 
+// Whether requests should come over io_uring, for uring=`mode`: the kernel
+// offers it (Linux 6.14 with the fuse module's enable_uring set) and libfuse
+// can drive it (3.18).
+absl::StatusOr<bool> UseUring(MountOptions::Uring mode) {
+  if (mode == MountOptions::Uring::kOff) return false;
+  constexpr char kParameter[] = "/sys/module/fuse/parameters/enable_uring";
+  std::string why_not;
+  if (FUSE_VERSION < FUSE_MAKE_VERSION(3, 18)) {
+    why_not = absl::StrCat("libfuse ", fuse_pkgversion(), " cannot use io_uring (needs 3.18)");
+  } else if (std::ifstream parameter(kParameter); !parameter) {
+    why_not = absl::StrCat("this kernel has no FUSE over io_uring (no ", kParameter, ")");
+  } else if (std::string value; !(parameter >> value) || value != "Y") {
+    why_not = absl::StrCat("FUSE over io_uring is off: ", kParameter,
+                           " is not Y (as root: echo Y > ", kParameter, ")");
+  }
+  if (why_not.empty()) return true;
+  if (mode == MountOptions::Uring::kOn) {
+    return absl::FailedPreconditionError(absl::StrCat("uring=on: ", why_not));
+  }
+  return false;
+}
+
 int Serve(const MountOptions& options, ReadyPipe& ready) {
   const auto fail = [&](const std::string& message) {
     Fail(message);
@@ -153,12 +176,22 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   Filesystem filesystem(&arena, config);
   FuseContext context{.filesystem = &filesystem};
   context.requested_direct_io = options.direct_io;
+  absl::StatusOr<bool> uring = UseUring(options.uring);
+  if (!uring.ok()) return fail(std::string(uring.status().message()));
+  context.uring = *uring;
+  context.uring_depth = options.uring_depth;
+  UringBuffers uring_buffers(device.get());
+  context.uring_buffers = &uring_buffers;
 
   std::vector<std::string> arguments = {"cudafs", "-o", "default_permissions",
                                         "-o", "subtype=cudafs", "-o", "fsname=" + options.source};
   for (const std::string& option : options.fuse_options) {
     arguments.push_back("-o");
     arguments.push_back(option);
+  }
+  if (context.uring) {
+    arguments.insert(arguments.end(), {"-o", "io_uring", "-o",
+                                       absl::StrCat("io_uring_q_depth=", options.uring_depth)});
   }
   if (options.debug) arguments.push_back("-d");
   std::vector<char*> argv;
@@ -187,6 +220,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   const int result = RunSessionLoop(session, options.mountpoint, arena.device(),
                                     options.single_threaded ? 1 : kWorkerThreads);
   if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
+  uring_buffers.UnregisterAll();  // before libfuse frees them
   fuse_session_destroy(session);
   return result < 0 ? 1 : 0;
 }

@@ -55,6 +55,14 @@ struct MountOptions {
   // direct_io / nodirect_io; unset: direct I/O where the kernel and
   // libfuse let direct-I/O files be mmapped (see FuseContext::direct_io).
   std::optional<bool> direct_io;
+  // uring=: how requests reach the daemon. auto: FUSE over io_uring when
+  // the kernel offers it (/sys/module/fuse/parameters/enable_uring is Y),
+  // /dev/fuse otherwise; on: io_uring or no mount; off: /dev/fuse.
+  enum class Uring { kAuto, kOn, kOff };
+  Uring uring = Uring::kAuto;
+  // uring_depth=: requests in flight per io_uring queue (one queue per CPU).
+  // Each costs a max_write-sized buffer (1 MiB).
+  uint32_t uring_depth = 4;
   bool read_only = false;
   bool default_permissions = true;  // `nodefault_permissions` is not offered
 

@@ -6,6 +6,10 @@
 // the GPU can DMA it. Receiving straight into device-provided (pinned)
 // buffers lets a FUSE_WRITE's payload go to VRAM with one DMA.
 //
+// Over io_uring (uring=), libfuse's ring threads take the requests instead
+// and call the same operations; this loop then serves only what the kernel
+// still sends through /dev/fuse (INIT, FORGET, interrupts).
+//
 // The loop ends when the filesystem is unmounted, or on SIGINT, SIGTERM or
 // SIGHUP, which unmount it (open files of a lazily detached mount are cut
 // off after a grace period, as the daemon is going away).

@@ -3,6 +3,7 @@
 // daemon and foreground modes, mount options as seen through statvfs, stat
 // and /proc/self/mountinfo, backend selection, and mounting from fstab
 // through mount(8) and mount.fuse3.
+#include <dirent.h>
 #include <sys/utsname.h>
 
 #include <regex>
@@ -196,6 +197,11 @@ TEST(CliTest, MalformedValuesAreRefused) {
       {"min_block=2g", "min_block="},
       {"min_block=0", "min_block="},
       {"fsname=", "fsname="},
+      {"uring=yes", "uring="},
+      {"uring=", "uring="},
+      {"uring_depth=0", "uring_depth="},
+      {"uring_depth=65", "uring_depth="},
+      {"uring_depth=four", "uring_depth="},
   };
   for (const auto& [option, culprit] : cases) {
     SCOPED_TRACE(option);
@@ -740,6 +746,65 @@ TEST_P(CliMountTest, SizeBelowMinBlockIsRefused) {
   EXPECT_TRUE(Refused(
       {kBinary, dir.path(), "-o", Join(MountOptions({"size=64k", "min_block=1m"}), ",")},
       kExitUsage, "min_block", dir.path()));
+}
+
+// Whether this kernel and this build of cudafs can serve FUSE over
+// io_uring: the fuse module's enable_uring is Y and libfuse is 3.18+.
+bool UringAvailable() {
+  if (ReadFile("/sys/module/fuse/parameters/enable_uring") != "Y\n") return false;
+  std::smatch version;
+  const std::string text = RunCommand({kBinary, "--version"}).out;
+  if (!std::regex_search(text, version, std::regex(R"(libfuse (\d+)\.(\d+))"))) return false;
+  return std::pair(std::stoi(version[1]), std::stoi(version[2])) >= std::pair(3, 18);
+}
+
+// Whether process `pid` holds an io_uring instance: libfuse makes one per
+// queue when FUSE over io_uring starts.
+bool HoldsIoUring(pid_t pid) {
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* dir = opendir(fds.c_str());
+  if (dir == nullptr) return false;
+  bool found = false;
+  while (const dirent* entry = readdir(dir)) {
+    char target[64] = {};
+    const std::string link = fds + "/" + entry->d_name;
+    if (readlink(link.c_str(), target, sizeof(target) - 1) > 0 &&
+        std::string_view(target) == "anon_inode:[io_uring]") {
+      found = true;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+// uring= picks the transport: off is /dev/fuse, auto is io_uring exactly
+// when the kernel offers it, and on without it is refused, naming the
+// parameter that turns it on. Data round-trips either way. (CI runs this
+// with enable_uring N and Y.)
+TEST_P(CliMountTest, UringOptionPicksTheTransport) {
+  const bool available = UringAvailable();
+  for (const std::string mode : {"off", "auto", "on"}) {
+    SCOPED_TRACE("uring=" + mode + (available ? ", kernel offers io_uring" : ", no io_uring"));
+    ScratchDir dir;
+    ASSERT_FALSE(dir.path().empty());
+    if (mode == "on" && !available) {
+      EXPECT_TRUE(Refused(
+          {kBinary, dir.path(), "-o", Join(MountOptions({"size=64m", "uring=on"}), ",")},
+          kExitUsage, "uring=on", dir.path()));
+      continue;
+    }
+    const CommandResult result = MountOn(dir, {"size=64m", "uring=" + mode});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const std::string data = RandomBytes(3 * kMiB + 5, 17);
+    ASSERT_TRUE(WriteFile(dir.path() + "/data", data));
+    const std::optional<std::string> read_back = ReadFile(dir.path() + "/data");
+    ASSERT_TRUE(read_back.has_value());
+    EXPECT_TRUE(BytesEqual(*read_back, data));
+    const std::optional<pid_t> daemon = FindDaemon(dir.path());
+    ASSERT_TRUE(daemon.has_value());
+    EXPECT_EQ(HoldsIoUring(*daemon), mode != "off" && available);
+    EXPECT_TRUE(UnmountNow(dir.path()));
+  }
 }
 
 CUDAFS_INSTANTIATE_BACKENDS(CliMountTest);

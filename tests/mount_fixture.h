@@ -687,10 +687,17 @@ class BackendTest : public testing::TestWithParam<std::string> {
 
   const std::string& backend() const { return GetParam(); }
 
-  // -o options for this backend plus `extra`. allow_other lets the
-  // permission tests act as other users.
+  // -o options for this backend, then CUDAFS_TEST_MOUNT_OPTIONS (a comma
+  // list, how CI runs the suite over each FUSE transport), then `extra`,
+  // which wins. allow_other lets the permission tests act as other users.
   std::vector<std::string> MountOptions(const std::vector<std::string>& extra = {}) const {
     std::vector<std::string> options = {"backend=" + backend(), "allow_other"};
+    if (const char* from_env = getenv("CUDAFS_TEST_MOUNT_OPTIONS")) {
+      std::istringstream list(from_env);
+      for (std::string option; std::getline(list, option, ',');) {
+        if (!option.empty()) options.push_back(option);
+      }
+    }
     options.insert(options.end(), extra.begin(), extra.end());
     return options;
   }

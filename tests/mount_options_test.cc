@@ -432,6 +432,35 @@ TEST(MountOptionTest, DirectIoIsOursAndTheLastOneWins) {
   EXPECT_TRUE(Contains(OptionError("direct_io=1"), "direct_io"));
 }
 
+TEST(MountOptionTest, UringModeAndDepth) {
+  absl::StatusOr<MountOptions> options = ParseOption("size=1g");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->uring, MountOptions::Uring::kAuto);
+  EXPECT_EQ(options->uring_depth, 4u);
+  const struct {
+    const char* option;
+    MountOptions::Uring uring;
+  } kCases[] = {{"uring=auto", MountOptions::Uring::kAuto},
+                {"uring=on", MountOptions::Uring::kOn},
+                {"uring=off", MountOptions::Uring::kOff},
+                {"uring=on,uring=off", MountOptions::Uring::kOff}};
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.option);
+    options = ParseOption(c.option);
+    ASSERT_TRUE(options.ok()) << options.status();
+    EXPECT_EQ(options->uring, c.uring);
+    EXPECT_EQ(options->fuse_options, Strings()) << "libfuse gets io_uring from us, not as is";
+  }
+  options = ParseOption("uring_depth=1,uring_depth=64");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->uring_depth, 64u);
+  EXPECT_EQ(OptionError("uring=yes"), "bad value for uring=: \"yes\" (expected auto, on or off)");
+  for (const char* bad : {"uring_depth=0", "uring_depth=65", "uring_depth=-1", "uring_depth=4k",
+                          "uring_depth="}) {
+    EXPECT_EQ(OptionError(bad).rfind("bad value for uring_depth=:", 0), 0u) << bad;
+  }
+}
+
 TEST(MountOptionTest, ReadOnlyIsOursAndForwarded) {
   absl::StatusOr<MountOptions> options = ParseOption("ro");
   ASSERT_TRUE(options.ok()) << options.status();
