@@ -138,6 +138,7 @@ sanitize() {
   cmake --build build-sanitize -j "$(nproc)"
   cd build-sanitize
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    LSAN_OPTIONS=suppressions=$PWD/../tests/lsan_suppressions.txt \
     ctest_on_each_transport --output-on-failure -j "$(nproc)" --timeout 900
 }
 

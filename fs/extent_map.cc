@@ -121,12 +121,7 @@ absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) 
   // arena held before.
   const std::vector<DeviceRange> zeros = PaddingOf(added, offset, end);
   std::vector<HostToDevice> copies;
-  for (auto it = Find(offset); it != extents_.end() && it->first < end; ++it) {
-    const uint64_t piece_start = std::max(offset, it->first);
-    const uint64_t piece_end = std::min(end, it->first + it->second.size);
-    copies.push_back(HostToDevice{it->second.offset + (piece_start - it->first),
-                                  data + (piece_start - offset), piece_end - piece_start});
-  }
+  AppendCopies(offset, end, data, &copies);
   absl::Status status = arena_->device().Zero(zeros);
   if (status.ok()) status = arena_->device().Write(copies);
   if (!status.ok()) {
@@ -134,6 +129,44 @@ absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) 
     for (uint64_t start : added) Release(extents_.find(start));
   }
   return status;
+}
+
+void ExtentMap::AppendCopies(uint64_t offset, uint64_t end, const char* data,
+                             std::vector<HostToDevice>* copies) const {
+  for (auto it = Find(offset); it != extents_.end() && it->first < end; ++it) {
+    const uint64_t piece_start = std::max(offset, it->first);
+    const uint64_t piece_end = std::min(end, it->first + it->second.size);
+    copies->push_back(HostToDevice{it->second.offset + (piece_start - it->first),
+                                   data + (piece_start - offset), piece_end - piece_start});
+  }
+}
+
+absl::Status ExtentMap::MapForWriteBack(uint64_t offset, uint64_t length) {
+  if (length == 0) return absl::OkStatus();
+  const uint64_t end = offset + length;
+  std::vector<uint64_t> added;
+  if (absl::Status status = MapRange(offset, end, &added); !status.ok()) return status;
+  absl::Status status = arena_->device().Zero(PaddingOf(added, offset, end));
+  if (!status.ok()) {
+    for (uint64_t start : added) Release(extents_.find(start));
+  }
+  return status;
+}
+
+absl::Status ExtentMap::WriteMapped(absl::Span<const Run> runs) {
+  std::vector<HostToDevice> copies;
+  for (const Run& run : runs) {
+    const uint64_t end = run.offset + run.length;
+    uint64_t mapped = 0;
+    for (auto it = Find(run.offset); it != extents_.end() && it->first < end; ++it) {
+      mapped += std::min(end, it->first + it->second.size) - std::max(run.offset, it->first);
+    }
+    if (mapped != run.length) {
+      return absl::InternalError("write-back of a range that is not mapped");
+    }
+    AppendCopies(run.offset, end, run.data, &copies);
+  }
+  return arena_->device().Write(copies);
 }
 
 absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset,

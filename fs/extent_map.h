@@ -31,6 +31,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "alloc/arena.h"
 
 namespace cudafs {
@@ -50,6 +51,24 @@ class ExtentMap {
   // Maps whatever [offset, offset + length) lacks, then copies `data` in.
   // On ResourceExhausted nothing changed.
   absl::Status Write(uint64_t offset, const char* data, size_t length);
+
+  // A piece of file data for WriteMapped.
+  struct Run {
+    uint64_t offset;  // file offset
+    const char* data;
+    size_t length;
+  };
+
+  // For a write-back cache: maps whatever [offset, offset + length) lacks
+  // and zeroes the new blocks' bytes outside that range, but leaves the
+  // bytes inside as the arena had them. The caller must write every byte of
+  // the range (WriteMapped) before anything reads it from the arena; until
+  // then the cache serves it. On ResourceExhausted nothing changed.
+  absl::Status MapForWriteBack(uint64_t offset, uint64_t length);
+
+  // Writes `runs`, which must lie in mapped ranges (MapForWriteBack), as one
+  // device batch.
+  absl::Status WriteMapped(absl::Span<const Run> runs);
 
   // Copies [source_offset, + length) of `source` (which may be this map, on
   // a range that does not overlap) to [offset, + length) on the device,
@@ -96,6 +115,9 @@ class ExtentMap {
   // outside [offset, end): they must be zeroed before the blocks are used.
   std::vector<DeviceRange> PaddingOf(const std::vector<uint64_t>& added, uint64_t offset,
                                      uint64_t end) const;
+  // Appends the copies that put `data` at [offset, end), all mapped.
+  void AppendCopies(uint64_t offset, uint64_t end, const char* data,
+                    std::vector<HostToDevice>* copies) const;
   // Largest aligned block size for unmapped `offset` that fits between its
   // neighbours, starting from `wanted`.
   uint64_t FitBlock(uint64_t offset, uint64_t wanted) const;

@@ -9,10 +9,13 @@
 //     serialise (as the kernel serialises them for one file anyway). Only
 //     namespace operations, which hold (1) exclusively, lock several inodes.
 //  3. InodeTable's lock guards the inode map and lookup/open counts.
-//  4. Arena's lock guards the buddy allocator and the granules' use counts;
+//  4. The PageCache's lock guards cached pages of every file (see
+//     cache/page_cache.h); it is held for memory copies only.
+//  5. Arena's lock guards the buddy allocator and the granules' use counts;
 //     committing a granule and device copies run outside every lock but the
 //     inode's.
-// Locks are taken in this order only.
+// Locks are taken in this order only. The flusher thread takes one inode's
+// lock at a time, holding none.
 #include "fs/filesystem.h"
 
 #include <fcntl.h>
@@ -25,9 +28,14 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "alloc/log.h"
 #include "fs/errors.h"
 #include "fs/inode_table.h"
 
@@ -169,7 +177,11 @@ bool NeedsAtimeUpdate(const Inode& inode, const timespec& now)
 class Filesystem::Impl {
  public:
   Impl(Arena* arena, const FilesystemConfig& config)
-      : arena_(arena), config_(config), table_(config.max_inodes) {
+      : arena_(arena),
+        config_(config),
+        cache_(&arena->device(), config.cache_bytes),
+        table_(config.max_inodes) {
+    if (cache_.enabled()) flusher_ = std::thread([this] { FlushLoop(); });
     root_ = table_.CreateRoot(S_IFDIR | (config.root_mode & 07777));
     absl::MutexLock lock(&root_->mu);
     root_->mode = S_IFDIR | (config.root_mode & 07777);
@@ -180,6 +192,47 @@ class Filesystem::Impl {
     root_->directory = std::make_unique<Directory>();
     root_->parent = kRootInode;
   }
+
+  ~Impl() {
+    if (!flusher_.joinable()) return;
+    stop_flusher_.Notify();
+    cache_.Wake();
+    flusher_.join();
+    // Nothing acknowledged is dropped at a clean unmount.
+    for (InodeNumber ino : cache_.DirtyFiles(absl::ZeroDuration())) FlushFile(ino).IgnoreError();
+  }
+
+  // Flushes the dirty pages of `ino` (fsync); a file that is gone has none.
+  absl::Status FlushFile(InodeNumber ino) {
+    std::shared_ptr<Inode> inode = table_.Get(ino);
+    if (!inode || !inode->is_regular()) return absl::OkStatus();
+    absl::MutexLock lock(&inode->mu);
+    return inode->data->Flush();
+  }
+
+  // The write-back policy: every dirty page reaches the arena within about
+  // two flush intervals, and at once when half the budget is dirty.
+  void FlushLoop() {
+    constexpr absl::Duration kFlushInterval = absl::Milliseconds(200);
+    bool reported = false;  // one log line per run of failures
+    while (!stop_flusher_.HasBeenNotified()) {
+      const bool pressure = cache_.WaitForPressure(kFlushInterval);
+      if (stop_flusher_.HasBeenNotified()) break;
+      bool failed = false;
+      for (InodeNumber ino : cache_.DirtyFiles(pressure ? absl::ZeroDuration() : kFlushInterval)) {
+        absl::Status status = FlushFile(ino);
+        if (status.ok()) continue;
+        failed = true;
+        if (!reported) LogError(absl::StrCat("write-back of inode ", ino, ": ", status.ToString()));
+        reported = true;
+      }
+      if (!failed) reported = false;
+      // Pages that cannot be written stay dirty; do not spin on them.
+      if (failed && pressure) absl::SleepFor(kFlushInterval);
+    }
+  }
+
+  PageCacheStats CacheStats() const { return cache_.Stats(); }
 
   absl::StatusOr<std::shared_ptr<Inode>> Get(InodeNumber ino) const {
     std::shared_ptr<Inode> inode = table_.Get(ino);
@@ -246,7 +299,9 @@ class Filesystem::Impl {
       } else {
         inode.nlink = 1;
       }
-      if (inode.is_regular()) inode.data = std::make_unique<ExtentMap>(arena_, config_.max_extent);
+      if (inode.is_regular()) {
+        inode.data = std::make_unique<CachedFile>(&cache_, inode.ino, arena_, config_.max_extent);
+      }
       setup(inode);
       (*dir)->mtime = (*dir)->ctime = now;
       FillStat(inode, &st);
@@ -521,7 +576,8 @@ class Filesystem::Impl {
       if (!inode.is_regular()) return PosixError(EINVAL);
       if (offset < inode.size) length = std::min<uint64_t>(size, inode.size - offset);
       if (length > 0) {
-        if (absl::Status status = inode.data->Read(offset, length, out); !status.ok()) {
+        if (absl::Status status = inode.data->Read(offset, length, out, inode.size);
+            !status.ok()) {
           return status;
         }
       }
@@ -545,7 +601,9 @@ class Filesystem::Impl {
     if (append) offset = inode.size;
     if (offset > kMaxFileSize || size > kMaxFileSize - offset) return PosixError(EFBIG);
     if (size == 0) return 0;
-    if (absl::Status status = inode.data->Write(offset, data, size); !status.ok()) return status;
+    if (absl::Status status = inode.data->Write(offset, data, size, inode.size); !status.ok()) {
+      return status;
+    }
     inode.size = std::max<uint64_t>(inode.size, offset + size);
     inode.mtime = inode.ctime = Now();
     DropSetIdOnWrite(inode, caller);
@@ -770,10 +828,14 @@ class Filesystem::Impl {
 
   Arena* const arena_;
   const FilesystemConfig config_;
+  // Before the inode table: files give their pages back when destroyed.
+  PageCache cache_;
   InodeTable table_;
   std::shared_ptr<Inode> root_;
   // Guards every Directory and Inode::parent (see the overview above).
   mutable absl::Mutex namespace_mu_;
+  absl::Notification stop_flusher_;
+  std::thread flusher_;  // writes dirty pages back, when the cache is on
 };
 
 Filesystem::Filesystem(Arena* arena, FilesystemConfig config)
@@ -970,6 +1032,14 @@ void Filesystem::Release(InodeNumber ino) {
   absl::MutexLock lock(&inode->mu);
   if (inode->data) inode->data->TrimTail(inode->size);
 }
+
+absl::Status Filesystem::Fsync(InodeNumber ino) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
+  if (!found.ok()) return found.status();
+  return impl_->FlushFile(ino);
+}
+
+PageCacheStats Filesystem::CacheStats() const { return impl_->CacheStats(); }
 
 absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t size,
                                         char* out) {

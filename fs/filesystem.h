@@ -34,6 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "alloc/arena.h"
+#include "cache/page_cache.h"
 
 namespace cudafs {
 
@@ -70,6 +71,9 @@ struct FilesystemConfig {
   // Largest extent a growing file gets; see ExtentMap for the policy.
   uint64_t max_extent = 1 << 20;
   bool update_atime = true;  // false for noatime
+  // Bytes of host-side write-back page cache (cache/page_cache.h); 0: none,
+  // every read and write goes to the arena.
+  uint64_t cache_bytes = 0;
 };
 
 // setattr: only the engaged fields change.
@@ -149,6 +153,8 @@ class Filesystem {
   // FALLOC_FL_ZERO_RANGE [| FALLOC_FL_KEEP_SIZE].
   absl::Status Allocate(InodeNumber ino, int mode, uint64_t offset, uint64_t length,
                         const Caller& caller);
+  // Returns once every byte written to `ino` is in the arena (fsync).
+  absl::Status Fsync(InodeNumber ino);
   // SEEK_DATA / SEEK_HOLE (others are the kernel's business).
   absl::StatusOr<uint64_t> Seek(InodeNumber ino, uint64_t offset, int whence);
   absl::StatusOr<size_t> CopyFileRange(InodeNumber in, uint64_t in_offset, InodeNumber out,
@@ -175,6 +181,7 @@ class Filesystem {
                                        const Caller& caller);
 
   struct statvfs StatFs();
+  PageCacheStats CacheStats() const;
   Arena& arena() { return *arena_; }
 
  private:

@@ -10,8 +10,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <memory>
+#include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "alloc/log.h"
 #include "fs/errors.h"
@@ -108,6 +110,7 @@ void Init(void* userdata, fuse_conn_info* conn) {
   const bool mmap_with_direct_io = false;
   const bool uring = false;
 #endif
+  context.transport = uring ? "io_uring" : "/dev/fuse";
   if (uring) {
     LogInfo(absl::StrFormat("requests over io_uring, %d queues of depth %d",
                             get_nprocs_conf(), context.uring_depth));
@@ -290,6 +293,17 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t 
   fuse_reply_write(req, *written);
 }
 
+// Returns once the file's cached writes are in the arena. Without a cache
+// there is nothing to wait for: ENOSYS makes the kernel stop asking, and
+// fsync then costs no round trip.
+void Fsync(fuse_req_t req, fuse_ino_t ino, int /*datasync*/, fuse_file_info*) {
+  if (!Context(req).cache) {
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
+  ReplyStatus(req, Fs(req).Fsync(ino));
+}
+
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   Fs(req).Release(ino);
   fuse_reply_err(req, 0);
@@ -353,8 +367,16 @@ void StatFs(fuse_req_t req, fuse_ino_t) {
   fuse_reply_statfs(req, &st);
 }
 
+bool IsStatsAttribute(fuse_ino_t ino, const char* name) {
+  return ino == FUSE_ROOT_ID && std::string_view(name) == kStatsAttribute;
+}
+
 void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
               int flags) {
+  if (IsStatsAttribute(ino, name)) {
+    fuse_reply_err(req, EPERM);  // read-only, like a file in /proc
+    return;
+  }
   ReplyStatus(req, Fs(req).SetExtendedAttribute(ino, name, absl::string_view(value, size), flags,
                                                 CallerOf(req)));
 }
@@ -369,6 +391,11 @@ void ReplySized(fuse_req_t req, const absl::StatusOr<std::string>& value, size_t
 }
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (IsStatsAttribute(ino, name)) {
+    const std::string stats = absl::StrCat("transport ", Context(req).transport.load(), "\n",
+                                           Fs(req).CacheStats().ToText());
+    return ReplySized(req, stats, size);
+  }
   ReplySized(req, Fs(req).GetExtendedAttribute(ino, name, CallerOf(req)), size);
 }
 
@@ -377,6 +404,10 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  if (IsStatsAttribute(ino, name)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
   ReplyStatus(req, Fs(req).RemoveExtendedAttribute(ino, name, CallerOf(req)));
 }
 
@@ -431,10 +462,11 @@ fuse_lowlevel_ops MakeOperations() {
   ops.create = Create;
   ops.read = Read;
   ops.write = Write;
-  // No flush, fsync or fsyncdir: data is on the device once a write is
-  // answered, so there is nothing to do, and without a handler the kernel
-  // stops asking after the first ENOSYS (close and fsync then cost no round
-  // trip) and reports success to the caller.
+  ops.fsync = Fsync;
+  // No flush or fsyncdir: close needs no round trip (dirty pages are written
+  // back in the background, fsync waits for them), and directories live in
+  // host memory. Without a handler the kernel stops asking after the first
+  // ENOSYS and reports success to the caller.
   ops.release = Release;
   ops.opendir = OpenDirectory;
   ops.readdir = ReadDirectory;

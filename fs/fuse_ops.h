@@ -7,6 +7,7 @@
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 14)
 #include <fuse_lowlevel.h>
 
+#include <atomic>
 #include <optional>
 
 #include "fs/filesystem.h"
@@ -32,13 +33,20 @@ struct FuseContext {
   // libfuse 3.18 here), so Init turns direct I/O on by default only then.
   std::optional<bool> requested_direct_io = std::nullopt;  // the mount option, if given
   bool direct_io = false;                   // decided in Init
+  bool cache = false;  // the filesystem has a write-back cache (fsync waits for it)
   // Whether to ask for FUSE over io_uring (main decided the kernel offers
   // it and told libfuse to start rings), and its queue depth, for the log.
   bool uring = false;
   uint32_t uring_depth = 0;
   // Registers the ring buffers that read and write requests arrive in.
   UringBuffers* uring_buffers = nullptr;
+  // "io_uring" or "/dev/fuse", decided in Init, for the stats.
+  std::atomic<const char*> transport{"/dev/fuse"};
 };
+
+// The virtual extended attribute of the root directory that holds the
+// mount's counters as "name value" lines (cudafs --stats reads it).
+inline constexpr char kStatsAttribute[] = "user.cudafs.stats";
 
 const fuse_lowlevel_ops& FuseOperations();
 

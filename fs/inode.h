@@ -19,8 +19,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/synchronization/mutex.h"
+#include "cache/cached_file.h"
 #include "fs/directory.h"
-#include "fs/extent_map.h"
 
 namespace cudafs {
 
@@ -45,7 +45,7 @@ struct Inode {
   timespec mtime ABSL_GUARDED_BY(mu){};
   timespec ctime ABSL_GUARDED_BY(mu){};
   absl::btree_map<std::string, std::string> xattrs ABSL_GUARDED_BY(mu);
-  std::unique_ptr<ExtentMap> data ABSL_GUARDED_BY(mu);  // regular files only
+  std::unique_ptr<CachedFile> data ABSL_GUARDED_BY(mu);  // regular files only
   std::string symlink_target;  // set before the inode is published
 
   // Namespace (Filesystem's namespace lock).

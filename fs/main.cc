@@ -6,6 +6,7 @@
 // exits 2 with the child's one-line message when it is not.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,6 +65,21 @@ int ListDevices() {
 #else
   return Fail("built without the CUDA device: no GPUs to list");
 #endif
+}
+
+// --stats: the counters a mounted cudafs publishes on its root directory.
+int PrintStats(const std::string& mountpoint) {
+  std::string stats(4096, '\0');
+  const ssize_t got = getxattr(mountpoint.c_str(), kStatsAttribute, stats.data(), stats.size());
+  if (got < 0) {
+    if (errno == ENODATA || errno == ENOTSUP) {
+      return Fail(absl::StrFormat("%s is not the root of a cudafs mount", mountpoint));
+    }
+    return Fail(absl::StrFormat("%s: %s", mountpoint, std::strerror(errno)));
+  }
+  stats.resize(got);
+  std::printf("%s", stats.c_str());
+  return 0;
 }
 
 // Tells the waiting parent how the mount went (the exit status it should
@@ -173,9 +189,18 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   config.root_gid = options.gid.value_or(getgid());
   config.max_inodes = options.nr_inodes.value_or(arena.capacity() / kBytesPerDefaultInode);
   config.update_atime = !options.noatime;
+  // Pinned memory the kernel cannot page out: a budget beyond half the
+  // machine's memory is a typo, not a cache.
+  const uint64_t host_memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  if (options.cache_bytes > host_memory / 2) {
+    return fail(absl::StrFormat("cache=%d exceeds half of this machine's memory (%d bytes)",
+                                options.cache_bytes, host_memory));
+  }
+  config.cache_bytes = options.cache_bytes;
   Filesystem filesystem(&arena, config);
   FuseContext context{.filesystem = &filesystem};
   context.requested_direct_io = options.direct_io;
+  context.cache = filesystem.CacheStats().budget_bytes > 0;
   absl::StatusOr<bool> uring = UseUring(options.uring);
   if (!uring.ok()) return fail(std::string(uring.status().message()));
   context.uring = *uring;
@@ -246,6 +271,8 @@ int Main(int argc, char** argv) {
       return 0;
     case MountOptions::Action::kListDevices:
       return ListDevices();
+    case MountOptions::Action::kStats:
+      return PrintStats(options.mountpoint);
     case MountOptions::Action::kMount:
       break;
   }

@@ -281,6 +281,13 @@ absl::Status ApplyOption(absl::string_view option, MountOptions* options,
     options->min_block = *min_block;
     return absl::OkStatus();
   }
+  if (name == "cache") {
+    absl::StatusOr<uint64_t> bytes = ParseByteCountOption(
+        "cache", value, "expected a byte count with an optional k/m/g suffix, 0 for none");
+    if (!bytes.ok()) return bytes.status();
+    options->cache_bytes = *bytes;
+    return absl::OkStatus();
+  }
   if (name == "uring") {
     if (value == "auto") {
       options->uring = MountOptions::Uring::kAuto;
@@ -368,6 +375,10 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
       options.action = MountOptions::Action::kListDevices;
       return options;
     }
+    if (arg == "--stats") {
+      options.action = MountOptions::Action::kStats;
+      continue;
+    }
     if (arg == "--") {
       only_positionals = true;
     } else if (arg == "-f") {
@@ -392,6 +403,9 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
     }
   }
 
+  if (options.action == MountOptions::Action::kStats && positionals.size() != 1) {
+    return absl::InvalidArgumentError("--stats takes one MOUNTPOINT");
+  }
   switch (positionals.size()) {
     case 0:
       return absl::InvalidArgumentError("missing MOUNTPOINT (see --help)");
@@ -439,7 +453,7 @@ absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text) {
 std::string UsageText(absl::string_view program) {
   return absl::StrFormat(
       R"(usage: %1$s [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
-       %1$s --help | --version | --list-devices
+       %1$s --help | --version | --list-devices | --stats MOUNTPOINT
 
 Mounts a filesystem that keeps file data in GPU memory. SOURCE is the name
 shown in /proc/mounts and df (default: cudafs).
@@ -448,6 +462,7 @@ General options:
   -h, --help             print this help and exit
   -V, --version          print the version and exit
   --list-devices         list the GPUs cudafs can use and exit
+  --stats MOUNTPOINT     print the counters of a mounted cudafs (cache, transport)
   -f                     stay in the foreground
   -d                     print FUSE debug output (implies -f)
   -s                     handle one request at a time
@@ -469,6 +484,8 @@ cudafs options:
                          and libfuse allow shared mmap of such files)
   nodirect_io            file data goes through the kernel's page cache, which serves
                          re-reads and mmap
+  cache=N[k|m|g]         host-side write-back cache for small reads and writes, in
+                         pinned memory; 0 turns it off (default: 64m)
   uring=auto|on|off      FUSE over io_uring: auto uses it when the kernel offers it
                          (/sys/module/fuse/parameters/enable_uring is Y) (default: auto)
   uring_depth=N          requests in flight per CPU over io_uring, 1 to 64 (default: 4)

@@ -1,7 +1,7 @@
 // Command line and mount options of the cudafs binary.
 //
 //   cudafs [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
-//   cudafs --help | --version | --list-devices
+//   cudafs --help | --version | --list-devices | --stats MOUNTPOINT
 //
 // Options may come in any order and -o may repeat (mount.fuse3 runs
 // `cudafs SOURCE MOUNTPOINT -o rw,size=8G,...`). Parsing is pure: nothing
@@ -34,7 +34,7 @@ struct SizeSpec {
 };
 
 struct MountOptions {
-  enum class Action { kMount, kHelp, kVersion, kListDevices };
+  enum class Action { kMount, kHelp, kVersion, kListDevices, kStats };
   Action action = Action::kMount;
 
   std::string source = "cudafs";  // shown in /proc/mounts and df
@@ -63,6 +63,8 @@ struct MountOptions {
   // uring_depth=: requests in flight per io_uring queue (one queue per CPU).
   // Each costs a max_write-sized buffer (1 MiB).
   uint32_t uring_depth = 4;
+  // cache=: bytes of the host-side write-back page cache; 0 turns it off.
+  uint64_t cache_bytes = uint64_t{64} << 20;
   bool read_only = false;
   bool default_permissions = true;  // `nodefault_permissions` is not offered
 

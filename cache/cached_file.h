@@ -1,0 +1,103 @@
+// CachedFile: the bytes of one regular file, as an ExtentMap in the arena
+// plus the file's pages in the mount's PageCache. It offers what ExtentMap
+// offers, and the filesystem core uses it in its place.
+//
+// Invariants, for every page of the file that is in the cache:
+//  - the cached page holds the file's current bytes (zeros past the end);
+//  - a clean page equals the arena; a dirty page is newer than the arena;
+//  - the arena range of a dirty page is mapped (MapForWriteBack at write
+//    time), so a flush needs no allocation and cannot fail for space: a
+//    write that could not be backed fails with ENOSPC when it is made.
+//
+// Not thread-safe by itself: the owning inode's lock guards it, shared for
+// Read, NextData/NextHole and allocated_bytes, exclusive for the rest.
+#ifndef CUDAFS_CACHE_CACHED_FILE_H_
+#define CUDAFS_CACHE_CACHED_FILE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "alloc/arena.h"
+#include "cache/page_cache.h"
+#include "fs/extent_map.h"
+
+namespace cudafs {
+
+class CachedFile {
+ public:
+  // `cache` may be disabled; then every call goes straight to the arena.
+  CachedFile(PageCache* cache, uint64_t ino, Arena* arena, uint64_t max_extent);
+  // Drops the file's pages unflushed: the file is gone.
+  ~CachedFile();
+  CachedFile(const CachedFile&) = delete;
+  CachedFile& operator=(const CachedFile&) = delete;
+
+  // Reads [offset, offset + length), which lies below `file_size`.
+  absl::Status Read(uint64_t offset, size_t length, char* out, uint64_t file_size);
+  // Writes `data` at `offset` into a file of `file_size` bytes (before the
+  // write). All or nothing on ENOSPC.
+  absl::Status Write(uint64_t offset, const char* data, size_t length, uint64_t file_size);
+  // Writes every dirty page to the arena; returns once they are there
+  // (fsync). Pages that failed stay dirty.
+  absl::Status Flush();
+
+  // As ExtentMap's, with cached pages kept consistent.
+  absl::Status CopyFrom(CachedFile& source, uint64_t source_offset, uint64_t offset,
+                        uint64_t length);
+  absl::Status Reserve(uint64_t offset, uint64_t length) {
+    return extents_.Reserve(offset, length);
+  }
+  absl::Status PunchHole(uint64_t offset, uint64_t length);
+  absl::Status Truncate(uint64_t size);
+  void TrimTail(uint64_t size) { extents_.TrimTail(size); }
+  std::optional<uint64_t> NextData(uint64_t offset) const { return extents_.NextData(offset); }
+  uint64_t NextHole(uint64_t offset) const { return extents_.NextHole(offset); }
+  uint64_t allocated_bytes() const { return extents_.allocated_bytes(); }
+  size_t extent_count() const { return extents_.extent_count(); }
+
+  uint64_t ino() const { return ino_; }
+
+ private:
+  friend class PageCache;
+  using Frame = PageCache::Frame;
+  static constexpr uint64_t kPage = PageCache::kPageSize;
+
+  // Small reads: page by page, filling missing pages from the arena.
+  absl::Status ReadThroughCache(uint64_t offset, size_t length, char* out, uint64_t file_size);
+  // Small writes: into cached pages, mapped in the arena for later. False
+  // (and nothing changed) when the cache has no frames to spare.
+  absl::StatusOr<bool> WriteThroughCache(uint64_t offset, const char* data, size_t length,
+                                         uint64_t file_size);
+  // Large writes, and small ones the cache has no room for: straight to the
+  // arena, after flushing and dropping the cached pages they touch.
+  absl::Status WriteAround(uint64_t offset, const char* data, size_t length);
+  // Copies the dirty pages within [offset, offset + length) over `out`.
+  void OverlayDirty(uint64_t offset, size_t length, char* out);
+  // Drops the pages wholly inside [offset, end) and zeroes the cached bytes
+  // of the others that it covers.
+  void DiscardRange(uint64_t offset, uint64_t end);
+  // Frees the page at `it`; returns the next one.
+  absl::btree_map<uint64_t, Frame>::iterator Drop(absl::btree_map<uint64_t, Frame>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache_->mu_);
+
+  PageCache* const cache_;
+  const uint64_t ino_;
+  ExtentMap extents_;
+  absl::btree_map<uint64_t, Frame> pages_ ABSL_GUARDED_BY(cache_->mu_);  // page index -> frame
+  uint64_t dirty_pages_ ABSL_GUARDED_BY(cache_->mu_) = 0;
+  absl::Time first_dirtied_ ABSL_GUARDED_BY(cache_->mu_);
+  // Where the last small read ended: a read starting here is sequential and
+  // reads ahead. Concurrent readers may race on it; it is only a hint.
+  std::atomic<uint64_t> sequential_end_{~uint64_t{0}};
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_CACHE_CACHED_FILE_H_
