@@ -313,14 +313,18 @@ void CachedFile::DiscardRange(uint64_t offset, uint64_t end) {
   }
 }
 
+// The arena first: if it fails, the cached pages still hold the file's
+// bytes (dirty ones may exist nowhere else).
 absl::Status CachedFile::PunchHole(uint64_t offset, uint64_t length) {
+  if (absl::Status status = extents_.PunchHole(offset, length); !status.ok()) return status;
   DiscardRange(offset, offset + length);
-  return extents_.PunchHole(offset, length);
+  return absl::OkStatus();
 }
 
 absl::Status CachedFile::Truncate(uint64_t size) {
+  if (absl::Status status = extents_.Truncate(size); !status.ok()) return status;
   DiscardRange(size, ~uint64_t{0});
-  return extents_.Truncate(size);
+  return absl::OkStatus();
 }
 
 absl::Status CachedFile::CopyFrom(CachedFile& source, uint64_t source_offset, uint64_t offset,

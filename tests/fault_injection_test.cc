@@ -37,7 +37,8 @@ struct File {
   std::string content;  // what every read must return
 };
 
-class FaultInjectionTest : public testing::Test {
+// Parameter: the write-back cache's budget (0: no cache).
+class FaultInjectionTest : public testing::TestWithParam<uint64_t> {
  protected:
   void SetUp() override {
     const char* seed = std::getenv("CUDAFS_FAULT_SEED");
@@ -47,7 +48,9 @@ class FaultInjectionTest : public testing::Test {
     faulty_ = std::make_unique<FaultyDevice>(host_.get());
     faulty_->SetPlan(FaultPlan{0, kFaultAll, seed_});
     arena_ = std::make_unique<Arena>(faulty_.get(), 4096);
-    fs_ = std::make_unique<Filesystem>(arena_.get(), FilesystemConfig{});
+    FilesystemConfig config;
+    config.cache_bytes = GetParam();
+    fs_ = std::make_unique<Filesystem>(arena_.get(), config);
   }
 
   void Faults(double probability) { faulty_->SetProbability(probability); }
@@ -84,7 +87,7 @@ class FaultInjectionTest : public testing::Test {
   std::unique_ptr<Filesystem> fs_;
 };
 
-TEST_F(FaultInjectionTest, FailuresAreCleanAndNothingElseChanges) {
+TEST_P(FaultInjectionTest, FailuresAreCleanAndNothingElseChanges) {
   SCOPED_TRACE("CUDAFS_FAULT_SEED=" + std::to_string(seed_));
   std::mt19937_64 rng(seed_);
   std::vector<File> files(kFiles);
@@ -108,8 +111,9 @@ TEST_F(FaultInjectionTest, FailuresAreCleanAndNothingElseChanges) {
     // The bytes the operation may change: a failure may leave any of them
     // old or new, but none outside, and the size as it was.
     uint64_t touched_begin = offset, touched_end = offset + length;
-    const uint64_t kind = random(4);
-    static constexpr const char* kKinds[] = {"write", "write", "truncate", "punch", "read"};
+    const uint64_t kind = random(5);
+    static constexpr const char* kKinds[] = {"write", "write", "truncate", "punch", "read",
+                                             "fsync"};
     SCOPED_TRACE(std::string(kKinds[kind]) + " ino " + std::to_string(file.ino) + " offset " +
                  std::to_string(offset) + " length " + std::to_string(length) + " size " +
                  std::to_string(before.size()));
@@ -159,6 +163,11 @@ TEST_F(FaultInjectionTest, FailuresAreCleanAndNothingElseChanges) {
         }
         break;
       }
+      case 5: {  // fsync: a failed write-back keeps the pages dirty, the bytes as they were
+        status = fs_->Fsync(file.ino);
+        touched_begin = touched_end = 0;
+        break;
+      }
     }
     if (status.ok()) {
       if (after != before) file.content = after;
@@ -203,6 +212,15 @@ TEST_F(FaultInjectionTest, FailuresAreCleanAndNothingElseChanges) {
   EXPECT_EQ(arena_->Stats().blocks.used, 0u) << "blocks leaked";
   EXPECT_EQ(arena_->Stats().committed_bytes, 0u) << "granules leaked";
 }
+
+// Small writes go through the cache; 64 pages make eviction, write-back
+// under pressure and writes around a full cache frequent.
+INSTANTIATE_TEST_SUITE_P(CacheBudgets, FaultInjectionTest,
+                         testing::Values(uint64_t{0}, uint64_t{256} << 10),
+                         [](const testing::TestParamInfo<uint64_t>& info) {
+                           return info.param == 0 ? std::string("NoCache")
+                                                  : std::string("Cache256k");
+                         });
 
 }  // namespace
 }  // namespace cudafs

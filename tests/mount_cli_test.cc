@@ -5,7 +5,9 @@
 // through mount(8) and mount.fuse3.
 #include <dirent.h>
 #include <sys/utsname.h>
+#include <sys/xattr.h>
 
+#include <map>
 #include <regex>
 
 #include "tests/mount_fixture.h"
@@ -197,6 +199,8 @@ TEST(CliTest, MalformedValuesAreRefused) {
       {"min_block=2g", "min_block="},
       {"min_block=0", "min_block="},
       {"fsname=", "fsname="},
+      {"cache=lots", "cache="},
+      {"cache=-1", "cache="},
       {"uring=yes", "uring="},
       {"uring=", "uring="},
       {"uring_depth=0", "uring_depth="},
@@ -746,6 +750,63 @@ TEST_P(CliMountTest, SizeBelowMinBlockIsRefused) {
   EXPECT_TRUE(Refused(
       {kBinary, dir.path(), "-o", Join(MountOptions({"size=64k", "min_block=1m"}), ",")},
       kExitUsage, "min_block", dir.path()));
+}
+
+std::map<std::string, std::string> StatsOf(const std::string& mountpoint) {
+  std::map<std::string, std::string> stats;
+  for (const std::string& line : Lines(RunCommand({kBinary, "--stats", mountpoint}).out)) {
+    const size_t space = line.find(' ');
+    if (space != std::string::npos) stats[line.substr(0, space)] = line.substr(space + 1);
+  }
+  return stats;
+}
+
+// cudafs --stats prints the transport and the write-back cache's counters;
+// small writes stay dirty in the cache until fsync (or the flusher), and
+// cache=0 turns the cache off.
+TEST_P(CliMountTest, StatsShowTheWriteBackCache) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m", "cache=1m"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::map<std::string, std::string> stats = StatsOf(dir.path());
+  EXPECT_EQ(stats["cache_budget_bytes"], std::to_string(kMiB));
+  EXPECT_TRUE(stats["transport"] == "io_uring" || stats["transport"] == "/dev/fuse")
+      << stats["transport"];
+  const std::string data = RandomBytes(3000, 23);
+  Fd fd(open((dir.path() + "/small").c_str(), O_CREAT | O_WRONLY, 0644));
+  ASSERT_TRUE(fd.valid()) << ErrnoName(errno);
+  ASSERT_EQ(write(fd.get(), data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ASSERT_SYS_OK(fsync(fd.get()));
+  fd.Reset();
+  stats = StatsOf(dir.path());
+  EXPECT_EQ(stats["dirty_bytes"], "0") << "fsync returns once the data is in the arena";
+  EXPECT_NE(stats["flushed_bytes"], "0");
+  const std::optional<std::string> read_back = ReadFile(dir.path() + "/small");
+  ASSERT_TRUE(read_back.has_value());
+  EXPECT_TRUE(BytesEqual(*read_back, data));
+  // Read-only: the counters are not the user's to change.
+  EXPECT_ERRNO(setxattr(dir.path().c_str(), "user.cudafs.stats", "1", 1, 0), EPERM);
+  EXPECT_TRUE(UnmountNow(dir.path()));
+
+  ScratchDir uncached;
+  ASSERT_FALSE(uncached.path().empty());
+  ASSERT_EQ(MountOn(uncached, {"size=64m", "cache=0"}).exit_code, 0);
+  EXPECT_EQ(StatsOf(uncached.path())["cache_budget_bytes"], "0");
+  EXPECT_TRUE(UnmountNow(uncached.path()));
+}
+
+TEST(CliTest, StatsOfSomethingElseIsRefused) {
+  const CommandResult result = RunCommand({kBinary, "--stats", "/tmp"});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("not the root of a cudafs mount"), std::string::npos) << result.err;
+}
+
+TEST_P(CliMountTest, CacheBeyondHalfTheMemoryIsRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  EXPECT_TRUE(Refused({kBinary, dir.path(), "-o", Join(MountOptions({"size=64m", "cache=1e"}), ",")},
+                      kExitUsage, "cache=", dir.path()));
 }
 
 // Whether this kernel and this build of cudafs can serve FUSE over

@@ -557,6 +557,22 @@ TEST_P(ModelTest, RandomOperationsMatchModelThroughThePageCache) {
   Run();
 }
 
+// cudafs' own write-back cache off (cache=0): every request goes to the
+// arena.
+TEST_P(ModelTest, RandomOperationsMatchModelWithoutWriteBackCache) {
+  SKIP_UNLESS_CUDAFS();
+  ASSERT_TRUE(Remount({"cache=0"}));
+  Run();
+}
+
+// A cache of 16 pages: eviction, flushes under pressure and writes that go
+// around a full cache happen all the time.
+TEST_P(ModelTest, RandomOperationsMatchModelWithATinyWriteBackCache) {
+  SKIP_UNLESS_CUDAFS();
+  ASSERT_TRUE(Remount({"cache=64k"}));
+  Run();
+}
+
 CUDAFS_INSTANTIATE_BACKENDS(ModelTest);
 
 }  // namespace

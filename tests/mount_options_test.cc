@@ -114,6 +114,15 @@ TEST(ParseCommandLineTest, ActionsNeedNoMountpoint) {
   }
 }
 
+TEST(ParseCommandLineTest, StatsTakesOneMountpoint) {
+  absl::StatusOr<MountOptions> options = Parse({"--stats", "/mnt/gpu"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->action, MountOptions::Action::kStats);
+  EXPECT_EQ(options->mountpoint, "/mnt/gpu");
+  EXPECT_FALSE(Parse({"--stats"}).ok());
+  EXPECT_FALSE(Parse({"--stats", "a", "b"}).ok());
+}
+
 TEST(ParseCommandLineTest, HelpWinsOverTheRestOfTheLine) {
   absl::StatusOr<MountOptions> options = Parse({"/mnt/x", "--help", "-o", "bogus", "-x"});
   ASSERT_TRUE(options.ok()) << options.status();
@@ -458,6 +467,22 @@ TEST(MountOptionTest, UringModeAndDepth) {
   for (const char* bad : {"uring_depth=0", "uring_depth=65", "uring_depth=-1", "uring_depth=4k",
                           "uring_depth="}) {
     EXPECT_EQ(OptionError(bad).rfind("bad value for uring_depth=:", 0), 0u) << bad;
+  }
+}
+
+TEST(MountOptionTest, CacheBudget) {
+  absl::StatusOr<MountOptions> options = ParseOption("size=1g");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->cache_bytes, uint64_t{64} << 20);
+  options = ParseOption("cache=0");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->cache_bytes, 0u);
+  options = ParseOption("cache=256m");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->cache_bytes, uint64_t{256} << 20);
+  EXPECT_EQ(options->fuse_options, Strings());
+  for (const char* bad : {"cache=", "cache=-1", "cache=lots", "cache=1.5g", "cache=99999999999e"}) {
+    EXPECT_EQ(OptionError(bad).rfind("bad value for cache=:", 0), 0u) << bad;
   }
 }
 
