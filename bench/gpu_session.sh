@@ -18,7 +18,8 @@
 #   bench/gpu_session.sh build-cuda build-gpu/tools.tar.gz "$OUT" bench
 #   bench/gpu_session.sh build-cuda build-gpu/tools.tar.gz "$OUT" bench-devfuse
 # Parts: tests, tests-devfuse (the suite with uring=on / uring=off), micro,
-# bench, bench-devfuse (the mount benchmark over io_uring / /dev/fuse).
+# bench, bench-devfuse (the mount benchmark over io_uring / /dev/fuse),
+# bench-cache (bench/cache_benchmark.sh: the write-back cache on and off).
 set -uo pipefail
 build=${1:?usage: bench/gpu_session.sh BUILD_DIR FIO_BUNDLE OUT_DIR [PART ...]}
 tools=${2:?usage: bench/gpu_session.sh BUILD_DIR FIO_BUNDLE OUT_DIR [PART ...]}
@@ -63,8 +64,13 @@ for part in "${parts[@]}"; do
         cudafs-cuda-cached=cudafs:backend=cuda,uring=off,nodirect_io tmpfs \
         >"$out/bench-devfuse.log" 2>&1
       ;;
+    bench-cache)
+      mkdir -p "$out/fio-tools" && tar -xzf "$tools" -C "$out/fio-tools"
+      FIO="$out/fio-tools/fio" CUDAFS="$PWD/$build/cudafs" OUT_DIR="$out/bench-cache" \
+        BENCH_BUILD=0 bench/cache_benchmark.sh >"$out/bench-cache.md" 2>&1
+      ;;
     *)
-      echo "unknown part: $part (tests, tests-devfuse, micro, bench, bench-devfuse)" >&2
+      echo "unknown part: $part (tests, tests-devfuse, micro, bench, bench-devfuse, bench-cache)" >&2
       exit 2
       ;;
   esac

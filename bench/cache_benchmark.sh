@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The write-back cache's workloads, each on a cudafs mount with the cache on
+# (cache=64m, the default) and off (cache=0), and on tmpfs, in one run:
+#   - 4 KiB random writes, fio psync, BENCH_FIO_JOBS jobs (IOPS);
+#   - 1 KiB appends round-robin to 1000 files (appends/s);
+#   - creating BENCH_CREATE_FILES files of 4 KiB (files/s);
+#   - a CMake build of this project with its build tree on the mount
+#     (seconds; BENCH_BUILD=0 skips it).
+# Prints a markdown table; logs go to OUT_DIR. Run as root.
+#   BACKEND=cuda bench/cache_benchmark.sh
+set -uo pipefail
+REPO_DIR=$(cd "$(dirname "$0")/.." && pwd)
+CUDAFS=${CUDAFS:-$REPO_DIR/build/cudafs}
+BACKEND=${BACKEND:-cuda}
+OUT_DIR=${OUT_DIR:-./bench-cache-out}
+FIO=${FIO:-fio}
+FIO_JOBS=${BENCH_FIO_JOBS:-8}
+FIO_MIB=${BENCH_FIO_MIB:-256}
+FIO_SECONDS=${BENCH_FIO_SECONDS:-10}
+CREATE_FILES=${BENCH_CREATE_FILES:-100000}
+BUILD=${BENCH_BUILD:-1}
+PYTHON=${PYTHON:-python3}
+mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+mnt=$(mktemp -d /tmp/cudafs-cache-bench-XXXXXX)
+
+appends() {  # appends DIR: 1 KiB appends round-robin to 1000 files, appends/s
+  "$PYTHON" - "$1" <<'PY'
+import os, sys, time
+d = sys.argv[1]
+fds = [os.open(os.path.join(d, "a%d" % i), os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+       for i in range(1000)]
+chunk = b"x" * 1024
+start = time.perf_counter()
+for _ in range(20):
+    for fd in fds:
+        os.write(fd, chunk)
+elapsed = time.perf_counter() - start
+for fd in fds:
+    os.close(fd)
+print("%.0f" % (20 * len(fds) / elapsed))
+PY
+}
+
+measure() {  # measure NAME: runs every workload in $mnt, prints a table row
+  local name=$1 iops appends_rate create build_seconds="–"
+  iops=$("$FIO" --name=randwrite --directory="$mnt" --rw=randwrite --bs=4k --ioengine=psync \
+    --numjobs="$FIO_JOBS" --size="${FIO_MIB}m" --time_based --runtime="$FIO_SECONDS" \
+    --group_reporting --output-format=terse 2>>"$OUT_DIR/$name.log" | awk -F';' '{print $49}')
+  rm -f "$mnt"/randwrite.*
+  appends_rate=$(appends "$mnt" 2>>"$OUT_DIR/$name.log")
+  rm -f "$mnt"/a*
+  create=$("$PYTHON" "$REPO_DIR/bench/smallfiles.py" --dir "$mnt/small" --count "$CREATE_FILES" \
+    2>>"$OUT_DIR/$name.log" | "$PYTHON" -c 'import json,sys; print("%.0f" % json.load(sys.stdin)["create_per_second"])')
+  rm -rf "$mnt/small"
+  if [[ $BUILD == 1 ]]; then
+    local start=$SECONDS
+    if cmake -S "$REPO_DIR" -B "$mnt/build" -DCMAKE_BUILD_TYPE=Release \
+        -DCUDAFS_BUILD_BENCHMARKS=OFF >>"$OUT_DIR/$name.log" 2>&1 &&
+      cmake --build "$mnt/build" -j "$(nproc)" >>"$OUT_DIR/$name.log" 2>&1; then
+      build_seconds=$((SECONDS - start))
+    else
+      build_seconds="failed"
+    fi
+    rm -rf "$mnt/build"
+  fi
+  [[ -x $CUDAFS && $name == cudafs* ]] && "$CUDAFS" --stats "$mnt" >"$OUT_DIR/$name.stats" 2>&1
+  echo "| $name | $iops | $appends_rate | $create | $build_seconds |"
+}
+
+echo "| target | 4 KiB random write, $FIO_JOBS jobs (IOPS) | 1 KiB appends to 1000 files (/s) | create $CREATE_FILES × 4 KiB (files/s) | build of cudafs (s) |"
+echo "|---|---|---|---|---|"
+for cache in 64m 0; do
+  name="cudafs-$BACKEND-cache=$cache"
+  if "$CUDAFS" "$mnt" -o "backend=$BACKEND,size=16g,cache=$cache" 2>"$OUT_DIR/$name.log"; then
+    measure "$name"
+    umount "$mnt" || umount -l "$mnt"
+  else
+    echo "| $name | mount failed: $(head -n 1 "$OUT_DIR/$name.log") | | | |"
+  fi
+done
+mount -t tmpfs -o size=16g bench-tmpfs "$mnt" && measure tmpfs && umount "$mnt"
+rmdir "$mnt"
