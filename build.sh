@@ -5,6 +5,7 @@
 #                                                     (over /dev/fuse, then over io_uring)
 #   ./build.sh build                                  install deps, build
 #   ./build.sh sanitize                               the tests again under ASan+UBSan
+#   ./build.sh long                                   the model test for 1M operations
 # Installing packages needs root (or sudo). The build goes to ./build.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -163,8 +164,15 @@ case "$command" in
   sanitize)
     sanitize
     ;;
+  long)
+    # The randomized model test for a million operations, four threads on
+    # separate trees, through the write-back cache (about 2-4 minutes).
+    build
+    CUDAFS_MODEL_OPS=${CUDAFS_MODEL_OPS:-1000000} CUDAFS_TEST_REQUIRE_MOUNT=1 \
+      build/mount_model_test --gtest_filter='*ConcurrentModelsInSeparateTrees/host'
+    ;;
   *)
-    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -9,7 +9,10 @@
 #include <sys/file.h>
 
 #include <atomic>
+#include <cstring>
 #include <limits>
+#include <mutex>
+#include <thread>
 
 #include "tests/mount_fixture.h"
 
@@ -831,6 +834,84 @@ TEST_P(IoTest, ConcurrentReadersAndWritersOnDifferentFiles) {
     });
   }
   for (std::thread& thread : threads) thread.join();
+}
+
+// POSIX: a write is atomic with respect to reads of the same file. Writers
+// fill whole 64 KiB records of one shared file with a token of their own
+// while readers read whole records concurrently (O_DIRECT, so each read and
+// write is one request to cudafs, through its cache or not): a record never
+// shows two tokens, and at the end each holds the last token written to it.
+TEST_P(IoTest, ConcurrentWritesToOneFileAreNeverTorn) {
+  constexpr size_t kRecord = 64 * kKiB;
+  constexpr int kRecords = 64;
+  constexpr int kWriters = 4;
+  constexpr int kReaders = 2;
+  constexpr int kWritesEach = 400;
+  const std::string path = Path("shared");
+  ASSERT_TRUE(WriteFile(path, std::string(kRecord * kRecords, '\0')));
+  std::vector<std::mutex> record_locks(kRecords);  // orders the writes of one record
+  std::vector<uint64_t> last_token(kRecords, 0);
+  std::atomic<int> writers_left = kWriters;
+  std::atomic<uint64_t> torn = 0, reads = 0;
+  const auto aligned_buffer = [] {
+    void* memory = nullptr;
+    EXPECT_EQ(posix_memalign(&memory, 4096, kRecord), 0);
+    return std::unique_ptr<uint64_t, decltype(&free)>(static_cast<uint64_t*>(memory), &free);
+  };
+  std::vector<std::thread> threads;
+  for (int writer = 0; writer < kWriters; ++writer) {
+    threads.emplace_back([&, writer] {
+      struct CountDown {
+        std::atomic<int>& left;
+        ~CountDown() { --left; }
+      } count_down{writers_left};
+      Fd fd(open(path.c_str(), O_WRONLY | O_DIRECT));
+      ASSERT_TRUE(fd.valid()) << ErrnoName(errno);
+      auto buffer = aligned_buffer();
+      std::mt19937_64 rng(writer);
+      for (int i = 0; i < kWritesEach; ++i) {
+        const int record = static_cast<int>(rng() % kRecords);
+        const uint64_t token = (uint64_t{writer + 1} << 32) | static_cast<uint64_t>(i + 1);
+        std::fill(buffer.get(), buffer.get() + kRecord / 8, token);
+        std::lock_guard<std::mutex> lock(record_locks[record]);
+        ASSERT_EQ(pwrite(fd.get(), buffer.get(), kRecord, off_t(record) * kRecord),
+                  static_cast<ssize_t>(kRecord))
+            << ErrnoName(errno);
+        last_token[record] = token;
+      }
+    });
+  }
+  for (int reader = 0; reader < kReaders; ++reader) {
+    threads.emplace_back([&, reader] {
+      Fd fd(open(path.c_str(), O_RDONLY | O_DIRECT));
+      ASSERT_TRUE(fd.valid()) << ErrnoName(errno);
+      auto buffer = aligned_buffer();
+      std::mt19937_64 rng(100 + reader);
+      // At least some reads, however fast the writers are.
+      for (int done = 0; writers_left > 0 || done < 200; ++done) {
+        const int record = static_cast<int>(rng() % kRecords);
+        ASSERT_EQ(pread(fd.get(), buffer.get(), kRecord, off_t(record) * kRecord),
+                  static_cast<ssize_t>(kRecord))
+            << ErrnoName(errno);
+        ++reads;
+        const uint64_t first = buffer.get()[0];
+        if (!std::all_of(buffer.get(), buffer.get() + kRecord / 8,
+                         [first](uint64_t word) { return word == first; })) {
+          ++torn;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(torn.load(), 0u) << "of " << reads.load() << " reads";
+  const std::optional<std::string> content = ReadFile(path);
+  ASSERT_TRUE(content.has_value());
+  ASSERT_EQ(content->size(), kRecord * kRecords);
+  for (int record = 0; record < kRecords; ++record) {
+    uint64_t word;
+    std::memcpy(&word, content->data() + record * kRecord, sizeof(word));
+    EXPECT_EQ(word, last_token[record]) << "record " << record;
+  }
 }
 
 CUDAFS_INSTANTIATE_BACKENDS(IoTest);
