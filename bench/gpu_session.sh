@@ -19,7 +19,8 @@
 #   bench/gpu_session.sh build-cuda build-gpu/tools.tar.gz "$OUT" bench-devfuse
 # Parts: tests, tests-devfuse (the suite with uring=on / uring=off), micro,
 # bench, bench-devfuse (the mount benchmark over io_uring / /dev/fuse),
-# bench-cache (bench/cache_benchmark.sh: the write-back cache on and off).
+# bench-cache (bench/cache_benchmark.sh: the write-back cache on and off),
+# load (64 clients for 5 minutes), long (the model test, 1M operations).
 set -uo pipefail
 build=${1:?usage: bench/gpu_session.sh BUILD_DIR FIO_BUNDLE OUT_DIR [PART ...]}
 tools=${2:?usage: bench/gpu_session.sh BUILD_DIR FIO_BUNDLE OUT_DIR [PART ...]}
@@ -46,6 +47,14 @@ for part in "${parts[@]}"; do
       CUDAFS_TEST_MOUNT_OPTIONS=uring=off tests/run_all.sh "$build" "$out/tests-devfuse" |
         tee "$out/tests-devfuse.txt"
       ;;
+    load)  # issue 5: 64 clients for 5 minutes on the GPU
+      CUDAFS_LOAD_SECONDS=300 CUDAFS_TEST_REQUIRE_MOUNT=1 "$build/mount_load_test" \
+        --gtest_filter='*cuda' 2>&1 | tee "$out/load.txt"
+      ;;
+    long)  # issue 5: the model test for a million operations on the GPU
+      CUDAFS_MODEL_OPS=1000000 CUDAFS_TEST_REQUIRE_MOUNT=1 "$build/mount_model_test" \
+        --gtest_filter='*ConcurrentModelsInSeparateTrees/cuda' 2>&1 | tee "$out/long.txt"
+      ;;
     micro)
       "$build/device_benchmark" --benchmark_filter=Cuda --benchmark_min_time=0.2 \
         >"$out/device_benchmark.txt" 2>&1
@@ -70,7 +79,7 @@ for part in "${parts[@]}"; do
         BENCH_BUILD=0 bench/cache_benchmark.sh >"$out/bench-cache.md" 2>&1
       ;;
     *)
-      echo "unknown part: $part (tests, tests-devfuse, micro, bench, bench-devfuse, bench-cache)" >&2
+      echo "unknown part: $part (tests, tests-devfuse, load, long, micro, bench, bench-devfuse, bench-cache)" >&2
       exit 2
       ;;
   esac
