@@ -88,7 +88,11 @@ absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* 
   }
 
   char* staging = cache_->AcquireStaging();
-  if (staging == nullptr) return extents_.Read(offset, length, out);
+  if (staging == nullptr) {  // no host memory for a fill: the arena, then what is newer
+    if (absl::Status status = extents_.Read(offset, length, out); !status.ok()) return status;
+    OverlayDirty(offset, length, out);
+    return absl::OkStatus();
+  }
   const uint64_t fill_start = fill_first * kPage;
   const uint64_t fill_bytes = (fill_end - fill_first) * kPage;
   absl::Status status = extents_.Read(fill_start, fill_bytes, staging);
