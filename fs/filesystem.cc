@@ -563,7 +563,17 @@ class Filesystem::Impl {
     return st;
   }
 
-  absl::StatusOr<size_t> Read(InodeNumber ino, uint64_t offset, size_t size, char* out) {
+  // Sets the atime to now where relatime (or strictatime) says a read
+  // should, unless the mount is noatime.
+  void TouchAtime(Inode& inode) {
+    if (!config_.update_atime) return;
+    const timespec now = Now();
+    absl::MutexLock lock(&inode.mu);
+    if (NeedsAtimeUpdate(inode, now)) inode.atime = now;
+  }
+
+  absl::StatusOr<size_t> Read(InodeNumber ino, uint64_t offset, size_t size, char* out,
+                              bool update_atime) {
     absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
     if (!found.ok()) return found.status();
     Inode& inode = **found;
@@ -581,7 +591,7 @@ class Filesystem::Impl {
           return status;
         }
       }
-      touch_atime = config_.update_atime && NeedsAtimeUpdate(inode, now);
+      touch_atime = update_atime && config_.update_atime && NeedsAtimeUpdate(inode, now);
     }
     if (touch_atime) {
       absl::MutexLock lock(&inode.mu);
@@ -804,6 +814,9 @@ class Filesystem::Impl {
   static absl::Status CheckXattrAccess(const Inode& inode, absl::string_view name, int mask,
                                        const Caller& caller) ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
     if (name.empty() || name.size() > kXattrNameMax) return PosixError(ERANGE);
+    // A namespace with no name in it: the VFS says EINVAL for filesystems
+    // with per-namespace handlers (xattr_resolve_name); FUSE leaves it to us.
+    if (name == "trusted." || name == "security." || name == "user.") return PosixError(EINVAL);
     const bool write = mask & W_OK;
     if (absl::StartsWith(name, "trusted.")) {
       if (!caller.is_root()) return PosixError(write ? EPERM : ENODATA);
@@ -967,8 +980,12 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name,
 absl::StatusOr<std::string> Filesystem::ReadLink(InodeNumber ino) {
   absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
   if (!found.ok()) return found.status();
-  if (!(*found)->is_symlink()) return PosixError(EINVAL);
-  return (*found)->symlink_target;
+  Inode& inode = **found;
+  if (!inode.is_symlink()) return PosixError(EINVAL);
+  // Reading a link is an access (touch_atime in do_readlinkat and when a
+  // path follows it), with the relatime rules of a read.
+  impl_->TouchAtime(inode);
+  return inode.symlink_target;
 }
 
 absl::StatusOr<struct stat> Filesystem::GetAttributes(InodeNumber ino) {
@@ -1042,8 +1059,8 @@ absl::Status Filesystem::Fsync(InodeNumber ino) {
 PageCacheStats Filesystem::CacheStats() const { return impl_->CacheStats(); }
 
 absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t size,
-                                        char* out) {
-  return impl_->Read(ino, offset, size, out);
+                                        char* out, bool update_atime) {
+  return impl_->Read(ino, offset, size, out, update_atime);
 }
 
 absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const char* data,

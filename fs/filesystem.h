@@ -126,6 +126,7 @@ class Filesystem {
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
   absl::Status Rename(InodeNumber parent, absl::string_view name, InodeNumber new_parent,
                       absl::string_view new_name, unsigned flags, const Caller& caller);
+  // The target of symlink `ino`; counts as an access for its atime.
   absl::StatusOr<std::string> ReadLink(InodeNumber ino);
 
   // Attributes.
@@ -143,7 +144,9 @@ class Filesystem {
   void Release(InodeNumber ino);
 
   // Reads up to `size` bytes at `offset` into `out`; short at end of file.
-  absl::StatusOr<size_t> Read(InodeNumber ino, uint64_t offset, size_t size, char* out);
+  // `update_atime` false: an O_NOATIME handle.
+  absl::StatusOr<size_t> Read(InodeNumber ino, uint64_t offset, size_t size, char* out,
+                              bool update_atime = true);
   // Writes at `offset`, or at the end of file when `append` (O_APPEND
   // handles: the end is taken under the file's lock, so racing appenders
   // never overwrite each other). All or nothing on ENOSPC.

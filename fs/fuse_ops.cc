@@ -268,7 +268,7 @@ char* UringPayload(fuse_req_t req, size_t size) {
 #endif
 }
 
-void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
+void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
   // Over io_uring the reply goes out of the payload buffer: filling it
   // directly saves libfuse's copy into it.
   char* buffer = UringPayload(req, size);
@@ -277,7 +277,8 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_i
     fuse_reply_err(req, ENOMEM);
     return;
   }
-  absl::StatusOr<size_t> got = Fs(req).Read(ino, offset, size, buffer);
+  absl::StatusOr<size_t> got =
+      Fs(req).Read(ino, offset, size, buffer, (fi->flags & O_NOATIME) == 0);
   if (!got.ok()) return ReplyError(req, got.status());
   fuse_reply_buf(req, buffer, *got);
 }

@@ -871,7 +871,7 @@ TEST_P(IoTest, ConcurrentWritesToOneFileAreNeverTorn) {
       std::mt19937_64 rng(writer);
       for (int i = 0; i < kWritesEach; ++i) {
         const int record = static_cast<int>(rng() % kRecords);
-        const uint64_t token = (uint64_t{writer + 1} << 32) | static_cast<uint64_t>(i + 1);
+        const uint64_t token = (static_cast<uint64_t>(writer + 1) << 32) | static_cast<uint64_t>(i + 1);
         std::fill(buffer.get(), buffer.get() + kRecord / 8, token);
         std::lock_guard<std::mutex> lock(record_locks[record]);
         ASSERT_EQ(pwrite(fd.get(), buffer.get(), kRecord, off_t(record) * kRecord),
