@@ -216,10 +216,18 @@ TEST_P(LoadTest, ManyClientsMixedOperationsNoErrorsLeaksOrStalls) {
   EXPECT_TRUE(Eventually([&] { return UsedBytes(root()) == used_before; }, 10s))
       << "arena bytes in use: " << UsedBytes(root()) << ", before: " << used_before;
   // Host memory: the inode table, caches and allocator may keep some; a
-  // leak per operation would be far beyond this.
+  // leak per operation would be far beyond this. Under AddressSanitizer
+  // (the daemon is built like this test) freed memory sits in ASan's
+  // quarantine, 256 MiB by default, so RSS says nothing there; its leak
+  // checker judges the daemon at exit instead.
   const uint64_t rss_after = ResidentKib(*daemon);
+  std::printf("daemon RSS %llu KiB after, %llu KiB before the load\n",
+              static_cast<unsigned long long>(rss_after),
+              static_cast<unsigned long long>(rss_before));
+#ifndef __SANITIZE_ADDRESS__
   EXPECT_LT(rss_after, rss_before + 128 * 1024)
       << "daemon RSS " << rss_after << " KiB, " << rss_before << " KiB before the load";
+#endif
 }
 
 CUDAFS_INSTANTIATE_BACKENDS(LoadTest);
