@@ -133,24 +133,28 @@ absl::Status CachedFile::Write(uint64_t offset, const char* data, size_t length,
 }
 
 absl::Status CachedFile::WriteAround(uint64_t offset, const char* data, size_t length) {
-  // Cached pages the write touches are flushed and dropped first, so that
-  // nothing older overwrites it later.
-  const uint64_t end = offset + length;
-  bool overlaps = false;
+  // Nothing older may overwrite the write later.
+  if (absl::Status status = FlushAndDrop(offset, offset + length); !status.ok()) return status;
+  return extents_.Write(offset, data, length);
+}
+
+absl::Status CachedFile::FlushAndDrop(uint64_t offset, uint64_t end) {
+  const auto first_overlapping = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache_->mu_) {
+    auto it = pages_.lower_bound(offset / kPage);
+    return it != pages_.end() && it->first * kPage < end ? it : pages_.end();
+  };
   {
     absl::MutexLock lock(&cache_->mu_);
-    auto it = pages_.lower_bound(offset / kPage);
-    overlaps = it != pages_.end() && it->first * kPage < end;
+    if (first_overlapping() == pages_.end()) return absl::OkStatus();
   }
-  if (overlaps) {
-    if (absl::Status status = Flush(); !status.ok()) return status;
-    absl::MutexLock lock(&cache_->mu_);
-    for (auto it = pages_.lower_bound(offset / kPage);
-         it != pages_.end() && it->first * kPage < end;) {
-      it = Drop(it);
-    }
+  // Pages at the edges hold bytes outside the range that may exist nowhere
+  // else.
+  if (absl::Status status = Flush(); !status.ok()) return status;
+  absl::MutexLock lock(&cache_->mu_);
+  for (auto it = first_overlapping(); it != pages_.end() && it->first * kPage < end;) {
+    it = Drop(it);
   }
-  return extents_.Write(offset, data, length);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* data,
@@ -334,16 +338,10 @@ absl::Status CachedFile::Truncate(uint64_t size) {
 absl::Status CachedFile::CopyFrom(CachedFile& source, uint64_t source_offset, uint64_t offset,
                                   uint64_t length) {
   if (cache_->enabled()) {
-    // The copy runs on the device: both files' newest bytes must be there,
+    // The copy runs on the device: the source's newest bytes must be there,
     // and the target's cached pages in the range would be stale after it.
     if (absl::Status status = source.Flush(); !status.ok()) return status;
-    if (absl::Status status = Flush(); !status.ok()) return status;
-    absl::MutexLock lock(&cache_->mu_);
-    const uint64_t end = offset + length;
-    for (auto it = pages_.lower_bound(offset / kPage);
-         it != pages_.end() && it->first * kPage < end;) {
-      it = Drop(it);
-    }
+    if (absl::Status status = FlushAndDrop(offset, offset + length); !status.ok()) return status;
   }
   return extents_.CopyFrom(source.extents_, source_offset, offset, length);
 }

@@ -78,6 +78,9 @@ class CachedFile {
   // Large writes, and small ones the cache has no room for: straight to the
   // arena, after flushing and dropping the cached pages they touch.
   absl::Status WriteAround(uint64_t offset, const char* data, size_t length);
+  // Flushes the file if it has cached pages overlapping [offset, end), then
+  // drops those pages: the caller is about to change the range in the arena.
+  absl::Status FlushAndDrop(uint64_t offset, uint64_t end);
   // Copies the dirty pages within [offset, offset + length) over `out`.
   void OverlayDirty(uint64_t offset, size_t length, char* out);
   // Drops the pages wholly inside [offset, end) and zeroes the cached bytes

@@ -98,9 +98,7 @@ PageCache::Frame PageCache::Take(CachedFile* owner, uint64_t index) {
 
 void PageCache::Free(Frame frame) {
   Page& page = pages_[frame];
-  if (page.dirty) {
-    MarkClean(frame);
-  }
+  if (page.dirty) ForgetDirty(page);
   if (page.lru != lru_.end()) lru_.erase(page.lru);
   page = Page{};
   page.lru = lru_.end();
@@ -131,11 +129,15 @@ void PageCache::MarkDirty(Frame frame) {
 void PageCache::MarkClean(Frame frame) {
   Page& page = pages_[frame];
   if (!page.dirty) return;
+  ForgetDirty(page);
+  page.lru = lru_.insert(lru_.end(), frame);
+}
+
+void PageCache::ForgetDirty(Page& page) {
   page.dirty = false;
   --dirty_pages_;
   CachedFile* owner = page.owner;
   if (--owner->dirty_pages_ == 0) dirty_files_.erase(owner);
-  page.lru = lru_.insert(lru_.end(), frame);
 }
 
 void PageCache::Touch(Frame frame) {

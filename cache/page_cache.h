@@ -109,6 +109,9 @@ class PageCache {
   void AddClean(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDirty(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkClean(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Clears a dirty page's flag and its share of the dirty counts; the
+  // caller decides whether the page joins the LRU list.
+  void ForgetDirty(Page& page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves a clean page to the most recently used end.
   void Touch(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

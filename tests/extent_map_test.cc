@@ -13,6 +13,7 @@
 #include "alloc/host_device.h"
 #include "fs/errors.h"
 #include "gtest/gtest.h"
+#include "tests/arena_dirt.h"
 
 namespace cudafs {
 namespace {
@@ -45,33 +46,7 @@ class ExtentMapTest : public ::testing::Test {
 
   uint64_t Used() const { return arena_->Stats().blocks.used; }
 
-  // Fills every free byte of the arena with 0xAA, then frees it again except
-  // for one min_block at the end of each granule, so that no granule is
-  // decommitted (which would zero it) and the dirt stays for the next user.
-  void DirtyArena() {
-    std::vector<Block> blocks;
-    while (true) {
-      absl::StatusOr<Block> block = arena_->Allocate(kMinBlock);
-      if (!block.ok()) {
-        ASSERT_TRUE(absl::IsResourceExhausted(block.status())) << block.status();
-        break;
-      }
-      blocks.push_back(*block);
-    }
-    std::string dirt(kMinBlock, kDirt);
-    std::vector<HostToDevice> copies;
-    for (const Block& block : blocks) copies.push_back({block.offset, dirt.data(), block.size});
-    ASSERT_TRUE(arena_->device().Write(copies).ok());
-    const uint64_t granule = arena_->device().granule_size();
-    for (const Block& block : blocks) {
-      if (block.offset % granule == granule - kMinBlock) {
-        held_.push_back(block);
-      } else {
-        arena_->Free(block);
-      }
-    }
-    ASSERT_EQ(arena_->Stats().committed_bytes, arena_->device().arena_size());
-  }
+  void DirtyArena() { cudafs::DirtyArena(*arena_, kDirt, &held_); }
 
   // Allocates min_blocks until the arena is full, then frees every other
   // one, so the largest free block is min_block.

@@ -657,6 +657,14 @@ inline std::optional<std::string> TestDirFromEnv() {
   return std::string(dir);
 }
 
+// The number in environment variable `name`, or `fallback` when it is unset
+// or empty.
+inline uint64_t EnvOrDefault(const char* name, uint64_t fallback) {
+  const char* value = getenv(name);
+  if (value == nullptr || *value == '\0') return fallback;
+  return std::stoull(value);
+}
+
 inline bool MountFailuresAreFatal() {
   const char* value = getenv("CUDAFS_TEST_REQUIRE_MOUNT");
   return value != nullptr && *value != '\0' && std::string_view(value) != "0";

@@ -19,6 +19,13 @@
 namespace cudafs_test {
 namespace {
 
+// Decrements a count of running writers however the writer's thread ends
+// (an ASSERT returns early), so that readers waiting for it always stop.
+struct CountDown {
+  std::atomic<int>& left;
+  ~CountDown() { --left; }
+};
+
 constexpr size_t kKiB = 1 << 10;
 constexpr size_t kMiB = 1 << 20;
 
@@ -789,11 +796,7 @@ TEST_P(IoTest, ConcurrentReadersAndWritersOnDifferentFiles) {
   std::vector<std::thread> threads;
   for (int writer = 0; writer < kWriters; ++writer) {
     threads.emplace_back([&, writer] {
-      // Counted down however the thread ends, so the readers always stop.
-      struct CountDown {
-        std::atomic<int>& left;
-        ~CountDown() { --left; }
-      } count_down{writers_left};
+      CountDown count_down{writers_left};
       const std::string path = Path("file" + std::to_string(writer));
       std::string model = RandomBytes(kFileSize, 1000 + writer);
       std::mt19937_64 rng(writer);
@@ -861,10 +864,7 @@ TEST_P(IoTest, ConcurrentWritesToOneFileAreNeverTorn) {
   std::vector<std::thread> threads;
   for (int writer = 0; writer < kWriters; ++writer) {
     threads.emplace_back([&, writer] {
-      struct CountDown {
-        std::atomic<int>& left;
-        ~CountDown() { --left; }
-      } count_down{writers_left};
+      CountDown count_down{writers_left};
       Fd fd(open(path.c_str(), O_WRONLY | O_DIRECT));
       ASSERT_TRUE(fd.valid()) << ErrnoName(errno);
       auto buffer = aligned_buffer();

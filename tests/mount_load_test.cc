@@ -22,11 +22,6 @@
 namespace cudafs_test {
 namespace {
 
-uint64_t EnvOr(const char* name, uint64_t fallback) {
-  const char* value = getenv(name);
-  return value != nullptr && *value != '\0' ? std::strtoull(value, nullptr, 10) : fallback;
-}
-
 // Resident memory of `pid` in KiB, from /proc.
 uint64_t ResidentKib(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -157,9 +152,9 @@ class Client {
 
 TEST_P(LoadTest, ManyClientsMixedOperationsNoErrorsLeaksOrStalls) {
   SKIP_UNLESS_CUDAFS();
-  const int clients = static_cast<int>(EnvOr("CUDAFS_LOAD_CLIENTS", 64));
-  const auto duration = std::chrono::seconds(EnvOr("CUDAFS_LOAD_SECONDS", 20));
-  const auto stall_limit = std::chrono::seconds(EnvOr("CUDAFS_LOAD_STALL_SECONDS", 30));
+  const int clients = static_cast<int>(EnvOrDefault("CUDAFS_LOAD_CLIENTS", 64));
+  const auto duration = std::chrono::seconds(EnvOrDefault("CUDAFS_LOAD_SECONDS", 20));
+  const auto stall_limit = std::chrono::seconds(EnvOrDefault("CUDAFS_LOAD_STALL_SECONDS", 30));
   const std::optional<pid_t> daemon = mount().daemon();
   ASSERT_TRUE(daemon.has_value());
   const std::string shared = Path("shared");

@@ -31,12 +31,6 @@ constexpr size_t kHistoryLength = 24;
 const std::vector<std::string> kDirectories = {"", "d1", "d2"};
 const std::vector<std::string> kFileNames = {"a", "b", "c", "d"};
 
-uint64_t EnvOrDefault(const char* name, uint64_t fallback) {
-  const char* value = getenv(name);
-  if (value == nullptr || *value == '\0') return fallback;
-  return std::stoull(value);
-}
-
 // A file's identity: its content, shared by all its names and open handles.
 struct ModelInode {
   std::string data;

@@ -35,6 +35,7 @@
 #include "alloc/host_device.h"
 #include "cache/cached_file.h"
 #include "gtest/gtest.h"
+#include "tests/arena_dirt.h"
 #include "tests/faulty_device.h"
 
 namespace cudafs {
@@ -270,30 +271,7 @@ class PageCacheTest : public testing::Test {
     }
   }
 
-  // Fills every free byte of the arena with kDirt and frees it again, but
-  // for one min_block at the end of each granule so that no granule is
-  // decommitted (which would zero it): a block handed out later shows kDirt
-  // wherever nobody wrote or zeroed it.
-  void DirtyArena() {
-    std::vector<Block> blocks;
-    for (;;) {
-      absl::StatusOr<Block> block = arena_->Allocate(kMinBlock);
-      if (!block.ok()) break;
-      blocks.push_back(*block);
-    }
-    const std::string dirt(kMinBlock, kDirt);
-    std::vector<HostToDevice> copies;
-    for (const Block& block : blocks) copies.push_back({block.offset, dirt.data(), block.size});
-    ASSERT_TRUE(arena_->device().Write(copies).ok());
-    const uint64_t granule = arena_->device().granule_size();
-    for (const Block& block : blocks) {
-      if (block.offset % granule == granule - kMinBlock) {
-        held_.push_back(block);
-      } else {
-        arena_->Free(block);
-      }
-    }
-  }
+  void DirtyArena() { cudafs::DirtyArena(*arena_, kDirt, &held_); }
 
   std::mt19937_64 rng_{1};
   std::unique_ptr<HostDevice> host_;
