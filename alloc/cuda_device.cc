@@ -343,14 +343,44 @@ absl::Status CudaDevice::RunBatch(absl::string_view call, size_t count,
   return status.ok() ? synced : status;
 }
 
+absl::Status CudaDevice::RunCopies(size_t count, absl::FunctionRef<Transfer(size_t)> transfer) {
+  if (count == 0) return absl::OkStatus();
+  if (count > 1 && cu_.cuMemcpyBatchAsync != nullptr && batch_copies_.load()) {
+    std::vector<CUdeviceptr> to(count), from(count);
+    std::vector<size_t> lengths(count);
+    for (size_t i = 0; i < count; ++i) {
+      const Transfer t = transfer(i);
+      to[i] = t.to;
+      from[i] = t.from;
+      lengths[i] = t.length;
+    }
+    CUmemcpyAttributes attributes = {};
+    attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    size_t first_copy = 0;
+    CUresult batched = CUDA_SUCCESS;
+    absl::Status status = RunBatch("cuMemcpyBatchAsync", 1, [&](size_t, CUstream stream) {
+      batched = cu_.cuMemcpyBatchAsync(to.data(), from.data(), lengths.data(), count,
+                                       &attributes, &first_copy, 1, stream);
+      return static_cast<int>(batched);
+    });
+    // A driver that declines batches (a platform without them) gets the
+    // copies one by one from now on; a lost context stays an error.
+    if (status.ok() || IsStickyCudaError(batched)) return status;
+    batch_copies_.store(false);
+  }
+  return RunBatch("cuMemcpyAsync", count, [&](size_t i, CUstream stream) {
+    const Transfer t = transfer(i);
+    return static_cast<int>(cu_.cuMemcpyAsync(t.to, t.from, t.length, stream));
+  });
+}
+
 absl::Status CudaDevice::Write(absl::Span<const HostToDevice> copies) {
   for (const HostToDevice& c : copies) {
     if (absl::Status s = InRange(c.device_offset, c.length); !s.ok()) return s;
   }
-  return RunBatch("cuMemcpyHtoDAsync", copies.size(), [&](size_t i, CUstream stream) {
+  return RunCopies(copies.size(), [&](size_t i) {
     const HostToDevice& c = copies[i];
-    return static_cast<int>(
-        cu_.cuMemcpyHtoDAsync(base_ + c.device_offset, c.source, c.length, stream));
+    return Transfer{base_ + c.device_offset, reinterpret_cast<CUdeviceptr>(c.source), c.length};
   });
 }
 
@@ -358,10 +388,10 @@ absl::Status CudaDevice::Read(absl::Span<const DeviceToHost> copies) {
   for (const DeviceToHost& c : copies) {
     if (absl::Status s = InRange(c.device_offset, c.length); !s.ok()) return s;
   }
-  return RunBatch("cuMemcpyDtoHAsync", copies.size(), [&](size_t i, CUstream stream) {
+  return RunCopies(copies.size(), [&](size_t i) {
     const DeviceToHost& c = copies[i];
-    return static_cast<int>(
-        cu_.cuMemcpyDtoHAsync(c.destination, base_ + c.device_offset, c.length, stream));
+    return Transfer{reinterpret_cast<CUdeviceptr>(c.destination), base_ + c.device_offset,
+                    c.length};
   });
 }
 
@@ -370,10 +400,9 @@ absl::Status CudaDevice::Copy(absl::Span<const DeviceToDevice> copies) {
     if (absl::Status s = InRange(c.destination_offset, c.length); !s.ok()) return s;
     if (absl::Status s = InRange(c.source_offset, c.length); !s.ok()) return s;
   }
-  return RunBatch("cuMemcpyDtoDAsync", copies.size(), [&](size_t i, CUstream stream) {
+  return RunCopies(copies.size(), [&](size_t i) {
     const DeviceToDevice& c = copies[i];
-    return static_cast<int>(cu_.cuMemcpyDtoDAsync(base_ + c.destination_offset,
-                                                  base_ + c.source_offset, c.length, stream));
+    return Transfer{base_ + c.destination_offset, base_ + c.source_offset, c.length};
   });
 }
 

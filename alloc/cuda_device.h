@@ -102,6 +102,16 @@ class CudaDevice final : public Device {
   // Runs `enqueue` for each element on a borrowed stream, then waits once.
   absl::Status RunBatch(absl::string_view call, size_t count,
                         absl::FunctionRef<int(size_t, CUstream_st* stream)> enqueue);
+  // One copy between unified addresses (device and host pointers alike).
+  struct Transfer {
+    unsigned long long to;    // CUdeviceptr
+    unsigned long long from;  // CUdeviceptr
+    size_t length;
+  };
+  // Runs `count` copies and waits for them: one cuMemcpyBatchAsync where the
+  // driver has it (the driver's per-copy cost is what scattered pages pay:
+  // 490 vs 680 µs for 256 × 4 KiB on an H100), else one call per copy.
+  absl::Status RunCopies(size_t count, absl::FunctionRef<Transfer(size_t)> transfer);
   absl::Status InRange(uint64_t offset, uint64_t length) const;
   // Creates and maps the physical memory of the granule at `offset`.
   absl::StatusOr<PhysicalHandle> MapGranule(uint64_t offset);
@@ -125,6 +135,8 @@ class CudaDevice final : public Device {
   bool shareable_ = false;  // physical memory exportable as POSIX fds
   std::string description_;
   mutable std::atomic<bool> context_lost_{false};
+  // Cleared when the driver refuses a batched copy.
+  std::atomic<bool> batch_copies_{true};
 
   absl::Mutex granules_mu_;
   // Arena offset of each committed granule -> its physical allocation.

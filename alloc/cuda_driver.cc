@@ -57,12 +57,15 @@ absl::StatusOr<CudaDriver*> LoadDriver() {
   // the headers' declarations.
   const int api_version = std::min(driver_version, CUDA_VERSION);
   absl::Status missing = absl::OkStatus();
-  auto resolve = [&](const char* name, void** slot) {
+  auto lookup = [&](const char* name, void** slot, int version) {
     CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     const CUresult result =
-        get_proc_address(name, slot, api_version, CU_GET_PROC_ADDRESS_DEFAULT, &found);
-    if ((result != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || *slot == nullptr) &&
-        missing.ok()) {
+        get_proc_address(name, slot, version, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    if (result != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS) *slot = nullptr;
+    return *slot != nullptr;
+  };
+  auto resolve = [&](const char* name, void** slot) {
+    if (!lookup(name, slot, api_version) && missing.ok()) {
       missing = absl::UnavailableError(absl::StrCat(
           "the NVIDIA driver (CUDA ", driver_version / 1000, ".", driver_version % 1000 / 10,
           ") lacks ", name));
@@ -72,6 +75,15 @@ absl::StatusOr<CudaDriver*> LoadDriver() {
   resolve(#name, reinterpret_cast<void**>(&driver->name));
   CUDAFS_CUDA_ENTRY_POINTS(CUDAFS_RESOLVE_ENTRY_POINT)
 #undef CUDAFS_RESOLVE_ENTRY_POINT
+  // Optional ones only as declared in our headers: an older driver's
+  // version of a newer call may take other arguments (cuMemcpyBatchAsync
+  // did before CUDA 13).
+  if (driver_version >= CUDA_VERSION) {
+#define CUDAFS_LOOK_UP_ENTRY_POINT(name) \
+  lookup(#name, reinterpret_cast<void**>(&driver->name), CUDA_VERSION);
+    CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(CUDAFS_LOOK_UP_ENTRY_POINT)
+#undef CUDAFS_LOOK_UP_ENTRY_POINT
+  }
   if (!missing.ok()) return missing;
   return driver.release();
 }

@@ -30,9 +30,10 @@ namespace cudafs {
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease)          \
   X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemHostAlloc) X(cuMemFreeHost)     \
   X(cuMemHostRegister) X(cuMemHostUnregister)                                      \
-  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuMemcpyHtoDAsync)   \
-  X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuGetErrorName)     \
-  X(cuGetErrorString)
+  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuMemcpyAsync)       \
+  X(cuMemsetD8Async) X(cuGetErrorName) X(cuGetErrorString)
+// Entry points cudafs uses when the driver has them (null otherwise).
+#define CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(X) X(cuMemcpyBatchAsync)
 
 struct CudaDriver {
   // The process-wide driver, loaded and initialised on first use. Fails with
@@ -51,6 +52,7 @@ struct CudaDriver {
 
 #define CUDAFS_DECLARE_ENTRY_POINT(name) decltype(&::name) name = nullptr;
   CUDAFS_CUDA_ENTRY_POINTS(CUDAFS_DECLARE_ENTRY_POINT)
+  CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(CUDAFS_DECLARE_ENTRY_POINT)
 #undef CUDAFS_DECLARE_ENTRY_POINT
 };
 

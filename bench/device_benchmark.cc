@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "alloc/arena.h"
@@ -91,6 +92,33 @@ BENCHMARK_CAPTURE(BM_Transfer, CudaReadPinned, kCuda, false, true)->Arg(4096)->A
 BENCHMARK_CAPTURE(BM_Transfer, CudaReadHeap, kCuda, false, false)->Arg(4096)->Arg(kMiB);
 BENCHMARK_CAPTURE(BM_Transfer, HostWrite, kHost, true, true)->Arg(4096)->Arg(kMiB);
 BENCHMARK_CAPTURE(BM_Transfer, HostRead, kHost, false, true)->Arg(4096)->Arg(kMiB);
+
+// A cache flush's pattern: `range(0)` 4 KiB pages of one pinned staging
+// buffer written to scattered page offsets in one Write batch.
+void BM_ScatteredWrite(benchmark::State& state, Backend backend) {
+  std::unique_ptr<Device> device = OpenDevice(backend, state);
+  if (!device) return;
+  constexpr uint64_t kPage = 4096;
+  const uint64_t pages = state.range(0);
+  const uint64_t span = 256 * kMiB;
+  if (!device->Commit(0, span).ok()) return state.SkipWithError("commit failed");
+  char* staging = static_cast<char*>(device->AllocateHostBuffer(pages * kPage));
+  std::memset(staging, 1, pages * kPage);
+  std::mt19937_64 rng(1);
+  std::vector<HostToDevice> copies(pages);
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (uint64_t i = 0; i < pages; ++i) {
+      copies[i] = {rng() % (span / kPage) * kPage, staging + i * kPage, kPage};
+    }
+    state.ResumeTiming();
+    if (!device->Write(copies).ok()) return state.SkipWithError("write failed");
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * pages));
+  device->FreeHostBuffer(staging, pages * kPage);
+}
+BENCHMARK_CAPTURE(BM_ScatteredWrite, Host, kHost)->Arg(1)->Arg(16)->Arg(256);
+BENCHMARK_CAPTURE(BM_ScatteredWrite, Cuda, kCuda)->Arg(1)->Arg(16)->Arg(256);
 
 // A sequential writer's pattern in the arena: allocate a 1 MiB block
 // (committing a granule every other time), write it; free all at the end.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 namespace cudafs {
 namespace {
@@ -164,24 +165,11 @@ absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* 
   const uint64_t count = (end - 1) / kPage - first + 1;
   // A frame for every page first: the cached one (pinned), or a new one
   // that is not yet in the file's map and so cannot be evicted. When the
-  // cache is full of dirty pages, this file's own can be made clean (its
-  // lock is held); otherwise the write goes around the cache.
+  // cache is full of dirty pages the write goes around it rather than wait
+  // for a flush: a working set larger than the cache gains nothing from
+  // it, and the flusher is already at work (it starts at half).
   std::vector<Frame> frames(count, PageCache::kNoFrame);
   std::vector<bool> is_new(count, false);
-  const auto take_frames = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache_->mu_) {
-    for (uint64_t i = 0; i < count; ++i) {
-      if (frames[i] != PageCache::kNoFrame) continue;
-      if (auto it = pages_.find(first + i); it != pages_.end()) {
-        frames[i] = it->second;
-        ++cache_->pages_[it->second].pins;
-        continue;
-      }
-      frames[i] = cache_->Take(this, first + i);
-      if (frames[i] == PageCache::kNoFrame) return false;
-      is_new[i] = true;
-    }
-    return true;
-  };
   const auto give_back = [&]() {
     absl::MutexLock lock(&cache_->mu_);
     for (uint64_t i = 0; i < count; ++i) {
@@ -193,20 +181,19 @@ absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* 
       }
     }
   };
-  bool have_frames;
-  bool own_dirty;
+  bool have_frames = true;
   {
     absl::MutexLock lock(&cache_->mu_);
-    have_frames = take_frames();
-    own_dirty = dirty_pages_ > 0;
-  }
-  if (!have_frames && own_dirty) {
-    if (absl::Status status = Flush(); !status.ok()) {
-      give_back();
-      return status;
+    for (uint64_t i = 0; i < count && have_frames; ++i) {
+      if (auto it = pages_.find(first + i); it != pages_.end()) {
+        frames[i] = it->second;
+        ++cache_->pages_[it->second].pins;
+        continue;
+      }
+      frames[i] = cache_->Take(this, first + i);
+      is_new[i] = true;
+      have_frames = frames[i] != PageCache::kNoFrame;
     }
-    absl::MutexLock lock(&cache_->mu_);
-    have_frames = take_frames();
   }
   if (!have_frames) {
     give_back();
@@ -270,32 +257,37 @@ absl::Status CachedFile::Flush() {
     }
     char* staging = cache_->AcquireStaging();
     if (staging == nullptr) return absl::InternalError("no host memory for a flush");
-    std::vector<ExtentMap::Run> runs;
-    std::vector<Frame> flushed;
+    std::vector<std::pair<uint64_t, Frame>> batch;  // page index, frame
     {
       absl::MutexLock lock(&cache_->mu_);
-      uint64_t used = 0;
       for (const auto& [index, frame] : pages_) {
         if (!cache_->pages_[frame].dirty) continue;
-        if (used + kPage > PageCache::kStagingBytes) break;
-        std::memcpy(staging + used, cache_->FrameData(frame), kPage);
-        // A run of contiguous pages becomes one copy.
-        if (!runs.empty() && runs.back().offset + runs.back().length == index * kPage) {
-          runs.back().length += kPage;
-        } else {
-          runs.push_back({index * kPage, staging + used, kPage});
-        }
-        flushed.push_back(frame);
-        used += kPage;
+        batch.emplace_back(index, frame);
+        if (batch.size() == PageCache::kStagingBytes / kPage) break;
       }
+    }
+    // Gathered without the cache lock, which every other file's requests
+    // need: the caller's exclusive hold of this file's lock keeps these
+    // dirty frames as they are (dirty pages are never evicted).
+    std::vector<ExtentMap::Run> runs;
+    char* slot = staging;
+    for (const auto& [index, frame] : batch) {
+      std::memcpy(slot, cache_->FrameData(frame), kPage);
+      // A run of contiguous pages becomes one copy.
+      if (!runs.empty() && runs.back().offset + runs.back().length == index * kPage) {
+        runs.back().length += kPage;
+      } else {
+        runs.push_back({index * kPage, slot, kPage});
+      }
+      slot += kPage;
     }
     const absl::Status status = extents_.WriteMapped(runs);
     {
       absl::MutexLock lock(&cache_->mu_);
       if (status.ok()) {
-        for (Frame frame : flushed) cache_->MarkClean(frame);
+        for (const auto& [index, frame] : batch) cache_->MarkClean(frame);
         ++cache_->stats_.flush_batches;
-        cache_->stats_.flushed_bytes += flushed.size() * kPage;
+        cache_->stats_.flushed_bytes += batch.size() * kPage;
         cache_->stats_.flush_copies += runs.size();
       }
     }

@@ -111,7 +111,12 @@ void Init(void* userdata, fuse_conn_info* conn) {
   const bool uring = false;
 #endif
   context.transport = uring ? "io_uring" : "/dev/fuse";
+  // Large requests: FUSE's per-request cost, not the copy, is the limit.
+  conn->max_write = 1 << 20;
+  conn->max_readahead = 1 << 20;
   if (uring) {
+    context.uring_buffer_bytes =
+        uint64_t{static_cast<uint32_t>(get_nprocs_conf())} * context.uring_depth * conn->max_write;
     LogInfo(absl::StrFormat("requests over io_uring, %d queues of depth %d",
                             get_nprocs_conf(), context.uring_depth));
   } else {
@@ -124,9 +129,6 @@ void Init(void* userdata, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
   // Lookups and readdir in one directory run concurrently in the core.
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-  // Large requests: FUSE's per-request cost, not the copy, is the limit.
-  conn->max_write = 1 << 20;
-  conn->max_readahead = 1 << 20;
   conn->time_gran = 1;  // nanosecond timestamps
 }
 
@@ -393,8 +395,10 @@ void ReplySized(fuse_req_t req, const absl::StatusOr<std::string>& value, size_t
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   if (IsStatsAttribute(ino, name)) {
-    const std::string stats = absl::StrCat("transport ", Context(req).transport.load(), "\n",
-                                           Fs(req).CacheStats().ToText());
+    const FuseContext& context = Context(req);
+    const std::string stats = absl::StrCat(
+        "transport ", context.transport.load(), "\nuring_buffer_bytes ",
+        context.uring_buffer_bytes.load(), "\n", Fs(req).CacheStats().ToText());
     return ReplySized(req, stats, size);
   }
   ReplySized(req, Fs(req).GetExtendedAttribute(ino, name, CallerOf(req)), size);

@@ -42,6 +42,9 @@ struct FuseContext {
   UringBuffers* uring_buffers = nullptr;
   // "io_uring" or "/dev/fuse", decided in Init, for the stats.
   std::atomic<const char*> transport{"/dev/fuse"};
+  // Host memory of libfuse's ring entry buffers (one request each): queues
+  // × depth × max_write; 0 over /dev/fuse. For the stats.
+  std::atomic<uint64_t> uring_buffer_bytes{0};
 };
 
 // The virtual extended attribute of the root directory that holds the

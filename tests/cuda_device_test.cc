@@ -101,6 +101,22 @@ TEST_F(CudaDeviceTest, CopiesRoundTripInEveryDirection) {
     ASSERT_TRUE(device->Read({{out, i * 8192 + 7, sizeof out}}).ok());
     EXPECT_EQ(std::string(out, sizeof out), small.substr(i * 512, 512)) << i;
   }
+  // The same pieces moved on the device and read back in batches, into
+  // pinned and pageable memory, in reverse order.
+  std::vector<DeviceToDevice> moves;
+  for (size_t i = 0; i < 64; ++i) moves.push_back({granule + i * 4099, i * 8192 + 7, 512});
+  ASSERT_TRUE(device->Copy(moves).ok());
+  std::string pageable_back(64 * 512, '\0');
+  std::vector<DeviceToHost> reads;
+  for (size_t i = 64; i-- > 0;) {
+    char* into = i % 2 == 0 ? pinned + i * 512 : pageable_back.data() + i * 512;
+    reads.push_back({into, granule + i * 4099, 512});
+  }
+  ASSERT_TRUE(device->Read(reads).ok());
+  for (size_t i = 0; i < 64; ++i) {
+    const char* got = i % 2 == 0 ? pinned + i * 512 : pageable_back.data() + i * 512;
+    EXPECT_EQ(std::string(got, 512), small.substr(i * 512, 512)) << i;
+  }
 
   ASSERT_TRUE(device->Zero({{100, 1000}}).ok());
   ASSERT_TRUE(device->Read({{back.data(), 100, 1000}}).ok());

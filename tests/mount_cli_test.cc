@@ -760,12 +760,7 @@ TEST_P(CliMountTest, SizeBelowMinBlockIsRefused) {
 }
 
 std::map<std::string, std::string> StatsOf(const std::string& mountpoint) {
-  std::map<std::string, std::string> stats;
-  for (const std::string& line : Lines(RunCommand({kBinary, "--stats", mountpoint}).out)) {
-    const size_t space = line.find(' ');
-    if (space != std::string::npos) stats[line.substr(0, space)] = line.substr(space + 1);
-  }
-  return stats;
+  return ParseStats(RunCommand({kBinary, "--stats", mountpoint}).out);
 }
 
 // cudafs --stats prints the transport and the write-back cache's counters;

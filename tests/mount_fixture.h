@@ -27,6 +27,7 @@
 #include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +41,7 @@
 #include <functional>
 #include <initializer_list>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -484,6 +486,26 @@ inline std::string Join(const std::vector<std::string>& parts, std::string_view 
 }
 
 // Undoes the octal escapes (\040 for space, ...) of /proc/self/mountinfo.
+// The "name value" lines of cudafs's stats (cudafs --stats, or the root's
+// user.cudafs.stats attribute) as a map.
+inline std::map<std::string, std::string> ParseStats(const std::string& text) {
+  std::map<std::string, std::string> stats;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t space = line.find(' ');
+    if (space != std::string::npos) stats[line.substr(0, space)] = line.substr(space + 1);
+  }
+  return stats;
+}
+
+// The stats of the cudafs mount at `root`, read from its attribute.
+inline std::map<std::string, std::string> MountStats(const std::string& root) {
+  std::string text(4096, '\0');
+  const ssize_t length = getxattr(root.c_str(), "user.cudafs.stats", text.data(), text.size());
+  text.resize(length > 0 ? length : 0);
+  return ParseStats(text);
+}
+
 inline std::string UnescapeMountField(std::string_view field) {
   std::string out;
   for (size_t i = 0; i < field.size(); ++i) {
