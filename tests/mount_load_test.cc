@@ -170,6 +170,9 @@ TEST_P(LoadTest, ManyClientsMixedOperationsNoErrorsLeaksOrStalls) {
   std::vector<std::thread> threads;
   for (int i = 0; i < clients; ++i) {
     workers.push_back(std::make_unique<Client>(Path("c" + std::to_string(i)), shared, i, &progress));
+  }
+  // Started once `workers` stops growing: each thread reads its element.
+  for (int i = 0; i < clients; ++i) {
     threads.emplace_back([&, i] {
       failures[i] = workers[i]->Run(stop);
       ++finished;
