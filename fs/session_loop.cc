@@ -7,18 +7,12 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <string>
-#include <fstream>
 #include <iterator>
-#include <optional>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "alloc/log.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -39,6 +33,12 @@ void OnStopSignal(int) { Wake(); }
 
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
+// Sent to our own workers to interrupt a read() of /dev/fuse (EINTR) when
+// the daemon stops; its handler does nothing.
+constexpr int kInterruptSignal = SIGUSR2;
+
+void OnInterruptSignal(int) {}
+
 // libfuse reads whole requests of up to its session buffer size (256 pages
 // of payload plus a 4 KiB header; fuse_i.h) into the buffer it is given,
 // whatever size that buffer claims.
@@ -52,9 +52,9 @@ size_t ReceiveBufferSize() { return 256 * static_cast<size_t>(sysconf(_SC_PAGESI
 constexpr size_t kWritePayloadOffset = sizeof(fuse_in_header) + sizeof(fuse_write_in);
 constexpr size_t kRequestOffset = 4096 - kWritePayloadOffset;
 
-// How long open files of a lazily detached mount keep the daemon alive
-// after it was told to stop.
-constexpr absl::Duration kStopGrace = absl::Seconds(2);
+// How long a worker may take to finish the request it is serving when the
+// daemon stops.
+constexpr absl::Duration kStopTimeout = absl::Seconds(5);
 
 class Workers {
  public:
@@ -66,12 +66,19 @@ class Workers {
     for (int i = 0; i < count; ++i) threads_.emplace_back([this] { Serve(); });
   }
 
-  // Waits for every worker to return, at most `timeout`.
-  bool AwaitStopped(absl::Duration timeout) {
-    absl::MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout(absl::Condition(
-                                    +[](int* running) { return *running == 0; }, &running_),
-                                timeout);
+  // Ends every worker of a session marked exited: each one still blocked
+  // in read() is interrupted until it returns and sees the mark (a signal
+  // sent just before it enters read() would be lost, hence the repeats).
+  // False if some are still busy with a request after `timeout`.
+  bool Stop(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!AwaitStopped(absl::Milliseconds(10))) {
+      if (absl::Now() > deadline) return false;
+      // A thread that has returned but is not joined yet may still be
+      // signalled (its id stays valid); the handler does nothing.
+      for (std::thread& thread : threads_) pthread_kill(thread.native_handle(), kInterruptSignal);
+    }
+    return true;
   }
 
   void Join() {
@@ -112,6 +119,13 @@ class Workers {
     Wake();
   }
 
+  bool AwaitStopped(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(
+                                    +[](int* running) { return *running == 0; }, &running_),
+                                timeout);
+  }
+
   fuse_session* const session_;
   Device& device_;
   std::vector<std::thread> threads_;
@@ -119,52 +133,6 @@ class Workers {
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   int error_ ABSL_GUARDED_BY(mu_) = 0;
 };
-
-// Undoes /proc/self/mountinfo's octal escapes ("\040" for a space).
-std::string UnescapeMountField(absl::string_view field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && field.size() - i >= 4) {
-      out.push_back(static_cast<char>(((field[i + 1] - '0') << 6) | ((field[i + 2] - '0') << 3) |
-                                      (field[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(field[i]);
-    }
-  }
-  return out;
-}
-
-// The FUSE connection number of the mount on `mountpoint`: the minor number
-// of its device in /proc/self/mountinfo. Read from there rather than with
-// stat(), which only our own workers could answer and which would hold the
-// mount busy against an early unmount.
-std::optional<unsigned> ConnectionOf(const std::string& mountpoint) {
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::optional<unsigned> connection;
-  for (std::string line; std::getline(mountinfo, line);) {
-    // "36 35 0:52 / /mnt/gpu rw,nosuid - fuse.cudafs cudafs rw,..."
-    const std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
-    if (fields.size() < 5 || UnescapeMountField(fields[4]) != mountpoint) continue;
-    const size_t colon = fields[2].find(':');
-    unsigned minor_number;
-    if (colon != absl::string_view::npos &&
-        absl::SimpleAtoi(fields[2].substr(colon + 1), &minor_number)) {
-      connection = minor_number;  // the last one: mounts stack
-    }
-  }
-  return connection;
-}
-
-// Cuts the FUSE connection `id` (/sys/fs/fuse/connections): blocked
-// requests fail and the workers' reads return.
-bool AbortConnection(unsigned id) {
-  const std::string path = absl::StrFormat("/sys/fs/fuse/connections/%u/abort", id);
-  FILE* abort = std::fopen(path.c_str(), "w");
-  if (abort == nullptr) return false;
-  const bool written = std::fputs("1", abort) >= 0;
-  return std::fclose(abort) == 0 && written;
-}
 
 }  // namespace
 
@@ -179,10 +147,15 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   sigemptyset(&stop.sa_mask);
   struct sigaction ignore = stop;
   ignore.sa_handler = SIG_IGN;
-  struct sigaction saved[std::size(kStopSignals)], saved_pipe;
+  // No SA_RESTART: the point is to make a blocked read() return.
+  struct sigaction interrupt = {};
+  interrupt.sa_handler = OnInterruptSignal;
+  sigemptyset(&interrupt.sa_mask);
+  struct sigaction saved[std::size(kStopSignals)], saved_pipe, saved_interrupt;
   for (size_t i = 0; i < std::size(kStopSignals); ++i) {
     sigaction(kStopSignals[i], &stop, &saved[i]);
   }
+  sigaction(kInterruptSignal, &interrupt, &saved_interrupt);
   // A reader that went away must not kill the daemon.
   sigaction(SIGPIPE, &ignore, &saved_pipe);
 
@@ -195,33 +168,29 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   workers.Start(threads);
   pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
 
-  // The connection's number, to cut it if open files outlive the unmount.
-  const std::optional<unsigned> connection = ConnectionOf(mountpoint);
-
   uint64_t wakeups;
   while (read(g_wakeup_fd, &wakeups, sizeof wakeups) < 0 && errno == EINTR) {
   }
+  // The workers stop before the session's /dev/fuse descriptor is closed
+  // (fuse_session_unmount closes it): a worker still reading it could
+  // otherwise read whatever file the daemon opens next under that number.
   fuse_session_exit(session);
-  fuse_session_unmount(session);
-  if (!workers.AwaitStopped(kStopGrace)) {
-    if (!connection || !AbortConnection(*connection)) {
-      LogError(absl::StrCat(mountpoint,
-                            ": files still open after unmount and the connection cannot be cut "
-                            "(is /sys/fs/fuse/connections mounted?)"));
-    }
-    if (!workers.AwaitStopped(kStopGrace)) {
-      // Workers stuck in the kernel would touch the device after it is
-      // gone; the driver frees VRAM at process exit anyway.
-      LogError(absl::StrCat(mountpoint, ": requests still in flight; exiting"));
-      _exit(1);
-    }
+  if (!workers.Stop(kStopTimeout)) {
+    // Workers stuck in the device would touch it after it is gone; the
+    // driver frees VRAM at process exit anyway.
+    LogError(absl::StrCat(mountpoint, ": requests still in flight; exiting"));
+    _exit(1);
   }
   workers.Join();
+  // Closing the descriptor ends the connection: files still open on the
+  // mount fail with ENOTCONN from here on.
+  fuse_session_unmount(session);
 
   for (size_t i = 0; i < std::size(kStopSignals); ++i) {
     sigaction(kStopSignals[i], &saved[i], nullptr);
   }
   sigaction(SIGPIPE, &saved_pipe, nullptr);
+  sigaction(kInterruptSignal, &saved_interrupt, nullptr);
   close(g_wakeup_fd);
   g_wakeup_fd = -1;
   return workers.error();

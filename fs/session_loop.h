@@ -11,8 +11,9 @@
 // still sends through /dev/fuse (INIT, FORGET, interrupts).
 //
 // The loop ends when the filesystem is unmounted, or on SIGINT, SIGTERM or
-// SIGHUP, which unmount it (open files of a lazily detached mount are cut
-// off after a grace period, as the daemon is going away).
+// SIGHUP, which unmount it (files still open on it then fail with ENOTCONN,
+// as the daemon is going away). The workers are interrupted with SIGUSR2,
+// whose handler does nothing.
 #ifndef CUDAFS_FS_SESSION_LOOP_H_
 #define CUDAFS_FS_SESSION_LOOP_H_
 
