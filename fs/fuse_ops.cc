@@ -380,6 +380,18 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
     fuse_reply_err(req, EPERM);  // read-only, like a file in /proc
     return;
   }
+  FaultyDevice* const faults = Context(req).faults;
+  if (faults != nullptr && ino == FUSE_ROOT_ID && std::string_view(name) == kFaultsAttribute) {
+    if (fuse_req_ctx(req)->uid != 0) return (void)fuse_reply_err(req, EPERM);
+    absl::StatusOr<FaultPlan> plan = ParseFaultPlan(absl::string_view(value, size));
+    if (!plan.ok()) {
+      LogError(absl::StrCat(kFaultsAttribute, ": ", plan.status().message()));
+      return (void)fuse_reply_err(req, EINVAL);
+    }
+    faults->SetPlan(*plan);
+    LogInfo(absl::StrCat("fault injection: ", absl::string_view(value, size)));
+    return (void)fuse_reply_err(req, 0);
+  }
   ReplyStatus(req, Fs(req).SetExtendedAttribute(ino, name, absl::string_view(value, size), flags,
                                                 CallerOf(req)));
 }
@@ -396,9 +408,12 @@ void ReplySized(fuse_req_t req, const absl::StatusOr<std::string>& value, size_t
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   if (IsStatsAttribute(ino, name)) {
     const FuseContext& context = Context(req);
-    const std::string stats = absl::StrCat(
-        "transport ", context.transport.load(), "\nuring_buffer_bytes ",
-        context.uring_buffer_bytes.load(), "\n", Fs(req).CacheStats().ToText());
+    std::string stats = absl::StrCat("transport ", context.transport.load(),
+                                     "\nuring_buffer_bytes ", context.uring_buffer_bytes.load(),
+                                     "\n", Fs(req).CacheStats().ToText());
+    if (context.faults != nullptr) {
+      absl::StrAppend(&stats, "faults_injected ", context.faults->injected(), "\n");
+    }
     return ReplySized(req, stats, size);
   }
   ReplySized(req, Fs(req).GetExtendedAttribute(ino, name, CallerOf(req)), size);

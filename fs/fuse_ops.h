@@ -10,6 +10,7 @@
 #include <atomic>
 #include <optional>
 
+#include "alloc/faulty_device.h"
 #include "fs/filesystem.h"
 #include "fs/uring_buffers.h"
 
@@ -45,11 +46,19 @@ struct FuseContext {
   // Host memory of libfuse's ring entry buffers (one request each): queues
   // × depth × max_write; 0 over /dev/fuse. For the stats.
   std::atomic<uint64_t> uring_buffer_bytes{0};
+  // The device's fault injector when the daemon was started with
+  // CUDAFS_FAULT_INJECTION=1 (a testing aid), else null.
+  FaultyDevice* faults = nullptr;
 };
 
 // The virtual extended attribute of the root directory that holds the
 // mount's counters as "name value" lines (cudafs --stats reads it).
 inline constexpr char kStatsAttribute[] = "user.cudafs.stats";
+// With fault injection on, root (uid 0) sets the plan by setting this
+// attribute of the root directory to ParseFaultPlan's text ("off" stops
+// it); the stats then count the faults injected. Otherwise it is an
+// ordinary attribute.
+inline constexpr char kFaultsAttribute[] = "user.cudafs.faults";
 
 const fuse_lowlevel_ops& FuseOperations();
 

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -181,6 +182,16 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   if (!opened.ok()) return fail(std::string(opened.status().message()));
   if (!opened->notice.empty()) std::fprintf(stderr, "%s\n", opened->notice.c_str());
   std::unique_ptr<Device> device = std::move(opened->device);
+  // A testing aid: device calls that fail on request (kFaultsAttribute).
+  FaultyDevice* faults = nullptr;
+  if (const char* env = std::getenv("CUDAFS_FAULT_INJECTION");
+      env != nullptr && std::string_view(env) == "1") {
+    auto faulty = std::make_unique<FaultyDevice>(std::move(device));
+    faults = faulty.get();
+    device = std::move(faulty);
+    std::fprintf(stderr, "cudafs: fault injection on: root sets %s on the mount's root\n",
+                 kFaultsAttribute);
+  }
   Arena arena(device.get(), options.min_block);
 
   FilesystemConfig config;
@@ -200,6 +211,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   Filesystem filesystem(&arena, config);
   FuseContext context{.filesystem = &filesystem};
   context.requested_direct_io = options.direct_io;
+  context.faults = faults;
   context.cache = filesystem.CacheStats().budget_bytes > 0;
   absl::StatusOr<bool> uring = UseUring(options.uring);
   if (!uring.ok()) return fail(std::string(uring.status().message()));

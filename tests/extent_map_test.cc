@@ -14,6 +14,7 @@
 #include "fs/errors.h"
 #include "gtest/gtest.h"
 #include "tests/arena_dirt.h"
+#include "tests/test_scale.h"
 
 namespace cudafs {
 namespace {
@@ -493,7 +494,7 @@ TEST_F(ExtentMapTest, RandomizedAgainstModel) {
       }
     };
 
-    for (int op = 0; op < 12000; ++op) {
+    for (int op = 0; op < Scaled(12000); ++op) {
       uint64_t offset, length;
       random_range(&offset, &length);
       const int kind = rng() % 10;
