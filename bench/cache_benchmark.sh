@@ -5,7 +5,9 @@
 #   - 1 KiB appends round-robin to 1000 files (appends/s);
 #   - creating BENCH_CREATE_FILES files of 4 KiB (files/s);
 #   - a CMake build of this project with its build tree on the mount
-#     (seconds; BENCH_BUILD=0 skips it).
+#     (seconds; BENCH_BUILD=0 skips it);
+#   - the same build through ccache with CCACHE_DIR on the mount, the second
+#     of two builds, from a warm cache (seconds; BENCH_CCACHE=0 skips it).
 # Prints a markdown table; logs go to OUT_DIR. Run as root.
 #   BACKEND=cuda bench/cache_benchmark.sh
 set -uo pipefail
@@ -19,6 +21,7 @@ FIO_MIB=${BENCH_FIO_MIB:-256}
 FIO_SECONDS=${BENCH_FIO_SECONDS:-10}
 CREATE_FILES=${BENCH_CREATE_FILES:-100000}
 BUILD=${BENCH_BUILD:-1}
+CCACHE=${BENCH_CCACHE:-$BUILD}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
@@ -42,8 +45,23 @@ print("%.0f" % (20 * len(fds) / elapsed))
 PY
 }
 
+timed_build() {  # timed_build NAME [CMAKE ARGS...]: configures and builds in $mnt/build
+  local name=$1 start
+  shift
+  start=$(date +%s.%N)
+  if cmake -S "$REPO_DIR" -B "$mnt/build" -DCMAKE_BUILD_TYPE=Release \
+      -DCUDAFS_BUILD_BENCHMARKS=OFF "$@" >>"$OUT_DIR/$name.log" 2>&1 &&
+    cmake --build "$mnt/build" -j "$(nproc)" >>"$OUT_DIR/$name.log" 2>&1; then
+    "$PYTHON" -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" \
+      "$start" "$(date +%s.%N)"
+  else
+    echo "failed"
+  fi
+  rm -rf "$mnt/build"
+}
+
 measure() {  # measure NAME: runs every workload in $mnt, prints a table row
-  local name=$1 iops appends_rate create build_seconds="–"
+  local name=$1 iops appends_rate create build_seconds="–" ccache_seconds="–"
   iops=$("$FIO" --name=randwrite --directory="$mnt" --rw=randwrite --bs=4k --ioengine=psync \
     --numjobs="$FIO_JOBS" --size="${FIO_MIB}m" --time_based --runtime="$FIO_SECONDS" \
     --group_reporting --output-format=terse 2>>"$OUT_DIR/$name.log" | awk -F';' '{print $49}')
@@ -53,30 +71,30 @@ measure() {  # measure NAME: runs every workload in $mnt, prints a table row
   create=$("$PYTHON" "$REPO_DIR/bench/smallfiles.py" --dir "$mnt/small" --count "$CREATE_FILES" \
     2>>"$OUT_DIR/$name.log" | "$PYTHON" -c 'import json,sys; print("%.0f" % json.load(sys.stdin)["create_per_second"])')
   rm -rf "$mnt/small"
-  if [[ $BUILD == 1 ]]; then
-    local start=$SECONDS
-    if cmake -S "$REPO_DIR" -B "$mnt/build" -DCMAKE_BUILD_TYPE=Release \
-        -DCUDAFS_BUILD_BENCHMARKS=OFF >>"$OUT_DIR/$name.log" 2>&1 &&
-      cmake --build "$mnt/build" -j "$(nproc)" >>"$OUT_DIR/$name.log" 2>&1; then
-      build_seconds=$((SECONDS - start))
-    else
-      build_seconds="failed"
-    fi
-    rm -rf "$mnt/build"
+  [[ $BUILD == 1 ]] && build_seconds=$(timed_build "$name")
+  if [[ $CCACHE == 1 ]] && ! command -v ccache >/dev/null; then
+    ccache_seconds="no ccache"
+  elif [[ $CCACHE == 1 ]]; then
+    export CCACHE_DIR=$mnt/ccache
+    timed_build "$name" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null  # fills the cache
+    ccache_seconds=$(timed_build "$name" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    ccache --show-stats >>"$OUT_DIR/$name.log" 2>&1
+    rm -rf "$CCACHE_DIR"
+    unset CCACHE_DIR
   fi
   [[ -x $CUDAFS && $name == cudafs* ]] && "$CUDAFS" --stats "$mnt" >"$OUT_DIR/$name.stats" 2>&1
-  echo "| $name | $iops | $appends_rate | $create | $build_seconds |"
+  echo "| $name | $iops | $appends_rate | $create | $build_seconds | $ccache_seconds |"
 }
 
-echo "| target | 4 KiB random write, $FIO_JOBS jobs (IOPS) | 1 KiB appends to 1000 files (/s) | create $CREATE_FILES × 4 KiB (files/s) | build of cudafs (s) |"
-echo "|---|---|---|---|---|"
+echo "| target | 4 KiB random write, $FIO_JOBS jobs (IOPS) | 1 KiB appends to 1000 files (/s) | create $CREATE_FILES × 4 KiB (files/s) | build of cudafs (s) | build from a warm ccache (s) |"
+echo "|---|---|---|---|---|---|"
 for cache in 64m 0; do
   name="cudafs-$BACKEND-cache=$cache"
   if "$CUDAFS" "$mnt" -o "backend=$BACKEND,size=16g,cache=$cache" 2>"$OUT_DIR/$name.log"; then
     measure "$name"
     umount "$mnt" || umount -l "$mnt"
   else
-    echo "| $name | mount failed: $(head -n 1 "$OUT_DIR/$name.log") | | | |"
+    echo "| $name | mount failed: $(head -n 1 "$OUT_DIR/$name.log") | | | | |"
   fi
 done
 mount -t tmpfs -o size=16g bench-tmpfs "$mnt" && measure tmpfs && umount "$mnt"
