@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "alloc/faulty_device.h"
 #include "alloc/log.h"
 #include "fs/errors.h"
 

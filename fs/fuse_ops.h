@@ -10,11 +10,12 @@
 #include <atomic>
 #include <optional>
 
-#include "alloc/faulty_device.h"
 #include "fs/filesystem.h"
 #include "fs/uring_buffers.h"
 
 namespace cudafs {
+
+class FaultyDevice;
 
 // The session's userdata.
 struct FuseContext {

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "alloc/arena.h"
+#include "alloc/faulty_device.h"
 #include "alloc/log.h"
 #include "alloc/open_device.h"
 #include "fs/filesystem.h"
