@@ -241,6 +241,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   // libfuse copies the argument vector when it edits it; the copy is ours.
   fuse_opt_free_args(&args);
   if (session == nullptr) return fail("cannot start the FUSE session (see the message above)");
+  BlockStopSignals();
   if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
     fuse_session_destroy(session);
     return fail(absl::StrFormat("cannot mount on %s", options.mountpoint));

@@ -136,6 +136,13 @@ class Workers {
 
 }  // namespace
 
+void BlockStopSignals() {
+  sigset_t stop_set;
+  sigemptyset(&stop_set);
+  for (int signal : kStopSignals) sigaddset(&stop_set, signal);
+  pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
+}
+
 int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
                    int threads) {
   g_wakeup_fd = eventfd(0, EFD_CLOEXEC);
@@ -159,14 +166,15 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   // A reader that went away must not kill the daemon.
   sigaction(SIGPIPE, &ignore, &saved_pipe);
 
-  // Workers block the stop signals, so they reach this thread.
-  sigset_t stop_set, previous_mask;
-  sigemptyset(&stop_set);
-  for (int signal : kStopSignals) sigaddset(&stop_set, signal);
-  pthread_sigmask(SIG_BLOCK, &stop_set, &previous_mask);
+  // Workers block the stop signals, so they reach this thread; one that
+  // came since BlockStopSignals is delivered to the handler now.
+  BlockStopSignals();
   Workers workers(session, device);
   workers.Start(threads);
-  pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
+  sigset_t stop_set;
+  sigemptyset(&stop_set);
+  for (int signal : kStopSignals) sigaddset(&stop_set, signal);
+  pthread_sigmask(SIG_UNBLOCK, &stop_set, nullptr);
 
   uint64_t wakeups;
   while (read(g_wakeup_fd, &wakeups, sizeof wakeups) < 0 && errno == EINTR) {

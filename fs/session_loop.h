@@ -24,6 +24,12 @@
 
 namespace cudafs {
 
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread, to be called
+// before mounting: a stop signal that comes before RunSessionLoop has its
+// handlers in place then waits for them instead of killing a daemon whose
+// filesystem is mounted. RunSessionLoop unblocks them.
+void BlockStopSignals();
+
 // Serves `session`, mounted on `mountpoint`, with `threads` workers until it
 // ends, then unmounts it. Returns 0, or -errno when the loop failed.
 int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
