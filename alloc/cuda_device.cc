@@ -1,6 +1,10 @@
 #include "alloc/cuda_device.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <optional>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -8,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "alloc/cuda_driver.h"
 #include "alloc/log.h"
+#include "alloc/scatter_kernel.h"
 
 namespace cudafs {
 namespace {
@@ -182,6 +187,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int index,
   self->base_ = base;
   self->description_ = absl::StrFormat("GPU %d: %s (%s)", index, DeviceName(cu, device),
                                        PciBusId(cu, device));
+  self->LoadScatterKernel();
   return self;
 }
 
@@ -195,6 +201,11 @@ CudaDevice::~CudaDevice() {
     absl::MutexLock lock(&streams_mu_);
     for (CUstream stream : all_streams_) cu_.cuStreamDestroy(stream);
   }
+  {
+    absl::MutexLock lock(&piece_tables_mu_);
+    for (void* table : idle_piece_tables_) cu_.cuMemFreeHost(table);
+  }
+  if (scatter_module_ != nullptr) cu_.cuModuleUnload(scatter_module_);
   {
     absl::MutexLock lock(&granules_mu_);
     for (const auto& [offset, handle] : granules_) UnmapGranule(offset, handle);
@@ -378,10 +389,105 @@ absl::Status CudaDevice::Write(absl::Span<const HostToDevice> copies) {
   for (const HostToDevice& c : copies) {
     if (absl::Status s = InRange(c.device_offset, c.length); !s.ok()) return s;
   }
+  if (std::optional<absl::Status> scattered = TryScatter(copies)) return *scattered;
   return RunCopies(copies.size(), [&](size_t i) {
     const HostToDevice& c = copies[i];
     return Transfer{base_ + c.device_offset, reinterpret_cast<CUdeviceptr>(c.source), c.length};
   });
+}
+
+void CudaDevice::LoadScatterKernel() {
+  // For measuring what the kernel gains: CUDAFS_SCATTER_KERNEL=0 turns it off.
+  if (const char* env = std::getenv("CUDAFS_SCATTER_KERNEL"); env != nullptr &&
+                                                            std::string_view(env) == "0") {
+    LogInfo("CUDAFS_SCATTER_KERNEL=0: scattered writes go as copies");
+    return;
+  }
+  CUmodule module;
+  CUfunction kernel;
+  if (!Check("cuModuleLoadData", cu_.cuModuleLoadData(&module, kScatterKernelPtx)).ok()) {
+    LogInfo(absl::StrCat(description_, ": no scatter kernel; scattered writes go as copies"));
+    return;
+  }
+  if (!Check("cuModuleGetFunction", cu_.cuModuleGetFunction(&kernel, module, kScatterKernelName))
+           .ok()) {
+    cu_.cuModuleUnload(module);
+    return;
+  }
+  scatter_module_ = module;
+  scatter_kernel_ = kernel;
+  scatter_enabled_.store(true);
+}
+
+void* CudaDevice::AcquirePieceTable() {
+  {
+    absl::MutexLock lock(&piece_tables_mu_);
+    if (!idle_piece_tables_.empty()) {
+      void* table = idle_piece_tables_.back();
+      idle_piece_tables_.pop_back();
+      return table;
+    }
+  }
+  void* table = nullptr;
+  if (!Check("cuMemHostAlloc", cu_.cuMemHostAlloc(&table, kScatterMaxPieces * sizeof(ScatterPiece),
+                                                  CU_MEMHOSTALLOC_PORTABLE))
+           .ok()) {
+    return nullptr;
+  }
+  return table;
+}
+
+void CudaDevice::ReleasePieceTable(void* table) {
+  absl::MutexLock lock(&piece_tables_mu_);
+  idle_piece_tables_.push_back(table);
+}
+
+bool CudaDevice::InPinnedBuffer(const void* memory, size_t length) {
+  const auto start = reinterpret_cast<uintptr_t>(memory);
+  auto it = pinned_buffers_.upper_bound(start);
+  if (it == pinned_buffers_.begin()) return false;
+  --it;
+  return start + length <= it->first + it->second;
+}
+
+std::optional<absl::Status> CudaDevice::TryScatter(absl::Span<const HostToDevice> copies) {
+  if (copies.size() < kScatterMinPieces || copies.size() > kScatterMaxPieces ||
+      !scatter_enabled_.load(std::memory_order_relaxed)) {
+    return std::nullopt;
+  }
+  {
+    // The GPU reads pinned memory from cuMemHostAlloc at its host address;
+    // other memory it may not reach.
+    absl::ReaderMutexLock lock(&host_buffers_mu_);
+    for (const HostToDevice& c : copies) {
+      if (!InPinnedBuffer(c.source, c.length)) return std::nullopt;
+    }
+  }
+  if (absl::Status s = Enter(); !s.ok()) return s;
+  auto* pieces = static_cast<ScatterPiece*>(AcquirePieceTable());
+  if (pieces == nullptr) return std::nullopt;
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const HostToDevice& c = copies[i];
+    pieces[i] = {base_ + c.device_offset, reinterpret_cast<uintptr_t>(c.source), c.length};
+  }
+  CUdeviceptr table = reinterpret_cast<CUdeviceptr>(pieces);
+  unsigned int count = static_cast<unsigned int>(copies.size());
+  void* arguments[] = {&table, &count};
+  const absl::Status status = RunBatch("cuLaunchKernel", 1, [&](size_t, CUstream stream) {
+    return static_cast<int>(cu_.cuLaunchKernel(scatter_kernel_, count, 1, 1,
+                                               kScatterThreadsPerBlock, 1, 1, 0, stream,
+                                               arguments, nullptr));
+  });
+  ReleasePieceTable(pieces);
+  if (status.ok()) {
+    scattered_writes_.fetch_add(1, std::memory_order_relaxed);
+    return status;
+  }
+  if (context_lost_.load()) return status;
+  // The driver refused the launch but the context lives: copies from now on
+  // (they rewrite every piece).
+  scatter_enabled_.store(false);
+  return std::nullopt;
 }
 
 absl::Status CudaDevice::Read(absl::Span<const DeviceToHost> copies) {
@@ -422,7 +528,7 @@ void* CudaDevice::AllocateHostBuffer(size_t length) {
       Check("cuMemHostAlloc", cu_.cuMemHostAlloc(&buffer, length, CU_MEMHOSTALLOC_PORTABLE))
           .ok()) {
     absl::MutexLock lock(&host_buffers_mu_);
-    pinned_buffers_.insert(buffer);
+    pinned_buffers_.emplace(reinterpret_cast<uintptr_t>(buffer), length);
     return buffer;
   }
   // Pageable memory still works, through the driver's staging.
@@ -432,7 +538,7 @@ void* CudaDevice::AllocateHostBuffer(size_t length) {
 void CudaDevice::FreeHostBuffer(void* buffer, size_t length) {
   {
     absl::MutexLock lock(&host_buffers_mu_);
-    if (pinned_buffers_.erase(buffer) == 0) {
+    if (pinned_buffers_.erase(reinterpret_cast<uintptr_t>(buffer)) == 0) {
       Device::FreeHostBuffer(buffer, length);
       return;
     }

@@ -14,6 +14,11 @@
 // staging; copies from other memory work too, through the driver's own
 // staging.
 //
+// A write of many small pieces from buffers made by AllocateHostBuffer (a
+// flush of scattered dirty pages) is one launch of the scatter kernel
+// (scatter_kernel.h), which reads the pieces straight from that pinned
+// memory, instead of one copy per piece.
+//
 // Errors: out of VRAM is ResourceExhausted (ENOSPC); any other CUDA error is
 // logged once per call and returned as Internal (EIO). After a sticky error
 // (the context is lost) every data operation fails at once with Internal;
@@ -30,7 +35,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/btree_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -41,6 +46,8 @@
 // files include <cuda.h>.
 struct CUctx_st;
 struct CUstream_st;
+struct CUmod_st;
+struct CUfunc_st;
 
 namespace cudafs {
 
@@ -88,6 +95,9 @@ class CudaDevice final : public Device {
   void RegisterHostMemory(void* memory, size_t length) override;
   void UnregisterHostMemory(void* memory) override;
 
+  // Writes that went through the scatter kernel so far.
+  uint64_t scattered_writes() const { return scattered_writes_.load(); }
+
  private:
   // The granule-sized physical allocation mapped at an arena offset.
   using PhysicalHandle = unsigned long long;  // CUmemGenericAllocationHandle
@@ -113,6 +123,19 @@ class CudaDevice final : public Device {
   // 490 vs 680 µs for 256 × 4 KiB on an H100), else one call per copy.
   absl::Status RunCopies(size_t count, absl::FunctionRef<Transfer(size_t)> transfer);
   absl::Status InRange(uint64_t offset, uint64_t length) const;
+
+  // Loads the scatter kernel; without it every write takes RunCopies.
+  void LoadScatterKernel();
+  // Writes `copies` through the scatter kernel when there are enough of
+  // them and every source lies in pinned memory from AllocateHostBuffer;
+  // nullopt when the caller should use RunCopies instead.
+  std::optional<absl::Status> TryScatter(absl::Span<const HostToDevice> copies);
+  bool InPinnedBuffer(const void* memory, size_t length)
+      ABSL_SHARED_LOCKS_REQUIRED(host_buffers_mu_);
+  // A pinned piece table of kScatterMaxPieces (the kernel reads it from
+  // host memory); null when pinned memory cannot be had.
+  void* AcquirePieceTable();
+  void ReleasePieceTable(void* table);
   // Creates and maps the physical memory of the granule at `offset`.
   absl::StatusOr<PhysicalHandle> MapGranule(uint64_t offset);
   void UnmapGranule(uint64_t offset, PhysicalHandle handle);
@@ -138,6 +161,19 @@ class CudaDevice final : public Device {
   // Cleared when the driver refuses a batched copy.
   std::atomic<bool> batch_copies_{true};
 
+  // Fewer pieces than this go as copies (the launch costs about what a few
+  // copies do); so do more than kScatterMaxPieces.
+  static constexpr size_t kScatterMinPieces = 4;
+  static constexpr size_t kScatterMaxPieces = 4096;
+  CUmod_st* scatter_module_ = nullptr;
+  CUfunc_st* scatter_kernel_ = nullptr;
+  // Set once the kernel is loaded; cleared when a launch fails without
+  // losing the context.
+  std::atomic<bool> scatter_enabled_{false};
+  std::atomic<uint64_t> scattered_writes_{0};
+  absl::Mutex piece_tables_mu_;
+  std::vector<void*> idle_piece_tables_ ABSL_GUARDED_BY(piece_tables_mu_);
+
   absl::Mutex granules_mu_;
   // Arena offset of each committed granule -> its physical allocation.
   absl::flat_hash_map<uint64_t, PhysicalHandle> granules_ ABSL_GUARDED_BY(granules_mu_);
@@ -147,8 +183,9 @@ class CudaDevice final : public Device {
   std::vector<CUstream_st*> all_streams_ ABSL_GUARDED_BY(streams_mu_);
 
   absl::Mutex host_buffers_mu_;
-  // Buffers from cuMemHostAlloc (the others came from the heap fallback).
-  absl::flat_hash_set<void*> pinned_buffers_ ABSL_GUARDED_BY(host_buffers_mu_);
+  // Start -> length of the buffers from cuMemHostAlloc (the others came
+  // from the heap fallback).
+  absl::btree_map<uintptr_t, size_t> pinned_buffers_ ABSL_GUARDED_BY(host_buffers_mu_);
 };
 
 }  // namespace cudafs

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The write-back cache's workloads, each on a cudafs mount with the cache on
 # (cache=64m, the default) and off (cache=0), and on tmpfs, in one run:
-#   - 4 KiB random writes, fio psync, BENCH_FIO_JOBS jobs (IOPS);
+#   - 4 KiB random writes, fio psync, BENCH_FIO_JOBS jobs, each over a file
+#     of each size in BENCH_FIO_MIB (default 4 MiB, which fits the default
+#     cache, and 256 MiB, 32 times it) (IOPS);
 #   - 1 KiB appends round-robin to 1000 files (appends/s);
 #   - creating BENCH_CREATE_FILES files of 4 KiB (files/s);
 #   - a CMake build of this project with its build tree on the mount
@@ -17,7 +19,7 @@ BACKEND=${BACKEND:-cuda}
 OUT_DIR=${OUT_DIR:-./bench-cache-out}
 FIO=${FIO:-fio}
 FIO_JOBS=${BENCH_FIO_JOBS:-8}
-FIO_MIB=${BENCH_FIO_MIB:-256}
+FIO_MIB=${BENCH_FIO_MIB:-4 256}
 FIO_SECONDS=${BENCH_FIO_SECONDS:-10}
 CREATE_FILES=${BENCH_CREATE_FILES:-100000}
 BUILD=${BENCH_BUILD:-1}
@@ -61,11 +63,13 @@ timed_build() {  # timed_build NAME [CMAKE ARGS...]: configures and builds in $m
 }
 
 measure() {  # measure NAME: runs every workload in $mnt, prints a table row
-  local name=$1 iops appends_rate create build_seconds="–" ccache_seconds="–"
-  iops=$("$FIO" --name=randwrite --directory="$mnt" --rw=randwrite --bs=4k --ioengine=psync \
-    --numjobs="$FIO_JOBS" --size="${FIO_MIB}m" --time_based --runtime="$FIO_SECONDS" \
-    --group_reporting --output-format=terse 2>>"$OUT_DIR/$name.log" | awk -F';' '{print $49}')
-  rm -f "$mnt"/randwrite.*
+  local name=$1 iops="" mib appends_rate create build_seconds="–" ccache_seconds="–"
+  for mib in $FIO_MIB; do
+    iops+=" $("$FIO" --name=randwrite --directory="$mnt" --rw=randwrite --bs=4k --ioengine=psync \
+      --numjobs="$FIO_JOBS" --size="${mib}m" --time_based --runtime="$FIO_SECONDS" \
+      --group_reporting --output-format=terse 2>>"$OUT_DIR/$name.log" | awk -F';' '{print $49}') |"
+    rm -f "$mnt"/randwrite.*
+  done
   appends_rate=$(appends "$mnt" 2>>"$OUT_DIR/$name.log")
   rm -f "$mnt"/a*
   create=$("$PYTHON" "$REPO_DIR/bench/smallfiles.py" --dir "$mnt/small" --count "$CREATE_FILES" \
@@ -83,18 +87,20 @@ measure() {  # measure NAME: runs every workload in $mnt, prints a table row
     unset CCACHE_DIR
   fi
   [[ -x $CUDAFS && $name == cudafs* ]] && "$CUDAFS" --stats "$mnt" >"$OUT_DIR/$name.stats" 2>&1
-  echo "| $name | $iops | $appends_rate | $create | $build_seconds | $ccache_seconds |"
+  echo "| $name |$iops $appends_rate | $create | $build_seconds | $ccache_seconds |"
 }
 
-echo "| target | 4 KiB random write, $FIO_JOBS jobs (IOPS) | 1 KiB appends to 1000 files (/s) | create $CREATE_FILES × 4 KiB (files/s) | build of cudafs (s) | build from a warm ccache (s) |"
-echo "|---|---|---|---|---|---|"
+fio_columns=""
+for mib in $FIO_MIB; do fio_columns+=" 4 KiB random write, $FIO_JOBS jobs × $mib MiB (IOPS) |"; done
+echo "| target |$fio_columns 1 KiB appends to 1000 files (/s) | create $CREATE_FILES × 4 KiB (files/s) | build of cudafs (s) | build from a warm ccache (s) |"
+echo "|---|$(for _ in $FIO_MIB; do printf -- '---|'; done)---|---|---|---|"
 for cache in 64m 0; do
   name="cudafs-$BACKEND-cache=$cache"
   if "$CUDAFS" "$mnt" -o "backend=$BACKEND,size=16g,cache=$cache" 2>"$OUT_DIR/$name.log"; then
     measure "$name"
     umount "$mnt" || umount -l "$mnt"
   else
-    echo "| $name | mount failed: $(head -n 1 "$OUT_DIR/$name.log") | | | | |"
+    echo "| $name | mount failed: $(head -n 1 "$OUT_DIR/$name.log") |"
   fi
 done
 mount -t tmpfs -o size=16g bench-tmpfs "$mnt" && measure tmpfs && umount "$mnt"

@@ -251,48 +251,36 @@ absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* 
 absl::Status CachedFile::Flush() {
   if (!cache_->enabled()) return absl::OkStatus();
   for (;;) {
+    std::vector<Frame> batch;
+    std::vector<ExtentMap::Run> runs;
     {
       absl::MutexLock lock(&cache_->mu_);
       if (dirty_pages_ == 0) return absl::OkStatus();
-    }
-    char* staging = cache_->AcquireStaging();
-    if (staging == nullptr) return absl::InternalError("no host memory for a flush");
-    std::vector<std::pair<uint64_t, Frame>> batch;  // page index, frame
-    {
-      absl::MutexLock lock(&cache_->mu_);
       for (const auto& [index, frame] : pages_) {
         if (!cache_->pages_[frame].dirty) continue;
-        batch.emplace_back(index, frame);
-        if (batch.size() == PageCache::kStagingBytes / kPage) break;
+        // Straight from the frames (the device reads pinned memory itself);
+        // contiguous pages in contiguous frames make one run.
+        char* data = cache_->FrameData(frame);
+        if (!runs.empty() && runs.back().offset + runs.back().length == index * kPage &&
+            runs.back().data + runs.back().length == data) {
+          runs.back().length += kPage;
+        } else {
+          runs.push_back({index * kPage, data, kPage});
+        }
+        batch.push_back(frame);
+        if (batch.size() == PageCache::kFlushPages) break;
       }
     }
-    // Gathered without the cache lock, which every other file's requests
+    // Written without the cache lock, which every other file's requests
     // need: the caller's exclusive hold of this file's lock keeps these
     // dirty frames as they are (dirty pages are never evicted).
-    std::vector<ExtentMap::Run> runs;
-    char* slot = staging;
-    for (const auto& [index, frame] : batch) {
-      std::memcpy(slot, cache_->FrameData(frame), kPage);
-      // A run of contiguous pages becomes one copy.
-      if (!runs.empty() && runs.back().offset + runs.back().length == index * kPage) {
-        runs.back().length += kPage;
-      } else {
-        runs.push_back({index * kPage, slot, kPage});
-      }
-      slot += kPage;
-    }
     const absl::Status status = extents_.WriteMapped(runs);
-    {
-      absl::MutexLock lock(&cache_->mu_);
-      if (status.ok()) {
-        for (const auto& [index, frame] : batch) cache_->MarkClean(frame);
-        ++cache_->stats_.flush_batches;
-        cache_->stats_.flushed_bytes += batch.size() * kPage;
-        cache_->stats_.flush_copies += runs.size();
-      }
-    }
-    cache_->ReleaseStaging(staging);
+    absl::MutexLock lock(&cache_->mu_);
     if (!status.ok()) return status;
+    for (const Frame frame : batch) cache_->MarkClean(frame);
+    ++cache_->stats_.flush_batches;
+    cache_->stats_.flushed_bytes += batch.size() * kPage;
+    cache_->stats_.flush_copies += runs.size();
   }
 }
 

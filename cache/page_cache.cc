@@ -35,7 +35,7 @@ PageCache::PageCache(Device* device, uint64_t budget_bytes) : device_(device) {
 PageCache::~PageCache() {
   if (frames_ != nullptr) device_->FreeHostBuffer(frames_, uint64_t{frame_count_} * kPageSize);
   absl::MutexLock lock(&staging_mu_);
-  for (char* buffer : staging_) device_->FreeHostBuffer(buffer, kStagingBytes);
+  for (char* buffer : staging_) device_->FreeHostBuffer(buffer, kFillBytes);
 }
 
 PageCacheStats PageCache::Stats() const {
@@ -155,7 +155,7 @@ char* PageCache::AcquireStaging() {
       return buffer;
     }
   }
-  return static_cast<char*>(device_->AllocateHostBuffer(kStagingBytes));
+  return static_cast<char*>(device_->AllocateHostBuffer(kFillBytes));
 }
 
 void PageCache::ReleaseStaging(char* buffer) {

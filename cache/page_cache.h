@@ -4,8 +4,8 @@
 // Why: every trip to a GPU costs ~7 µs however small, and scattered 4 KiB
 // copies cost far more than one large copy. Small writes land here and are
 // acknowledged at memory speed; dirty pages reach the arena later in
-// coalesced batches (see CachedFile::Flush). Small reads are served from
-// here and fill whole pages from the arena.
+// batches, one device call each (see CachedFile::Flush). Small reads are
+// served from here and fill whole pages from the arena.
 //
 // Pages are 4 KiB: the kernel sends small requests in 4 KiB pages, a small
 // file then costs one page, and a flush merges runs of contiguous pages into
@@ -13,7 +13,7 @@
 // partial pages and waste budget on small files.
 //
 // The cache holds a fixed pool of frames from Device::AllocateHostBuffer
-// (pinned on a GPU, so flushes DMA directly). A frame is either free, a
+// (pinned on a GPU, which then reads dirty pages straight from them). A frame is either free, a
 // clean page (in LRU order, evictable by anyone) or a dirty page (only its
 // file's Flush makes it clean). When no frame can be had a write goes
 // straight to the arena, so the cache is never needed for correctness.
@@ -63,8 +63,12 @@ class PageCache {
   static constexpr uint64_t kSmallRequest = 128 << 10;
   // How far a sequential small read fills ahead of itself.
   static constexpr uint64_t kReadAhead = 64 << 10;
-  // Largest flush batch: dirty pages are gathered into one buffer this big.
-  static constexpr uint64_t kStagingBytes = 4 << 20;
+  // Largest flush batch, in pages: one device call (on a GPU one launch of
+  // the scatter kernel, which takes up to 4096 pieces).
+  static constexpr uint64_t kFlushPages = 4096;
+  // A read fill: the pages of one small request plus read-ahead.
+  static constexpr uint64_t kFillBytes = 256 << 10;
+  static_assert(kSmallRequest + kReadAhead + 2 * kPageSize <= kFillBytes);
 
   // A cache of `budget_bytes` (rounded down to pages) over `device`'s
   // host buffers; 0 disables it.
@@ -115,7 +119,7 @@ class PageCache {
   // Moves a clean page to the most recently used end.
   void Touch(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Pinned buffers of kStagingBytes for flushes and read fills.
+  // Pinned buffers of kFillBytes for read fills.
   char* AcquireStaging();
   void ReleaseStaging(char* buffer);
 

@@ -247,12 +247,14 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
     return fail(absl::StrFormat("cannot mount on %s", options.mountpoint));
   }
 
-  ready.Send(0);
+  // Detached before the parent exits, so that whoever ran cudafs finds the
+  // daemon off their terminal (and pipes) once the command returns.
   if (!options.foreground) {
     (void)!chdir("/");
     DetachStdio();
     LogToSyslog(options.mountpoint);
   }
+  ready.Send(0);
 
   // -s: one worker, for debugging; otherwise enough workers for parallel
   // streams to overlap their copies.

@@ -92,6 +92,9 @@ void MountFaultTest::Run(const std::vector<std::string>& extra) {
     const uint64_t offset = random(3) == 0 ? random(3 * kMiB) : random(before.size());
     const uint64_t length = random(4) == 0 ? random(kMiB) : random(64 * 1024);
     std::string after = before;  // the content if the call succeeds
+    // The content if the call fails, outside [touched_begin, touched_end).
+    std::string settled = before;
+    bool short_write = false;
     // A failed call may leave these bytes old or new, no others.
     uint64_t touched_begin = offset, touched_end = offset + length;
     long result = 0;
@@ -106,11 +109,18 @@ void MountFaultTest::Run(const std::vector<std::string>& extra) {
       case 1: {
         const std::string data = RandomBytes(length, rng());
         result = pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
-        if (result >= 0) {
-          ASSERT_EQ(static_cast<uint64_t>(result), length) << "short write";
-        }
         if (after.size() < offset + length) after.resize(offset + length, '\0');
         after.replace(offset, length, data);
+        if (result >= 0 && static_cast<uint64_t>(result) < length) {
+          // The kernel sent the write as several requests and a later one
+          // failed: the first `result` bytes are written, the rest is as
+          // for a failed call.
+          const uint64_t written = static_cast<uint64_t>(result);
+          if (settled.size() < offset + written) settled.resize(offset + written, '\0');
+          settled.replace(offset, written, data, 0, written);
+          touched_begin = offset + written;
+          short_write = true;
+        }
         break;
       }
       case 2: {
@@ -151,24 +161,26 @@ void MountFaultTest::Run(const std::vector<std::string>& extra) {
         break;
       }
     }
-    if (result >= 0) {
+    if (result >= 0 && !short_write) {
       victim.content = after;
       continue;
     }
-    const int error = errno;
     ++failures;
-    ASSERT_TRUE(error == EIO || error == ENOSPC) << "failed with " << ErrnoName(error);
+    if (!short_write) {
+      const int error = errno;
+      ASSERT_TRUE(error == EIO || error == ENOSPC) << "failed with " << ErrnoName(error);
+    }
     ASSERT_TRUE(Faults("off"));
     const std::optional<struct stat> st = StatFd(fd);
     ASSERT_TRUE(st.has_value());
-    ASSERT_EQ(static_cast<uint64_t>(st->st_size), before.size()) << "a failed call resized";
-    const std::optional<std::string> actual = ReadAt(fd, 0, before.size());
+    ASSERT_EQ(static_cast<uint64_t>(st->st_size), settled.size()) << "a failed call resized";
+    const std::optional<std::string> actual = ReadAt(fd, 0, settled.size());
     ASSERT_TRUE(actual.has_value()) << ErrnoName(errno);
-    ASSERT_EQ(actual->size(), before.size());
+    ASSERT_EQ(actual->size(), settled.size());
     for (size_t i = 0; i < actual->size(); ++i) {
       const bool touched = i >= touched_begin && i < touched_end;
       const char updated = i < after.size() ? after[i] : '\0';
-      ASSERT_TRUE((*actual)[i] == before[i] || (touched && (*actual)[i] == updated))
+      ASSERT_TRUE((*actual)[i] == settled[i] || (touched && (*actual)[i] == updated))
           << "byte " << i << " is neither old nor new";
     }
     victim.content = *actual;
