@@ -455,6 +455,10 @@ std::optional<absl::Status> CudaDevice::TryScatter(absl::Span<const HostToDevice
       !scatter_enabled_.load(std::memory_order_relaxed)) {
     return std::nullopt;
   }
+  uint64_t payload = 0;
+  for (const HostToDevice& c : copies) payload += c.length;
+  // Large pieces go faster as copies, on the copy engines.
+  if (payload / copies.size() > kScatterMaxAveragePiece) return std::nullopt;
   {
     // The GPU reads pinned memory from cuMemHostAlloc at its host address;
     // other memory it may not reach.

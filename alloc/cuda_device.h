@@ -127,7 +127,8 @@ class CudaDevice final : public Device {
   // Loads the scatter kernel; without it every write takes RunCopies.
   void LoadScatterKernel();
   // Writes `copies` through the scatter kernel when there are enough of
-  // them and every source lies in pinned memory from AllocateHostBuffer;
+  // them, they are small, and every source lies in pinned memory from
+  // AllocateHostBuffer;
   // nullopt when the caller should use RunCopies instead.
   std::optional<absl::Status> TryScatter(absl::Span<const HostToDevice> copies);
   bool InPinnedBuffer(const void* memory, size_t length)
@@ -165,6 +166,9 @@ class CudaDevice final : public Device {
   // copies do); so do more than kScatterMaxPieces.
   static constexpr size_t kScatterMinPieces = 4;
   static constexpr size_t kScatterMaxPieces = 4096;
+  // The kernel is for small pieces: each is one block's work, reading host
+  // memory over the bus, where a copy engine moves a large piece faster.
+  static constexpr uint64_t kScatterMaxAveragePiece = 64 << 10;
   CUmod_st* scatter_module_ = nullptr;
   CUfunc_st* scatter_kernel_ = nullptr;
   // Set once the kernel is loaded; cleared when a launch fails without

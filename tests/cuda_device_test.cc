@@ -188,6 +188,14 @@ TEST_F(CudaDeviceTest, ScatteredWritesLandEveryPieceAndNothingElse) {
     expected.replace(slots[i] * 4096 + 1000, 64, pageable, i * 64, 64);
   }
   ASSERT_TRUE(device->Write(from_pageable).ok());
+  // Large pieces, which the copy engines move faster: copies too.
+  std::vector<HostToDevice> large;
+  for (size_t i = 0; i < 4; ++i) {
+    const uint64_t offset = i * (region / 4);
+    large.push_back({offset, staging + i * 256 * 1024, 256 * 1024});
+    expected.replace(offset, 256 * 1024, staging + i * 256 * 1024, 256 * 1024);
+  }
+  ASSERT_TRUE(device->Write(large).ok());
   EXPECT_EQ(device->scattered_writes(), before + 1);
   ASSERT_TRUE(device->Read({{back.data(), 0, region}}).ok());
   EXPECT_TRUE(back == expected);
