@@ -13,9 +13,9 @@
 // partial pages and waste budget on small files.
 //
 // The cache holds a fixed pool of frames from Device::AllocateHostBuffer
-// (pinned on a GPU, which then reads dirty pages straight from them). A frame is either free, a
-// clean page (in LRU order, evictable by anyone) or a dirty page (only its
-// file's Flush makes it clean). When no frame can be had a write goes
+// (pinned on a GPU, which then reads dirty pages straight from them). A
+// frame is either free, a clean page (in LRU order, evictable by anyone) or
+// a dirty page (only its file's Flush makes it clean). When no frame can be had a write goes
 // straight to the arena, so the cache is never needed for correctness.
 //
 // Locking: `mu_` guards the frames, their contents, every file's page map

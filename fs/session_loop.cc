@@ -134,14 +134,18 @@ class Workers {
   int error_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace
-
-void BlockStopSignals() {
+// Blocks (SIG_BLOCK) or unblocks (SIG_UNBLOCK) the stop signals in the
+// calling thread.
+void MaskStopSignals(int how) {
   sigset_t stop_set;
   sigemptyset(&stop_set);
   for (int signal : kStopSignals) sigaddset(&stop_set, signal);
-  pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
+  pthread_sigmask(how, &stop_set, nullptr);
 }
+
+}  // namespace
+
+void BlockStopSignals() { MaskStopSignals(SIG_BLOCK); }
 
 int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
                    int threads) {
@@ -171,10 +175,7 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   BlockStopSignals();
   Workers workers(session, device);
   workers.Start(threads);
-  sigset_t stop_set;
-  sigemptyset(&stop_set);
-  for (int signal : kStopSignals) sigaddset(&stop_set, signal);
-  pthread_sigmask(SIG_UNBLOCK, &stop_set, nullptr);
+  MaskStopSignals(SIG_UNBLOCK);
 
   uint64_t wakeups;
   while (read(g_wakeup_fd, &wakeups, sizeof wakeups) < 0 && errno == EINTR) {
