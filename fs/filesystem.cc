@@ -54,6 +54,8 @@ constexpr size_t kNameMax = 255;
 constexpr size_t kSymlinkMax = 4095;  // PATH_MAX - 1
 constexpr size_t kXattrNameMax = 255;
 constexpr size_t kXattrValueMax = 65536;
+// A map node and two strings' headers (see XattrBytes).
+constexpr uint64_t kXattrOverhead = 64;
 constexpr uint64_t kMaxFileSize = std::numeric_limits<int64_t>::max();
 constexpr int64_t kRelatimeInterval = 24 * 3600;  // seconds
 
@@ -101,46 +103,19 @@ void FillStat(const Inode& inode, struct stat* st) ABSL_SHARED_LOCKS_REQUIRED(in
   st->st_ctim = inode.ctime;
 }
 
-// POSIX permission bits; uid 0 bypasses them except that it may execute
-// only what someone may execute (the kernel's rule for CAP_DAC_OVERRIDE).
-bool Permits(const Inode& inode, int mask, const Caller& caller)
-    ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
-  mask &= R_OK | W_OK | X_OK;
-  if (caller.is_root()) {
-    return !(mask & X_OK) || inode.is_directory() || (inode.mode & 0111);
-  }
-  mode_t bits;
-  if (caller.uid() == inode.uid) {
-    bits = (inode.mode >> 6) & 7;
-  } else if (caller.InGroup(inode.gid)) {
-    bits = (inode.mode >> 3) & 7;
-  } else {
-    bits = inode.mode & 7;
-  }
-  return (bits & mask) == static_cast<mode_t>(mask);
-}
-
-absl::Status CheckPermission(const Inode& inode, int mask, const Caller& caller)
-    ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
-  return Permits(inode, mask, caller) ? absl::OkStatus() : PosixError(EACCES);
-}
-
-// Sticky directories: only the owner of the entry or of the directory (or
-// root) may remove or rename it.
-absl::Status CheckSticky(const Inode& dir, const Inode& victim, const Caller& caller)
-    ABSL_SHARED_LOCKS_REQUIRED(dir.mu, victim.mu) {
-  if (!(dir.mode & S_ISVTX) || caller.is_root()) return absl::OkStatus();
-  if (caller.uid() == victim.uid || caller.uid() == dir.uid) return absl::OkStatus();
-  return PosixError(EPERM);
-}
-
-// What a write or truncate by `caller` does to set-id bits: suid always
-// goes, sgid goes when group-execute is set (otherwise it means mandatory
-// locking), unless root writes.
-void DropSetIdOnWrite(Inode& inode, const Caller& caller) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inode.mu) {
-  if (caller.is_root() || !inode.is_regular()) return;
+// What a change of the data by `caller` does to set-id bits, for a caller
+// that the kernel says lacks CAP_FSETID: suid goes; sgid goes when the
+// group may execute, and otherwise when the caller is not in the file's
+// group (the kernel's setattr_should_drop_sgid). True when the mode
+// changed.
+bool DropSetIdOnWrite(Inode& inode, const Caller& caller) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inode.mu) {
+  if (!caller.drops_set_id() || !inode.is_regular()) return false;
+  const mode_t before = inode.mode;
   inode.mode &= ~S_ISUID;
-  if (inode.mode & S_IXGRP) inode.mode &= ~S_ISGID;
+  if ((inode.mode & S_ISGID) && ((inode.mode & S_IXGRP) || !caller.InGroup(inode.gid))) {
+    inode.mode &= ~S_ISGID;
+  }
+  return inode.mode != before;
 }
 
 // Locks a directory and an entry of it (two distinct inodes) in
@@ -240,16 +215,13 @@ class Filesystem::Impl {
     return inode;
   }
 
-  // The directory `ino`, alive, with search (and, for `mask`, more)
-  // permission for the caller.
-  absl::StatusOr<std::shared_ptr<Inode>> GetDirectory(InodeNumber ino, int mask,
-                                                      const Caller& caller) const {
+  // The directory `ino`, still linked into the tree.
+  absl::StatusOr<std::shared_ptr<Inode>> GetDirectory(InodeNumber ino) const {
     absl::StatusOr<std::shared_ptr<Inode>> dir = Get(ino);
     if (!dir.ok()) return dir.status();
     if (!(*dir)->is_directory()) return PosixError(ENOTDIR);
     absl::ReaderMutexLock lock(&(*dir)->mu);
     if ((*dir)->nlink == 0) return PosixError(ENOENT, "directory was removed");
-    if (absl::Status status = CheckPermission(**dir, mask, caller); !status.ok()) return status;
     return dir;
   }
 
@@ -262,7 +234,7 @@ class Filesystem::Impl {
                                           bool open) {
     if (absl::Status status = ValidateName(name); !status.ok()) return status;
     absl::MutexLock namespace_lock(&namespace_mu_);
-    absl::StatusOr<std::shared_ptr<Inode>> dir = GetDirectory(parent, W_OK | X_OK, caller);
+    absl::StatusOr<std::shared_ptr<Inode>> dir = GetDirectory(parent);
     if (!dir.ok()) return dir.status();
     if (IsDotOrDotDot(name) || (*dir)->directory->Find(name)) return PosixError(EEXIST);
     absl::StatusOr<std::shared_ptr<Inode>> created = table_.Create(mode);
@@ -278,16 +250,11 @@ class Filesystem::Impl {
       inode.rdev = rdev;
       inode.atime = inode.mtime = inode.ctime = now;
       // setgid directories hand their group down, and their setgid bit to
-      // subdirectories. A non-member's new file keeps setgid only without
-      // group-execute (mandatory locking), as in the kernel's mode_strip_sgid.
+      // subdirectories. (Whether a new file may keep its own setgid bit the
+      // kernel has decided already: mode_strip_sgid, with CAP_FSETID.)
       if ((*dir)->mode & S_ISGID) {
         inode.gid = (*dir)->gid;
-        if (inode.is_directory()) {
-          inode.mode |= S_ISGID;
-        } else if ((inode.mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) &&
-                   !caller.is_root() && !caller.InGroup(inode.gid)) {
-          inode.mode &= ~S_ISGID;
-        }
+        if (inode.is_directory()) inode.mode |= S_ISGID;
       } else {
         inode.gid = caller.gid();
       }
@@ -313,15 +280,14 @@ class Filesystem::Impl {
   }
 
   // Removes `name` from `parent` (unlink or rmdir).
-  absl::Status RemoveNamed(InodeNumber parent, absl::string_view name, bool directory,
-                           const Caller& caller) {
+  absl::Status RemoveNamed(InodeNumber parent, absl::string_view name, bool directory) {
     if (name.size() > kNameMax) return PosixError(ENAMETOOLONG);
     if (directory && name == ".") return PosixError(EINVAL);
     if (directory && name == "..") return PosixError(ENOTEMPTY);
     std::shared_ptr<Inode> victim;
     {
       absl::MutexLock namespace_lock(&namespace_mu_);
-      absl::StatusOr<std::shared_ptr<Inode>> dir = GetDirectory(parent, W_OK | X_OK, caller);
+      absl::StatusOr<std::shared_ptr<Inode>> dir = GetDirectory(parent);
       if (!dir.ok()) return dir.status();
       std::optional<Directory::Entry> entry = (*dir)->directory->Find(name);
       if (!entry) return PosixError(ENOENT);
@@ -333,7 +299,6 @@ class Filesystem::Impl {
       if (directory && !victim->directory->empty()) return PosixError(ENOTEMPTY);
       const timespec now = Now();
       InodePairLock lock(**dir, *victim);
-      if (absl::Status status = CheckSticky(**dir, *victim, caller); !status.ok()) return status;
       (*dir)->directory->Erase(name);
       Unname(**dir, *victim, now);
       (*dir)->mtime = (*dir)->ctime = now;
@@ -342,13 +307,16 @@ class Filesystem::Impl {
     return absl::OkStatus();
   }
 
-  // Bookkeeping for an inode losing one name in `dir`.
-  static void Unname(Inode& dir, Inode& victim, const timespec& now)
+  // Bookkeeping for an inode losing one name in `dir`. A name that was not
+  // the last gives back the inode slot Link took for it; the last one's
+  // slot goes with the inode.
+  void Unname(Inode& dir, Inode& victim, const timespec& now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(dir.mu, victim.mu) {
     if (victim.is_directory()) {
       victim.nlink = 0;
       --dir.nlink;
     } else {
+      if (victim.nlink > 1) table_.ReleaseSpace(InodeTable::kSlotBytes);
       --victim.nlink;
     }
     victim.ctime = now;
@@ -367,7 +335,7 @@ class Filesystem::Impl {
   }
 
   absl::Status Rename(InodeNumber parent, absl::string_view name, InodeNumber new_parent,
-                      absl::string_view new_name, unsigned flags, const Caller& caller) {
+                      absl::string_view new_name, unsigned flags) {
     if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
         ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))) {
       return PosixError(EINVAL);
@@ -379,10 +347,10 @@ class Filesystem::Impl {
     std::shared_ptr<Inode> victim;
     {
       absl::MutexLock namespace_lock(&namespace_mu_);
-      absl::StatusOr<std::shared_ptr<Inode>> from_dir = GetDirectory(parent, W_OK | X_OK, caller);
+      absl::StatusOr<std::shared_ptr<Inode>> from_dir = GetDirectory(parent);
       if (!from_dir.ok()) return from_dir.status();
       absl::StatusOr<std::shared_ptr<Inode>> to_dir =
-          GetDirectory(new_parent, W_OK | X_OK, caller);
+          GetDirectory(new_parent);
       if (!to_dir.ok()) return to_dir.status();
       std::optional<Directory::Entry> source = (*from_dir)->directory->Find(name);
       if (!source) return PosixError(ENOENT);
@@ -421,36 +389,18 @@ class Filesystem::Impl {
                 [](Inode* a, Inode* b) { return a->ino < b->ino; });
       involved.erase(std::unique(involved.begin(), involved.end()), involved.end());
       LockAll(involved);
-      absl::Status status = RenameLocked(**from_dir, name, **to_dir, new_name, **moved,
-                                         replaced.get(), exchange, caller);
+      RenameLocked(**from_dir, name, **to_dir, new_name, **moved, replaced.get(), exchange);
       UnlockAll(involved);
-      if (!status.ok()) return status;
       if (!exchange) victim = replaced;
     }
     if (victim) table_.DropIfUnused(victim);
     return absl::OkStatus();
   }
 
-  absl::Status RenameLocked(Inode& from_dir, absl::string_view name, Inode& to_dir,
-                            absl::string_view new_name, Inode& moved, Inode* replaced,
-                            bool exchange, const Caller& caller)
+  void RenameLocked(Inode& from_dir, absl::string_view name, Inode& to_dir,
+                    absl::string_view new_name, Inode& moved, Inode* replaced, bool exchange)
       ABSL_NO_THREAD_SAFETY_ANALYSIS /* locks taken in a sorted loop */ {
-    if (absl::Status status = CheckSticky(from_dir, moved, caller); !status.ok()) return status;
-    if (replaced) {
-      if (absl::Status status = CheckSticky(to_dir, *replaced, caller); !status.ok()) {
-        return status;
-      }
-    }
     const bool cross = &from_dir != &to_dir;
-    // Moving a directory rewrites its "..", which needs write permission on it.
-    if (cross && moved.is_directory()) {
-      if (absl::Status status = CheckPermission(moved, W_OK, caller); !status.ok()) return status;
-    }
-    if (exchange && cross && replaced->is_directory()) {
-      if (absl::Status status = CheckPermission(*replaced, W_OK, caller); !status.ok()) {
-        return status;
-      }
-    }
     const timespec now = Now();
     const Directory::Entry moved_entry{moved.ino, moved.type};
     if (exchange) {
@@ -487,7 +437,6 @@ class Filesystem::Impl {
     moved.ctime = now;
     from_dir.mtime = from_dir.ctime = now;
     to_dir.mtime = to_dir.ctime = now;
-    return absl::OkStatus();
   }
 
   absl::StatusOr<struct stat> SetAttributes(InodeNumber ino, const AttributeChanges& changes,
@@ -496,40 +445,15 @@ class Filesystem::Impl {
     if (!found.ok()) return found.status();
     Inode& inode = **found;
     absl::MutexLock lock(&inode.mu);
-    const bool owner = caller.is_root() || caller.uid() == inode.uid;
     const timespec now = Now();
-    // Check everything first so that a refused change changes nothing.
-    if (changes.mode && !owner) {
-      // Non-owners may only drop set-id bits: that is how the kernel asks
-      // for them to go after a write by a non-owner.
-      const mode_t set_id = S_ISUID | S_ISGID;
-      const mode_t current = inode.mode & 07777;
-      const mode_t requested = *changes.mode & 07777;
-      if ((requested & ~current) != 0 || (requested | set_id) != (current | set_id)) {
-        return PosixError(EPERM);
-      }
-    }
-    // Like the kernel's chown_ok/chgrp_ok: only the owner may even "change"
-    // to the current values.
-    if (changes.uid && !caller.is_root() &&
-        (*changes.uid != inode.uid || caller.uid() != inode.uid)) {
-      return PosixError(EPERM);
-    }
-    if (changes.gid && !caller.is_root() &&
-        (caller.uid() != inode.uid ||
-         (*changes.gid != inode.gid && !caller.InGroup(*changes.gid)))) {
-      return PosixError(EPERM);
-    }
+    // Who may change what the kernel has checked (setattr_prepare, with
+    // capabilities); it has also dropped setgid from a chmod by a caller
+    // outside the group. Check the rest first so that a refused change
+    // changes nothing.
     if (changes.size) {
       if (inode.is_directory()) return PosixError(EISDIR);
       if (!inode.is_regular()) return PosixError(EINVAL);
       if (*changes.size > kMaxFileSize) return PosixError(EFBIG);
-    }
-    for (const std::optional<AttributeChanges::Time>* time : {&changes.atime, &changes.mtime}) {
-      if (!time->has_value()) continue;
-      if ((*time)->now ? !owner && !Permits(inode, W_OK, caller) : !owner) {
-        return PosixError((*time)->now ? EACCES : EPERM);
-      }
     }
 
     if (changes.size) {
@@ -541,11 +465,8 @@ class Filesystem::Impl {
       inode.mtime = now;
       DropSetIdOnWrite(inode, caller);
     }
-    if (changes.mode) {
-      mode_t mode = *changes.mode & 07777;
-      if ((mode & S_ISGID) && !caller.is_root() && !caller.InGroup(inode.gid)) mode &= ~S_ISGID;
-      inode.mode = inode.type | mode;
-    }
+    if (changes.mode) inode.mode = inode.type | (*changes.mode & 07777);
+    if (changes.remove_set_id) DropSetIdOnWrite(inode, caller);
     if (changes.uid || changes.gid) {
       if (changes.uid) inode.uid = *changes.uid;
       if (changes.gid) inode.gid = *changes.gid;
@@ -605,19 +526,29 @@ class Filesystem::Impl {
     absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
     if (!found.ok()) return found.status();
     Inode& inode = **found;
-    absl::MutexLock lock(&inode.mu);
-    if (inode.is_directory()) return PosixError(EISDIR);
-    if (!inode.is_regular()) return PosixError(EINVAL);
-    if (append) offset = inode.size;
-    if (offset > kMaxFileSize || size > kMaxFileSize - offset) return PosixError(EFBIG);
-    if (size == 0) return 0;
-    if (absl::Status status = inode.data->Write(offset, data, size, inode.size); !status.ok()) {
-      return status;
+    bool set_id_dropped;
+    {
+      absl::MutexLock lock(&inode.mu);
+      if (inode.is_directory()) return PosixError(EISDIR);
+      if (!inode.is_regular()) return PosixError(EINVAL);
+      if (append) offset = inode.size;
+      if (offset > kMaxFileSize || size > kMaxFileSize - offset) return PosixError(EFBIG);
+      if (size == 0) return 0;
+      if (absl::Status status = inode.data->Write(offset, data, size, inode.size); !status.ok()) {
+        return status;
+      }
+      inode.size = std::max<uint64_t>(inode.size, offset + size);
+      inode.mtime = inode.ctime = Now();
+      set_id_dropped = DropSetIdOnWrite(inode, caller);
     }
-    inode.size = std::max<uint64_t>(inode.size, offset + size);
-    inode.mtime = inode.ctime = Now();
-    DropSetIdOnWrite(inode, caller);
+    if (set_id_dropped) AttributesChanged(ino);
     return size;
+  }
+
+  // Tells whoever caches attributes that those of `ino` changed (see
+  // FilesystemConfig::attributes_changed). Call with no lock held.
+  void AttributesChanged(InodeNumber ino) {
+    if (config_.attributes_changed) config_.attributes_changed(ino);
   }
 
   // Copies on the device, extent to extent: no byte goes through the host.
@@ -640,13 +571,17 @@ class Filesystem::Impl {
     std::sort(involved.begin(), involved.end(),
               [](Inode* a, Inode* b) { return a->ino < b->ino; });
     LockAll(involved);
-    absl::StatusOr<size_t> copied = CopyLocked(from, in_offset, to, out_offset, length, caller);
+    bool set_id_dropped = false;
+    absl::StatusOr<size_t> copied =
+        CopyLocked(from, in_offset, to, out_offset, length, caller, &set_id_dropped);
     UnlockAll(involved);
+    if (set_id_dropped) AttributesChanged(out);
     return copied;
   }
 
   absl::StatusOr<size_t> CopyLocked(Inode& from, uint64_t in_offset, Inode& to,
-                                    uint64_t out_offset, size_t length, const Caller& caller)
+                                    uint64_t out_offset, size_t length, const Caller& caller,
+                                    bool* set_id_dropped)
       ABSL_NO_THREAD_SAFETY_ANALYSIS {  // both locked by the caller
     if (in_offset >= from.size) return 0;
     const uint64_t count = std::min<uint64_t>(length, from.size - in_offset);
@@ -657,7 +592,7 @@ class Filesystem::Impl {
     }
     to.size = std::max<uint64_t>(to.size, out_offset + count);
     to.mtime = to.ctime = Now();
-    DropSetIdOnWrite(to, caller);
+    *set_id_dropped = DropSetIdOnWrite(to, caller);
     if (config_.update_atime && NeedsAtimeUpdate(from, to.mtime)) from.atime = to.mtime;
     return count;
   }
@@ -675,7 +610,19 @@ class Filesystem::Impl {
       return PosixError(EOPNOTSUPP);
     }
     if (operation == FALLOC_FL_PUNCH_HOLE && !keep_size) return PosixError(EOPNOTSUPP);
-    absl::MutexLock lock(&inode.mu);
+    bool set_id_dropped;
+    {
+      absl::MutexLock lock(&inode.mu);
+      absl::Status status = AllocateLocked(inode, operation, keep_size, offset, length);
+      if (!status.ok()) return status;
+      set_id_dropped = DropSetIdOnWrite(inode, caller);
+    }
+    if (set_id_dropped) AttributesChanged(ino);
+    return absl::OkStatus();
+  }
+
+  absl::Status AllocateLocked(Inode& inode, int operation, bool keep_size, uint64_t offset,
+                              uint64_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inode.mu) {
     if (inode.is_directory()) return PosixError(EISDIR);
     if (!inode.is_regular()) return PosixError(ENODEV);
     const uint64_t end = offset + length;
@@ -697,7 +644,6 @@ class Filesystem::Impl {
     // tmpfs marks every successful fallocate as a modification, KEEP_SIZE
     // included (file_modified() in shmem_fallocate).
     inode.mtime = inode.ctime = Now();
-    DropSetIdOnWrite(inode, caller);
     return absl::OkStatus();
   }
 
@@ -750,32 +696,42 @@ class Filesystem::Impl {
   }
 
   absl::Status SetXattr(InodeNumber ino, absl::string_view name, absl::string_view value,
-                        int flags, const Caller& caller) {
+                        int flags) {
+    if (absl::Status status = ValidateXattrName(name); !status.ok()) return status;
     if (value.size() > kXattrValueMax) return PosixError(E2BIG);
     absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
     if (!found.ok()) return found.status();
     Inode& inode = **found;
     absl::MutexLock lock(&inode.mu);
-    if (absl::Status status = CheckXattrAccess(inode, name, W_OK, caller); !status.ok()) {
-      return status;
-    }
     auto it = inode.xattrs.find(name);
     if ((flags & XATTR_CREATE) && it != inode.xattrs.end()) return PosixError(EEXIST);
     if ((flags & XATTR_REPLACE) && it == inode.xattrs.end()) return PosixError(ENODATA);
-    inode.xattrs[std::string(name)] = std::string(value);
+    const uint64_t old_bytes = it == inode.xattrs.end() ? 0 : XattrBytes(name, it->second);
+    const uint64_t new_bytes = XattrBytes(name, value);
+    if (new_bytes > old_bytes) {
+      if (absl::Status status = table_.ReserveSpace(new_bytes - old_bytes); !status.ok()) {
+        return status;
+      }
+    } else {
+      table_.ReleaseSpace(old_bytes - new_bytes);
+    }
+    if (it == inode.xattrs.end()) {
+      inode.xattrs.emplace(std::string(name), std::string(value));
+    } else {
+      it->second.assign(value.data(), value.size());
+    }
+    inode.xattr_bytes += new_bytes;
+    inode.xattr_bytes -= old_bytes;
     inode.ctime = Now();
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::string> GetXattr(InodeNumber ino, absl::string_view name,
-                                       const Caller& caller) {
+  absl::StatusOr<std::string> GetXattr(InodeNumber ino, absl::string_view name) {
+    if (absl::Status status = ValidateXattrName(name); !status.ok()) return status;
     absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
     if (!found.ok()) return found.status();
     Inode& inode = **found;
     absl::ReaderMutexLock lock(&inode.mu);
-    if (absl::Status status = CheckXattrAccess(inode, name, R_OK, caller); !status.ok()) {
-      return status;
-    }
     auto it = inode.xattrs.find(name);
     if (it == inode.xattrs.end()) return PosixError(ENODATA);
     return it->second;
@@ -788,6 +744,8 @@ class Filesystem::Impl {
     absl::ReaderMutexLock lock(&inode.mu);
     std::string names;
     for (const auto& [name, value] : inode.xattrs) {
+      // tmpfs lists trusted.* names to CAP_SYS_ADMIN only; a FUSE request
+      // carries no capabilities, so uid 0 stands in for it here.
       if (absl::StartsWith(name, "trusted.") && !caller.is_root()) continue;
       names.append(name);
       names.push_back('\0');
@@ -795,48 +753,42 @@ class Filesystem::Impl {
     return names;
   }
 
-  absl::Status RemoveXattr(InodeNumber ino, absl::string_view name, const Caller& caller) {
+  absl::Status RemoveXattr(InodeNumber ino, absl::string_view name) {
+    if (absl::Status status = ValidateXattrName(name); !status.ok()) return status;
     absl::StatusOr<std::shared_ptr<Inode>> found = Get(ino);
     if (!found.ok()) return found.status();
     Inode& inode = **found;
     absl::MutexLock lock(&inode.mu);
-    if (absl::Status status = CheckXattrAccess(inode, name, W_OK, caller); !status.ok()) {
-      return status;
-    }
     auto it = inode.xattrs.find(name);
     if (it == inode.xattrs.end()) return PosixError(ENODATA);
+    const uint64_t bytes = XattrBytes(name, it->second);
+    table_.ReleaseSpace(bytes);
+    inode.xattr_bytes -= bytes;
     inode.xattrs.erase(it);
     inode.ctime = Now();
     return absl::OkStatus();
   }
 
-  // The kernel's xattr_permission() rules for the namespaces we keep.
-  static absl::Status CheckXattrAccess(const Inode& inode, absl::string_view name, int mask,
-                                       const Caller& caller) ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
+  // The namespaces we keep. Who may read or write which namespace the
+  // kernel has checked (xattr_permission() and the LSM hooks, with
+  // capabilities).
+  static absl::Status ValidateXattrName(absl::string_view name) {
     if (name.empty() || name.size() > kXattrNameMax) return PosixError(ERANGE);
     // A namespace with no name in it: the VFS says EINVAL for filesystems
     // with per-namespace handlers (xattr_resolve_name); FUSE leaves it to us.
     if (name == "trusted." || name == "security." || name == "user.") return PosixError(EINVAL);
-    const bool write = mask & W_OK;
-    if (absl::StartsWith(name, "trusted.")) {
-      if (!caller.is_root()) return PosixError(write ? EPERM : ENODATA);
+    if (absl::StartsWith(name, "trusted.") || absl::StartsWith(name, "security.") ||
+        absl::StartsWith(name, "user.")) {
       return absl::OkStatus();
-    }
-    if (absl::StartsWith(name, "security.")) {
-      if (write && !caller.is_root()) return PosixError(EPERM);
-      return absl::OkStatus();
-    }
-    if (absl::StartsWith(name, "user.")) {
-      if (!inode.is_regular() && !inode.is_directory()) {
-        return PosixError(write ? EPERM : ENODATA);
-      }
-      if (write && (inode.mode & S_ISVTX) && inode.is_directory() && !caller.is_root() &&
-          caller.uid() != inode.uid) {
-        return PosixError(EPERM);
-      }
-      return CheckPermission(inode, mask, caller);
     }
     return PosixError(EOPNOTSUPP);
+  }
+
+  // The inode space an attribute takes, counted like tmpfs'
+  // simple_xattr_space(): its name, its value and the bookkeeping around
+  // them.
+  static uint64_t XattrBytes(absl::string_view name, absl::string_view value) {
+    return kXattrOverhead + name.size() + 1 + value.size();
   }
 
   Arena* const arena_;
@@ -856,13 +808,12 @@ Filesystem::Filesystem(Arena* arena, FilesystemConfig config)
 
 Filesystem::~Filesystem() = default;
 
-absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_view name,
-                                               const Caller& caller) {
+absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_view name) {
   if (name.size() > kNameMax) return PosixError(ENAMETOOLONG);
   std::shared_ptr<Inode> inode;
   {
     absl::ReaderMutexLock namespace_lock(&impl_->namespace_mu_);
-    absl::StatusOr<std::shared_ptr<Inode>> dir = impl_->GetDirectory(parent, X_OK, caller);
+    absl::StatusOr<std::shared_ptr<Inode>> dir = impl_->GetDirectory(parent);
     if (!dir.ok()) return dir.status();
     InodeNumber ino;
     if (name == ".") {
@@ -900,8 +851,7 @@ absl::StatusOr<struct stat> Filesystem::MakeNode(InodeNumber parent, absl::strin
       rdev = 0;
       break;
     case S_IFCHR:
-    case S_IFBLK:
-      if (!caller.is_root()) return PosixError(EPERM);
+    case S_IFBLK:  // the kernel has checked CAP_MKNOD
       break;
     case 0:
       mode |= S_IFREG;  // mknod(2): a zero type means a regular file
@@ -935,15 +885,14 @@ absl::StatusOr<struct stat> Filesystem::SymbolicLink(InodeNumber parent, absl::s
 }
 
 absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_parent,
-                                             absl::string_view new_name, const Caller& caller) {
+                                             absl::string_view new_name) {
   if (absl::Status status = ValidateName(new_name); !status.ok()) return status;
   absl::MutexLock namespace_lock(&impl_->namespace_mu_);
   absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
   if (!found.ok()) return found.status();
   Inode& inode = **found;
   if (inode.is_directory()) return PosixError(EPERM);
-  absl::StatusOr<std::shared_ptr<Inode>> dir =
-      impl_->GetDirectory(new_parent, W_OK | X_OK, caller);
+  absl::StatusOr<std::shared_ptr<Inode>> dir = impl_->GetDirectory(new_parent);
   if (!dir.ok()) return dir.status();
   if (IsDotOrDotDot(new_name) || (*dir)->directory->Find(new_name)) return PosixError(EEXIST);
   const timespec now = Now();
@@ -951,6 +900,11 @@ absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_pa
   {
     InodePairLock lock(**dir, inode);
     if (inode.nlink == 0) return PosixError(ENOENT);  // unlinked but still open
+    // Every name past the first takes an inode slot, as in tmpfs: links
+    // cannot grow the daemon's memory past nr_inodes.
+    if (absl::Status status = impl_->table_.ReserveSpace(InodeTable::kSlotBytes); !status.ok()) {
+      return status;
+    }
     ++inode.nlink;
     inode.ctime = now;
     (*dir)->mtime = (*dir)->ctime = now;
@@ -961,20 +915,18 @@ absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_pa
   return st;
 }
 
-absl::Status Filesystem::Unlink(InodeNumber parent, absl::string_view name,
-                                const Caller& caller) {
-  return impl_->RemoveNamed(parent, name, /*directory=*/false, caller);
+absl::Status Filesystem::Unlink(InodeNumber parent, absl::string_view name) {
+  return impl_->RemoveNamed(parent, name, /*directory=*/false);
 }
 
-absl::Status Filesystem::RemoveDirectory(InodeNumber parent, absl::string_view name,
-                                         const Caller& caller) {
-  return impl_->RemoveNamed(parent, name, /*directory=*/true, caller);
+absl::Status Filesystem::RemoveDirectory(InodeNumber parent, absl::string_view name) {
+  return impl_->RemoveNamed(parent, name, /*directory=*/true);
 }
 
 absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name,
                                 InodeNumber new_parent, absl::string_view new_name,
-                                unsigned flags, const Caller& caller) {
-  return impl_->Rename(parent, name, new_parent, new_name, flags, caller);
+                                unsigned flags) {
+  return impl_->Rename(parent, name, new_parent, new_name, flags);
 }
 
 absl::StatusOr<std::string> Filesystem::ReadLink(InodeNumber ino) {
@@ -1003,14 +955,6 @@ absl::StatusOr<struct stat> Filesystem::SetAttributes(InodeNumber ino,
   return impl_->SetAttributes(ino, changes, caller);
 }
 
-absl::Status Filesystem::Access(InodeNumber ino, int mask, const Caller& caller) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
-  if (!found.ok()) return found.status();
-  if (mask == F_OK) return absl::OkStatus();
-  absl::ReaderMutexLock lock(&(*found)->mu);
-  return CheckPermission(**found, mask, caller);
-}
-
 absl::StatusOr<struct stat> Filesystem::Create(InodeNumber parent, absl::string_view name,
                                                mode_t mode, int /*flags*/, const Caller& caller) {
   // The kernel has applied O_EXCL; O_TRUNC and the rest mean nothing for a
@@ -1024,19 +968,20 @@ absl::Status Filesystem::Open(InodeNumber ino, int flags, const Caller& caller) 
   if (!found.ok()) return found.status();
   Inode& inode = **found;
   const int access = flags & O_ACCMODE;
-  int mask = access == O_RDONLY ? R_OK : access == O_WRONLY ? W_OK : R_OK | W_OK;
-  if (flags & O_TRUNC) mask |= W_OK;
+  bool set_id_dropped = false;
   {
     absl::MutexLock lock(&inode.mu);
-    if (inode.is_directory() && (mask & W_OK)) return PosixError(EISDIR);
-    if (absl::Status status = CheckPermission(inode, mask, caller); !status.ok()) return status;
+    if (inode.is_directory() && (access != O_RDONLY || (flags & O_TRUNC))) {
+      return PosixError(EISDIR);
+    }
     if ((flags & O_TRUNC) && inode.is_regular()) {
       if (absl::Status status = inode.data->Truncate(0); !status.ok()) return status;
       inode.size = 0;
       inode.mtime = inode.ctime = Now();
-      DropSetIdOnWrite(inode, caller);
+      set_id_dropped = DropSetIdOnWrite(inode, caller);
     }
   }
+  if (set_id_dropped) impl_->AttributesChanged(ino);
   impl_->table_.AddOpen(inode);
   return absl::OkStatus();
 }
@@ -1099,15 +1044,13 @@ absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool pl
 }
 
 absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view name,
-                                              absl::string_view value, int flags,
-                                              const Caller& caller) {
-  return impl_->SetXattr(ino, name, value, flags, caller);
+                                              absl::string_view value, int flags) {
+  return impl_->SetXattr(ino, name, value, flags);
 }
 
 absl::StatusOr<std::string> Filesystem::GetExtendedAttribute(InodeNumber ino,
-                                                             absl::string_view name,
-                                                             const Caller& caller) {
-  return impl_->GetXattr(ino, name, caller);
+                                                             absl::string_view name) {
+  return impl_->GetXattr(ino, name);
 }
 
 absl::StatusOr<std::string> Filesystem::ListExtendedAttributes(InodeNumber ino,
@@ -1115,9 +1058,8 @@ absl::StatusOr<std::string> Filesystem::ListExtendedAttributes(InodeNumber ino,
   return impl_->ListXattr(ino, caller);
 }
 
-absl::Status Filesystem::RemoveExtendedAttribute(InodeNumber ino, absl::string_view name,
-                                                 const Caller& caller) {
-  return impl_->RemoveXattr(ino, name, caller);
+absl::Status Filesystem::RemoveExtendedAttribute(InodeNumber ino, absl::string_view name) {
+  return impl_->RemoveXattr(ino, name);
 }
 
 struct statvfs Filesystem::StatFs() {
@@ -1129,10 +1071,10 @@ struct statvfs Filesystem::StatFs() {
   st.f_blocks = stats.blocks.capacity / block;
   st.f_bfree = stats.blocks.free / block;
   st.f_bavail = st.f_bfree;
-  const uint64_t inodes = impl_->table_.size();
-  const uint64_t max_inodes = impl_->table_.max_inodes();
-  st.f_files = max_inodes;
-  st.f_ffree = max_inodes > inodes ? max_inodes - inodes : 0;
+  // Free inodes are free inode space in slots, so hard links and extended
+  // attributes show in df -i as they do on tmpfs.
+  st.f_files = impl_->table_.max_inodes();
+  st.f_ffree = impl_->table_.free_slots();
   st.f_favail = st.f_ffree;
   st.f_namemax = kNameMax;
   return st;

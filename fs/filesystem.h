@@ -4,8 +4,8 @@
 // nothing about FUSE itself (fs/fuse_ops.cc translates), so every
 // operation is testable without mounting.
 //
-// Semantics follow tmpfs: POSIX permissions (root bypasses them), setgid
-// directories, sticky directories, suid/sgid dropped on write and chown,
+// Semantics follow tmpfs: setgid directories, suid/sgid dropped on write
+// and chown (permissions are the kernel's business: see Caller),
 // nanosecond timestamps with tmpfs' ctime/mtime rules and relatime atime,
 // holes that read as zeros, data that lives until the last lookup reference
 // and open handle of an unlinked file are gone.
@@ -41,24 +41,48 @@ namespace cudafs {
 using InodeNumber = uint64_t;
 inline constexpr InodeNumber kRootInode = 1;  // FUSE_ROOT_ID
 
-// Who asks. Supplementary groups are fetched only when a permission check
-// needs them (for FUSE that means reading /proc), and at most once.
+// Who asks. The mount always has default_permissions, so the kernel has
+// already checked every request against the POSIX permission bits and the
+// caller's capabilities (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN,
+// CAP_MKNOD, CAP_SYS_ADMIN for trusted.*, ...) before it reaches the core,
+// and the core applies no permission rule of its own: it could only
+// approximate the kernel's with uid 0, and a FUSE request carries no
+// capabilities. What the core still needs from the caller: the owner of
+// what it creates, and whether a change of a file's data removes the
+// file's set-user-ID and set-group-ID bits, which the kernel decides from
+// CAP_FSETID and passes along (FUSE_HANDLE_KILLPRIV_V2).
 class Caller {
  public:
+  // Supplementary groups are fetched only when needed (for FUSE that means
+  // reading /proc), and at most once.
   using GroupsFetcher = std::function<std::vector<gid_t>()>;
+  // `drops_set_id` defaults to the rule used where the kernel gives no
+  // verdict: everyone but uid 0.
   Caller(uid_t uid, gid_t gid, GroupsFetcher groups = nullptr)
-      : uid_(uid), gid_(gid), fetch_groups_(std::move(groups)) {}
+      : uid_(uid), gid_(gid), drops_set_id_(uid != 0), fetch_groups_(std::move(groups)) {}
   static Caller Root() { return Caller(0, 0); }
 
   uid_t uid() const { return uid_; }
   gid_t gid() const { return gid_; }
-  bool is_root() const { return uid_ == 0; }
   // True when gid is the caller's primary or a supplementary group.
   bool InGroup(gid_t gid) const;
+  // uid 0. Only for what the kernel cannot decide: listing trusted.* names
+  // (listxattr reaches the filesystem without a capability check).
+  bool is_root() const { return uid_ == 0; }
+  // True when a write, truncate, fallocate or copy into a regular file by
+  // this caller clears its set-user-ID bit, and its set-group-ID bit when
+  // the group may execute or the caller is not in the group, as the
+  // kernel's file_remove_privs() does for a caller without CAP_FSETID.
+  bool drops_set_id() const { return drops_set_id_; }
+  Caller& set_drops_set_id(bool drops) {
+    drops_set_id_ = drops;
+    return *this;
+  }
 
  private:
   uid_t uid_;
   gid_t gid_;
+  bool drops_set_id_;
   GroupsFetcher fetch_groups_;
   mutable std::optional<std::vector<gid_t>> groups_;
 };
@@ -74,6 +98,11 @@ struct FilesystemConfig {
   // Bytes of host-side write-back page cache (cache/page_cache.h); 0: none,
   // every read and write goes to the arena.
   uint64_t cache_bytes = 0;
+  // Called, outside every lock, when an operation changed attributes that
+  // its reply does not carry (set-id bits dropped by a write, an O_TRUNC
+  // open, fallocate or a copy), so that whoever caches attributes (the
+  // kernel, for FUSE) drops them. May be empty.
+  std::function<void(InodeNumber)> attributes_changed;
 };
 
 // setattr: only the engaged fields change.
@@ -90,6 +119,10 @@ struct AttributeChanges {
   std::optional<Time> atime;
   std::optional<Time> mtime;
   std::optional<timespec> ctime;
+  // Remove set-id bits as a data change by the caller would: the kernel
+  // asks for that with chown(f, -1, -1) and before changes it makes
+  // without a write (see the FUSE glue's SetAttr).
+  bool remove_set_id = false;
 };
 
 struct DirectoryEntry {
@@ -110,8 +143,7 @@ class Filesystem {
 
   // Namespace. Operations that return an attribute for a new or found name
   // add one lookup reference to it (the FUSE entry reply's).
-  absl::StatusOr<struct stat> Lookup(InodeNumber parent, absl::string_view name,
-                                     const Caller& caller);
+  absl::StatusOr<struct stat> Lookup(InodeNumber parent, absl::string_view name);
   void Forget(InodeNumber ino, uint64_t count);
   absl::StatusOr<struct stat> MakeNode(InodeNumber parent, absl::string_view name, mode_t mode,
                                        dev_t rdev, const Caller& caller);
@@ -120,12 +152,12 @@ class Filesystem {
   absl::StatusOr<struct stat> SymbolicLink(InodeNumber parent, absl::string_view name,
                                            absl::string_view target, const Caller& caller);
   absl::StatusOr<struct stat> Link(InodeNumber ino, InodeNumber new_parent,
-                                   absl::string_view new_name, const Caller& caller);
-  absl::Status Unlink(InodeNumber parent, absl::string_view name, const Caller& caller);
-  absl::Status RemoveDirectory(InodeNumber parent, absl::string_view name, const Caller& caller);
+                                   absl::string_view new_name);
+  absl::Status Unlink(InodeNumber parent, absl::string_view name);
+  absl::Status RemoveDirectory(InodeNumber parent, absl::string_view name);
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
   absl::Status Rename(InodeNumber parent, absl::string_view name, InodeNumber new_parent,
-                      absl::string_view new_name, unsigned flags, const Caller& caller);
+                      absl::string_view new_name, unsigned flags);
   // The target of symlink `ino`; counts as an access for its atime.
   absl::StatusOr<std::string> ReadLink(InodeNumber ino);
 
@@ -133,10 +165,9 @@ class Filesystem {
   absl::StatusOr<struct stat> GetAttributes(InodeNumber ino);
   absl::StatusOr<struct stat> SetAttributes(InodeNumber ino, const AttributeChanges& changes,
                                             const Caller& caller);
-  absl::Status Access(InodeNumber ino, int mask, const Caller& caller);
 
   // Files. Create makes a regular file and opens it (EEXIST if the name
-  // exists). Open checks permission for the access mode and applies O_TRUNC.
+  // exists). Open applies O_TRUNC.
   // Every successful Create/Open is matched by one Release.
   absl::StatusOr<struct stat> Create(InodeNumber parent, absl::string_view name, mode_t mode,
                                      int flags, const Caller& caller);
@@ -172,16 +203,15 @@ class Filesystem {
   absl::Status ReadDirectory(InodeNumber ino, uint64_t cookie, bool plus,
                              const std::function<bool(const DirectoryEntry&)>& emit);
 
-  // Extended attributes. Namespaces: user.* (regular files and directories,
-  // permission-checked), trusted.* and security.* (root only for trusted).
+  // Extended attributes. Namespaces: user.* (regular files and directories),
+  // trusted.* and security.*; listing shows trusted.* names to uid 0 only.
+  // Their names and values take inode space (see StatFs).
   absl::Status SetExtendedAttribute(InodeNumber ino, absl::string_view name,
-                                    absl::string_view value, int flags, const Caller& caller);
-  absl::StatusOr<std::string> GetExtendedAttribute(InodeNumber ino, absl::string_view name,
-                                                   const Caller& caller);
+                                    absl::string_view value, int flags);
+  absl::StatusOr<std::string> GetExtendedAttribute(InodeNumber ino, absl::string_view name);
   // Names visible to the caller, each followed by NUL (listxattr's format).
   absl::StatusOr<std::string> ListExtendedAttributes(InodeNumber ino, const Caller& caller);
-  absl::Status RemoveExtendedAttribute(InodeNumber ino, absl::string_view name,
-                                       const Caller& caller);
+  absl::Status RemoveExtendedAttribute(InodeNumber ino, absl::string_view name);
 
   struct statvfs StatFs();
   PageCacheStats CacheStats() const;

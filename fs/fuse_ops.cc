@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,15 @@ Caller CallerOf(fuse_req_t req) {
     groups.resize(count > 0 ? count : 0);
     return groups;
   });
+}
+
+// The caller of a request that changes a file's data, with the kernel's
+// verdict on its set-id bits where the kernel gives one (`kernel_kills`:
+// the request's FUSE_*_KILL_SUIDGID flag, under FUSE_HANDLE_KILLPRIV_V2).
+Caller DataChangerOf(fuse_req_t req, bool kernel_kills) {
+  Caller caller = CallerOf(req);
+  if (Context(req).kernel_kills_set_id) caller.set_drops_set_id(kernel_kills);
+  return caller;
 }
 
 void ReplyError(fuse_req_t req, const absl::Status& status) {
@@ -127,6 +137,14 @@ void Init(void* userdata, fuse_conn_info* conn) {
   context.direct_io = context.requested_direct_io.value_or(mmap_with_direct_io);
   // O_TRUNC arrives with open instead of as a separate setattr.
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+#ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
+  // The kernel says, with the caller's CAP_FSETID, when a write, truncate
+  // or O_TRUNC open must clear set-id bits; a FUSE request carries no
+  // capabilities, so the daemon could only guess from the uid. (Without
+  // it, direct-I/O writes would not clear them at all: the kernel leaves
+  // that to the filesystem.)
+  context.kernel_kills_set_id = fuse_set_feature_flag(conn, FUSE_CAP_HANDLE_KILLPRIV_V2);
+#endif
   if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
   // Lookups and readdir in one directory run concurrently in the core.
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
@@ -134,7 +152,7 @@ void Init(void* userdata, fuse_conn_info* conn) {
 }
 
 void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  absl::StatusOr<struct stat> st = Fs(req).Lookup(parent, name, CallerOf(req));
+  absl::StatusOr<struct stat> st = Fs(req).Lookup(parent, name);
   if (absl::IsNotFound(st.status()) || ToErrno(st.status()) == ENOENT) {
     // A negative entry (inode 0) lets the kernel cache "no such name" like
     // any other: creating a file then costs no LOOKUP round trip. Every
@@ -176,7 +194,20 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse
     changes.mtime = AttributeChanges::Time{(to_set & FUSE_SET_ATTR_MTIME_NOW) != 0, attr->st_mtim};
   }
   if (to_set & FUSE_SET_ATTR_CTIME) changes.ctime = attr->st_ctim;
-  absl::StatusOr<struct stat> st = Fs(req).SetAttributes(ino, changes, CallerOf(req));
+  // Under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves removing set-id bits to
+  // us and says when: FATTR_KILL_SUIDGID (the bit of FUSE_SET_ATTR_KILL_SUID)
+  // with a truncate by a caller without CAP_FSETID (with a chown it is
+  // always there, and the core's chown rule applies), and a setattr that
+  // changes nothing, which is what chown(f, -1, -1) and the kernel's
+  // file_remove_privs() (before a fallocate or copy_file_range by a caller
+  // without CAP_FSETID) send.
+  constexpr int kAttributeBits = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+                                 FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+                                 FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW;
+  changes.remove_set_id = Context(req).kernel_kills_set_id && !(to_set & kAttributeBits);
+  const bool kernel_kills = (to_set & FUSE_SET_ATTR_KILL_SUID) || changes.remove_set_id;
+  absl::StatusOr<struct stat> st =
+      Fs(req).SetAttributes(ino, changes, DataChangerOf(req, kernel_kills));
   if (!st.ok()) return ReplyError(req, st.status());
   fuse_reply_attr(req, &*st, Context(req).attr_timeout);
 }
@@ -200,20 +231,30 @@ void SymbolicLink(fuse_req_t req, const char* target, fuse_ino_t parent, const c
 }
 
 void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
-  ReplyEntry(req, Fs(req).Link(ino, new_parent, new_name, CallerOf(req)));
+  ReplyEntry(req, Fs(req).Link(ino, new_parent, new_name));
 }
 
 void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  ReplyStatus(req, Fs(req).Unlink(parent, name, CallerOf(req)));
+  ReplyStatus(req, Fs(req).Unlink(parent, name));
 }
 
 void RemoveDirectory(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  ReplyStatus(req, Fs(req).RemoveDirectory(parent, name, CallerOf(req)));
+  ReplyStatus(req, Fs(req).RemoveDirectory(parent, name));
 }
 
 void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
             const char* new_name, unsigned int flags) {
-  ReplyStatus(req, Fs(req).Rename(parent, name, new_parent, new_name, flags, CallerOf(req)));
+  ReplyStatus(req, Fs(req).Rename(parent, name, new_parent, new_name, flags));
+}
+
+// The kill_suidgid flag of an open, create or write.
+bool KernelKills(const fuse_file_info* fi) {
+#ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
+  return fi->kill_suidgid;
+#else
+  (void)fi;
+  return false;
+#endif
 }
 
 void SetCaching(fuse_req_t req, fuse_file_info* fi) {
@@ -232,7 +273,8 @@ void SetCaching(fuse_req_t req, fuse_file_info* fi) {
 }
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (absl::Status status = Fs(req).Open(ino, fi->flags, CallerOf(req)); !status.ok()) {
+  if (absl::Status status = Fs(req).Open(ino, fi->flags, DataChangerOf(req, KernelKills(fi)));
+      !status.ok()) {
     return ReplyError(req, status);
   }
   SetCaching(req, fi);
@@ -292,7 +334,8 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t 
   // device DMA from it.
   UringPayload(req, size);
   absl::StatusOr<size_t> written =
-      Fs(req).Write(ino, offset, data, size, (fi->flags & O_APPEND) != 0, CallerOf(req));
+      Fs(req).Write(ino, offset, data, size, (fi->flags & O_APPEND) != 0,
+                    DataChangerOf(req, KernelKills(fi)));
   if (!written.ok()) return ReplyError(req, written.status());
   fuse_reply_write(req, *written);
 }
@@ -393,8 +436,7 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
     LogInfo(absl::StrCat("fault injection: ", absl::string_view(value, size)));
     return (void)fuse_reply_err(req, 0);
   }
-  ReplyStatus(req, Fs(req).SetExtendedAttribute(ino, name, absl::string_view(value, size), flags,
-                                                CallerOf(req)));
+  ReplyStatus(req, Fs(req).SetExtendedAttribute(ino, name, absl::string_view(value, size), flags));
 }
 
 // getxattr/listxattr protocol: size 0 asks for the length; a buffer too
@@ -417,7 +459,7 @@ void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
     }
     return ReplySized(req, stats, size);
   }
-  ReplySized(req, Fs(req).GetExtendedAttribute(ino, name, CallerOf(req)), size);
+  ReplySized(req, Fs(req).GetExtendedAttribute(ino, name), size);
 }
 
 void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
@@ -429,11 +471,7 @@ void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
     fuse_reply_err(req, EPERM);
     return;
   }
-  ReplyStatus(req, Fs(req).RemoveExtendedAttribute(ino, name, CallerOf(req)));
-}
-
-void Access(fuse_req_t req, fuse_ino_t ino, int mask) {
-  ReplyStatus(req, Fs(req).Access(ino, mask, CallerOf(req)));
+  ReplyStatus(req, Fs(req).RemoveExtendedAttribute(ino, name));
 }
 
 void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
@@ -442,13 +480,15 @@ void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t len
     fuse_reply_err(req, EINVAL);
     return;
   }
-  ReplyStatus(req, Fs(req).Allocate(ino, mode, offset, length, CallerOf(req)));
+  // The kernel's verdict on set-id bits, if it gives one, came before as
+  // an empty setattr (see SetAttr).
+  ReplyStatus(req, Fs(req).Allocate(ino, mode, offset, length, DataChangerOf(req, false)));
 }
 
 void CopyFileRange(fuse_req_t req, fuse_ino_t in, off_t in_offset, fuse_file_info*,
                    fuse_ino_t out, off_t out_offset, fuse_file_info*, size_t length, int) {
   absl::StatusOr<size_t> copied =
-      Fs(req).CopyFileRange(in, in_offset, out, out_offset, length, CallerOf(req));
+      Fs(req).CopyFileRange(in, in_offset, out, out_offset, length, DataChangerOf(req, false));
   if (!copied.ok()) return ReplyError(req, copied.status());
   fuse_reply_write(req, *copied);
 }
@@ -498,7 +538,8 @@ fuse_lowlevel_ops MakeOperations() {
   ops.getxattr = GetXattr;
   ops.listxattr = ListXattr;
   ops.removexattr = RemoveXattr;
-  ops.access = Access;
+  // No access: with default_permissions the kernel answers access(2)
+  // itself, with capabilities, and never asks.
   ops.fallocate = Fallocate;
   ops.copy_file_range = CopyFileRange;
   ops.lseek = Lseek;
@@ -506,6 +547,19 @@ fuse_lowlevel_ops MakeOperations() {
 }
 
 }  // namespace
+
+void InvalidateCachedAttributes(const FuseContext& context, InodeNumber ino) {
+  fuse_session* const session = context.session.load();
+  if (session == nullptr) return;
+  // Attributes only (a negative offset): that never waits on the page
+  // cache, so it is safe even from inside the request that made the change.
+  const int result = fuse_lowlevel_notify_inval_inode(session, ino, -1, 0);
+  // ENOENT: the kernel holds no such inode, so nothing stale either.
+  if (result != 0 && result != -ENOENT) {
+    LogError(absl::StrFormat("cannot invalidate the kernel's attributes of inode %d: %s", ino,
+                             std::strerror(-result)));
+  }
+}
 
 const fuse_lowlevel_ops& FuseOperations() {
   static const fuse_lowlevel_ops ops = MakeOperations();

@@ -19,7 +19,7 @@ class FaultyDevice;
 
 // The session's userdata.
 struct FuseContext {
-  Filesystem* filesystem;
+  Filesystem* filesystem = nullptr;
   // How long the kernel may cache names and attributes. Every change goes
   // through this kernel's FUSE connection, which updates or invalidates its
   // cache itself, so only what the filesystem changes on its own (atime on
@@ -36,6 +36,10 @@ struct FuseContext {
   std::optional<bool> requested_direct_io = std::nullopt;  // the mount option, if given
   bool direct_io = false;                   // decided in Init
   bool cache = false;  // the filesystem has a write-back cache (fsync waits for it)
+  // FUSE_HANDLE_KILLPRIV_V2 was negotiated (decided in Init): the kernel
+  // flags each write, truncate and O_TRUNC open whose caller lacks
+  // CAP_FSETID. Without it the uid rule of Caller applies.
+  bool kernel_kills_set_id = false;
   // Whether to ask for FUSE over io_uring (main decided the kernel offers
   // it and told libfuse to start rings), and its queue depth, for the log.
   bool uring = false;
@@ -47,6 +51,8 @@ struct FuseContext {
   // Host memory of libfuse's ring entry buffers (one request each): queues
   // × depth × max_write; 0 over /dev/fuse. For the stats.
   std::atomic<uint64_t> uring_buffer_bytes{0};
+  // The mounted session, once there is one: for notifications.
+  std::atomic<fuse_session*> session{nullptr};
   // The device's fault injector when the daemon was started with
   // CUDAFS_FAULT_INJECTION=1 (a testing aid), else null.
   FaultyDevice* faults = nullptr;
@@ -62,6 +68,10 @@ inline constexpr char kStatsAttribute[] = "user.cudafs.stats";
 inline constexpr char kFaultsAttribute[] = "user.cudafs.faults";
 
 const fuse_lowlevel_ops& FuseOperations();
+
+// Tells the kernel that its cached attributes of `ino` are stale (the
+// Filesystem's attributes_changed). Does nothing before the mount.
+void InvalidateCachedAttributes(const FuseContext& context, InodeNumber ino);
 
 }  // namespace cudafs
 

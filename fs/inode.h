@@ -45,6 +45,8 @@ struct Inode {
   timespec mtime ABSL_GUARDED_BY(mu){};
   timespec ctime ABSL_GUARDED_BY(mu){};
   absl::btree_map<std::string, std::string> xattrs ABSL_GUARDED_BY(mu);
+  // Inode space the xattrs take (InodeTable).
+  uint64_t xattr_bytes ABSL_GUARDED_BY(mu) = 0;
   std::unique_ptr<CachedFile> data ABSL_GUARDED_BY(mu);  // regular files only
   std::string symlink_target;  // set before the inode is published
 

@@ -209,8 +209,12 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
                                 options.cache_bytes, host_memory));
   }
   config.cache_bytes = options.cache_bytes;
+  FuseContext context;
+  config.attributes_changed = [&context](InodeNumber ino) {
+    InvalidateCachedAttributes(context, ino);
+  };
   Filesystem filesystem(&arena, config);
-  FuseContext context{.filesystem = &filesystem};
+  context.filesystem = &filesystem;
   context.requested_direct_io = options.direct_io;
   context.faults = faults;
   context.cache = filesystem.CacheStats().budget_bytes > 0;
@@ -241,8 +245,10 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   // libfuse copies the argument vector when it edits it; the copy is ours.
   fuse_opt_free_args(&args);
   if (session == nullptr) return fail("cannot start the FUSE session (see the message above)");
+  context.session = session;
   BlockStopSignals();
   if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
+    context.session = nullptr;
     fuse_session_destroy(session);
     return fail(absl::StrFormat("cannot mount on %s", options.mountpoint));
   }
@@ -262,6 +268,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
                                     options.single_threaded ? 1 : kWorkerThreads);
   if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
   uring_buffers.UnregisterAll();  // before libfuse frees them
+  context.session = nullptr;
   fuse_session_destroy(session);
   return result < 0 ? 1 : 0;
 }

@@ -207,7 +207,7 @@ TEST_P(FaultInjectionTest, FailuresAreCleanAndNothingElseChanges) {
   for (int i = 0; i < kFiles; ++i) {
     const std::string data(kMiB, static_cast<char>('a' + i));
     ASSERT_TRUE(fs_->Write(files[i].ino, 0, data.data(), data.size(), false, Caller::Root()).ok());
-    ASSERT_TRUE(fs_->Unlink(kRootInode, "f" + std::to_string(i), Caller::Root()).ok());
+    ASSERT_TRUE(fs_->Unlink(kRootInode, "f" + std::to_string(i)).ok());
     fs_->Release(files[i].ino);
     fs_->Forget(files[i].ino, 1);
   }
