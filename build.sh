@@ -70,8 +70,18 @@ fetch_debian_source() {
 # and the system libfuse is never replaced (this one is libfuse3.so.4, found
 # through the binary's rpath). Without a Debian mirror, or when the build
 # fails, cudafs builds against the system libfuse and CMake says so.
+#
+# libfuse runs fusermount3 from its own bindir ($libfuse_prefix/bin) before
+# the one on PATH, and a root mount with auto_unmount needs one as new as
+# libfuse (`fusermount3 --auto-unmount`; Debian 12's 3.14 lacks it), so the
+# fusermount3 of the same source goes there: setuid root like the system's,
+# so that users' mounts keep working, and reading /etc/fuse.conf. Only
+# installed when building as root; otherwise cudafs refuses auto_unmount
+# for root (see CheckAutoUnmount in fs/main.cc).
 obtain_libfuse() {
-  if pkg-config --atleast-version=3.18 fuse3 || [ -f "$libfuse_prefix/lib/pkgconfig/fuse3.pc" ]; then
+  if pkg-config --atleast-version=3.18 fuse3; then return; fi
+  if [ -f "$libfuse_prefix/lib/pkgconfig/fuse3.pc" ] &&
+     { [ -x "$libfuse_prefix/bin/fusermount3" ] || [ "$(id -u)" -ne 0 ]; }; then
     return
   fi
   local mirror
@@ -91,13 +101,23 @@ obtain_libfuse() {
     echo "build.sh: Debian's libfuse source is older than 3.18; using the system libfuse"
     return
   fi
+  # `meson install` runs no install scripts when given --tags: libfuse's
+  # would write /etc/fuse.conf, udev rules and an init script.
   if ! (meson setup "$work/build" "$source" --prefix="$libfuse_prefix" --libdir=lib \
-          --buildtype=release -Dexamples=false -Dutils=false -Dtests=false -Ddisable-mtab=true \
-          >"$work/meson.log" &&
-        ninja -C "$work/build" install >"$work/ninja.log"); then
+          --sysconfdir=/etc --buildtype=release -Dexamples=false -Dutils=true -Dtests=false \
+          -Ddisable-mtab=true >"$work/meson.log" &&
+        ninja -C "$work/build" >"$work/ninja.log" &&
+        meson install -C "$work/build" --tags runtime,devel >>"$work/ninja.log"); then
     echo "build.sh: building libfuse ${source##*/fuse3-} failed (see $work); using the system libfuse"
     rm -rf "$libfuse_prefix"
     return
+  fi
+  rm -rf "$libfuse_prefix/sbin"  # mount.fuse3: mount(8) runs the system's
+  if [ "$(id -u)" -eq 0 ]; then
+    chown root:root "$libfuse_prefix/bin/fusermount3"
+    chmod u+s "$libfuse_prefix/bin/fusermount3"
+  else
+    rm -f "$libfuse_prefix/bin/fusermount3"
   fi
   grep -q '^#define HAVE_URING' "$work/build/fuse_config.h" ||
     echo "build.sh: warning: libfuse ${source##*/fuse3-} was built without FUSE over io_uring"

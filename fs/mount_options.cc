@@ -314,13 +314,12 @@ absl::Status ApplyOption(absl::string_view option, MountOptions* options,
     *fsname = std::string(value);
     return absl::OkStatus();
   }
+  // libfuse takes max_read= only from a filesystem that repeats the value in
+  // its init reply, and otherwise fails the mount after it has appeared;
+  // cudafs sizes its requests itself (up to 1 MiB).
   if (name == "max_read") {
-    const std::optional<uint64_t> max_read = ParseDecimal(value);
-    if (!max_read || *max_read > std::numeric_limits<uint32_t>::max()) {
-      return BadValue("max_read", value, "expected a decimal byte count");
-    }
-    options->fuse_options.emplace_back(option);
-    return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "option max_read= is not supported: cudafs sizes read requests itself");
   }
   if (name == "subtype") {
     return absl::InvalidArgumentError(
@@ -408,11 +407,16 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
   }
   switch (positionals.size()) {
     case 0:
-      return absl::InvalidArgumentError("missing MOUNTPOINT (see --help)");
+      return absl::InvalidArgumentError("missing MOUNTPOINT");
     case 1:
       options.mountpoint = std::string(positionals[0]);
       break;
     case 2:
+      // The kernel refuses a mount with an empty source.
+      if (positionals[0].empty()) {
+        return absl::InvalidArgumentError(
+            "empty SOURCE: name one, or leave it out for \"cudafs\"");
+      }
       options.source = std::string(positionals[0]);
       options.mountpoint = std::string(positionals[1]);
       break;
@@ -423,6 +427,15 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
   }
   if (fsname) options.source = *std::move(fsname);
   return options;
+}
+
+std::string FsnameOption(absl::string_view source) {
+  std::string option = "fsname=";
+  for (char c : source) {
+    if (c == ',' || c == '\\') option += '\\';
+    option += c;
+  }
+  return option;
 }
 
 absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text) {
@@ -506,7 +519,6 @@ FUSE options, passed to libfuse:
   sync, async            write synchronously or not
   dirsync                change directories synchronously
   fsname=NAME            same as SOURCE
-  max_read=N             largest read request, in bytes
 
 Accepted and ignored, for fstab and mount(8):
   defaults, auto, noauto, nofail, _netdev, user, nouser, users, owner, group,

@@ -81,6 +81,12 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
 // empty, negative, fractional and overflowing values.
 absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text);
 
+// The fsname= option that hands `source` to libfuse as one name. libfuse
+// splits option lists at commas, so a SOURCE like "x,allow_other" would
+// otherwise add options; commas and backslashes are escaped the way libfuse
+// escapes the options it passes on to fusermount3 (fuse_opt_add_opt_escaped).
+std::string FsnameOption(absl::string_view source);
+
 // The --help text.
 std::string UsageText(absl::string_view program);
 

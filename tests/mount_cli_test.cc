@@ -225,6 +225,18 @@ TEST(CliTest, MissingMountpointIsRefused) {
   EXPECT_TRUE(Refused({kBinary}, kExitUsage, "MOUNTPOINT", ""));
   EXPECT_TRUE(Refused({kBinary, "-o", "backend=host"}, kExitUsage, "MOUNTPOINT", ""));
   EXPECT_TRUE(Refused({kBinary, "-f"}, kExitUsage, "MOUNTPOINT", ""));
+  // One pointer to --help, not two.
+  EXPECT_EQ(RunCommand({kBinary}).err, "cudafs: missing MOUNTPOINT (see cudafs --help)\n");
+}
+
+// Refused before libfuse tries (the kernel's EINVAL came with a second line).
+TEST(CliTest, EmptySourceIsRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::vector<std::string> argv = {kBinary, "", dir.path(), "-o", "backend=host,size=64m"};
+  EXPECT_TRUE(Refused(argv, kExitUsage, "SOURCE", dir.path()));
+  EXPECT_EQ(RunCommand(argv, 60s).err,
+            "cudafs: empty SOURCE: name one, or leave it out for \"cudafs\" (see cudafs --help)\n");
 }
 
 TEST(CliTest, ExtraArgumentIsRefused) {
@@ -419,6 +431,29 @@ TEST_P(CliMountTest, FsnameOverridesSource) {
   const std::optional<MountEntry> entry = FindMount(dir.path());
   ASSERT_TRUE(entry.has_value());
   EXPECT_EQ(entry->source, "from-option");
+}
+
+// SOURCE (and fsname=, and the first field of an fstab line) is one name:
+// commas in it must not add mount options or change the type.
+TEST_P(CliMountTest, SourceCannotAddMountOptions) {
+  for (const std::string source : {"x,subtype=evil", "x,allow_other", "x,dev,suid", "x\\,dev"}) {
+    SCOPED_TRACE(source);
+    ScratchDir dir;
+    ASSERT_FALSE(dir.path().empty());
+    // Not MountOptions(): that adds allow_other, one of the options to keep out.
+    const CommandResult result =
+        RunCommand({kBinary, source, dir.path(), "-o", "backend=" + backend() + ",size=64m"}, 60s);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const std::optional<MountEntry> entry = FindMount(dir.path());
+    ASSERT_TRUE(entry.has_value());
+    EXPECT_EQ(entry->fstype, "fuse.cudafs");
+    EXPECT_EQ(entry->source, source);
+    EXPECT_NE(entry->options.find("nosuid"), std::string::npos) << entry->options;
+    EXPECT_NE(entry->options.find("nodev"), std::string::npos) << entry->options;
+    EXPECT_EQ(entry->super_options.find("allow_other"), std::string::npos)
+        << entry->super_options;
+    EXPECT_TRUE(UnmountNow(dir.path()));
+  }
 }
 
 TEST_P(CliMountTest, SizeSetsCapacityAndDefaultInodeCount) {
@@ -723,6 +758,120 @@ TEST_P(CliMountTest, OnlyTheMountingUserEntersWithoutAllowOther) {
   }
 }
 
+// Every option passed through to libfuse mounts and shows its effect in
+// /proc/self/mountinfo (allow_other and ro have tests of their own).
+TEST_P(CliMountTest, ForwardedOptionsTakeEffect) {
+  const struct {
+    const char* option;
+    bool super;            // in the filesystem's options, else the mount's
+    const char* word;      // looked for among them
+    bool present;
+  } kCases[] = {
+      {"nosuid", false, "nosuid", true}, {"suid", false, "nosuid", false},
+      {"nodev", false, "nodev", true},   {"dev", false, "nodev", false},
+      {"noexec", false, "noexec", true}, {"exec", false, "noexec", false},
+      {"sync", true, "sync", true},      {"async", true, "sync", false},
+      {"dirsync", true, "dirsync", true},
+      // libfuse lets the kernel admit everyone and turns others away itself.
+      {"allow_root", true, "allow_other", true},
+  };
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.option);
+    ScratchDir dir;
+    ASSERT_FALSE(dir.path().empty());
+    const CommandResult result = RunCommand(
+        {kBinary, dir.path(), "-o",
+         Join({"backend=" + backend(), "size=64m", "mode=0777", c.option}, ",")},
+        60s);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const std::optional<MountEntry> entry = FindMount(dir.path());
+    ASSERT_TRUE(entry.has_value()) << "exited 0 but nothing is mounted";
+    std::vector<std::string> words;
+    std::istringstream list(c.super ? entry->super_options : entry->options);
+    for (std::string word; std::getline(list, word, ',');) words.push_back(word);
+    EXPECT_EQ((std::find(words.begin(), words.end(), c.word) != words.end()), c.present)
+        << (c.super ? entry->super_options : entry->options);
+    if (std::string_view(c.option) == "allow_root") {
+      // A name never looked up reaches libfuse, which refuses other users.
+      const std::string path = dir.path() + "/not-there";
+      EXPECT_EQ(RunAs(kOtherUid, kOtherGid, [&] {
+                  struct stat st;
+                  return ResultErrno(stat(path.c_str(), &st));
+                }),
+                Errno{EACCES});
+      struct stat st;
+      EXPECT_ERRNO(stat(path.c_str(), &st), ENOENT);
+    }
+    EXPECT_TRUE(UnmountNow(dir.path()));
+  }
+}
+
+// max_read= would mount and then fail the session at init (libfuse wants
+// the value from init as well): refused up front instead.
+TEST_P(CliMountTest, MaxReadIsRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  EXPECT_TRUE(Refused(
+      {kBinary, dir.path(), "-o", Join(MountOptions({"size=64m", "max_read=65536"}), ",")},
+      kExitUsage, "max_read=", dir.path()));
+}
+
+// Children of `pid` that are zombies.
+std::vector<pid_t> ZombieChildren(pid_t pid) {
+  std::vector<pid_t> zombies;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return zombies;
+  while (const dirent* entry = readdir(proc)) {
+    const pid_t child = atoi(entry->d_name);
+    if (child <= 0) continue;
+    std::ifstream stat_file("/proc/" + std::to_string(child) + "/stat");
+    std::string stat;
+    if (!std::getline(stat_file, stat)) continue;
+    // pid (comm) state ppid ...
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(stat.substr(paren + 2));
+    char state = 0;
+    pid_t parent = 0;
+    fields >> state >> parent;
+    if (parent == pid && state == 'Z') zombies.push_back(child);
+  }
+  closedir(proc);
+  return zombies;
+}
+
+// auto_unmount either works, so that a daemon killed with SIGKILL leaves no
+// mount behind (no ENOTCONN), or is refused because the fusermount3 that
+// libfuse would run cannot do it (as root, libfuse runs `fusermount3
+// --auto-unmount`, which fusermount3 older than libfuse rejects).
+TEST_P(CliMountTest, AutoUnmountUnmountsAKilledDaemonOrIsRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::vector<std::string> argv = {
+      kBinary, dir.path(), "-o", Join(MountOptions({"size=64m", "auto_unmount"}), ",")};
+  const CommandResult result = RunCommand(argv, 60s);
+  if (result.exit_code != 0) {
+    EXPECT_TRUE(Refused(argv, kExitUsage, "auto_unmount", dir.path()));
+    EXPECT_NE(result.err.find("fusermount3"), std::string::npos) << result.err;
+    return;
+  }
+  EXPECT_EQ(result.err, "");
+  ASSERT_TRUE(IsMounted(dir.path()));
+  const std::optional<pid_t> daemon = FindDaemon(dir.path());
+  ASSERT_TRUE(daemon.has_value());
+  ASSERT_TRUE(WriteFile(dir.path() + "/file", "x"));
+  // A fusermount3 that gave up at once would linger as a zombie.
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(ZombieChildren(*daemon), std::vector<pid_t>{});
+  ASSERT_SYS_OK(kill(*daemon, SIGKILL));
+  ASSERT_TRUE(Eventually([&] { return !ProcessAlive(*daemon); }, 10s));
+  EXPECT_TRUE(Eventually([&] { return !IsMounted(dir.path()); }, 10s))
+      << "still mounted after the daemon died";
+  struct stat st;
+  EXPECT_SYS_OK(stat(dir.path().c_str(), &st));
+  EXPECT_ERRNO(stat((dir.path() + "/file").c_str(), &st), ENOENT);
+}
+
 TEST_P(CliMountTest, ForegroundExitsZeroOnSigterm) {
   ScratchDir dir;
   ASSERT_FALSE(dir.path().empty());
@@ -956,6 +1105,29 @@ TEST(CliFstabTest, TypeFuseWithProgramPath) {
   MountFromFstab(dir.path(), mountpoint,
                  std::string(kBinary) + "#cudafs-src " + mountpoint +
                      " fuse backend=host,size=64m,mode=0750,noauto 0 0");
+}
+
+// The first field of an fstab line reaches cudafs as SOURCE through
+// mount.fuse3: commas in it stay part of the name.
+TEST(CliFstabTest, SourceWithCommasAddsNoOptions) {
+  SKIP_UNLESS_CAN_MOUNT();
+  SkipUnlessMountHelpers();
+  if (IsSkipped()) return;
+  ScratchDir dir;  // for the fstab file
+  ScratchDir mnt;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_FALSE(mnt.path().empty());
+  const std::string fstab = dir.path() + "/fstab";
+  ASSERT_TRUE(WriteFile(fstab, std::string(kBinary) + "#x,subtype=evil,allow_other " + mnt.path() +
+                                   " fuse backend=host,size=64m,noauto 0 0\n"));
+  const CommandResult result = RunCommand({"mount", "--fstab", fstab, mnt.path()}, 60s);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const std::optional<MountEntry> entry = FindMount(mnt.path());
+  ASSERT_TRUE(entry.has_value()) << "mount exited 0 but nothing is mounted";
+  EXPECT_EQ(entry->fstype, "fuse.cudafs");
+  EXPECT_EQ(entry->source, "x,subtype=evil,allow_other");
+  EXPECT_EQ(entry->super_options.find("allow_other"), std::string::npos) << entry->super_options;
+  EXPECT_TRUE(UnmountNow(mnt.path()));
 }
 
 }  // namespace

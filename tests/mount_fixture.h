@@ -525,6 +525,7 @@ struct MountEntry {
   std::string fstype;
   std::string source;
   std::string options;  // per-mount options ("rw,nosuid,...")
+  std::string super_options;  // the filesystem's ("rw,user_id=0,...,allow_other")
 };
 
 // The mount on `mountpoint` from /proc/self/mountinfo (the topmost one).
@@ -540,7 +541,7 @@ inline std::optional<MountEntry> FindMount(const std::string& mountpoint) {
     while (fields >> field && field != "-") {
     }
     MountEntry entry;
-    fields >> entry.fstype >> entry.source;
+    fields >> entry.fstype >> entry.source >> entry.super_options;
     entry.mountpoint = UnescapeMountField(point);
     if (entry.mountpoint != mountpoint) continue;
     entry.source = UnescapeMountField(entry.source);
