@@ -36,9 +36,9 @@ uint64_t ExtentMap::FitBlock(uint64_t offset, uint64_t wanted) const {
 }
 
 bool ExtentMap::Appends(uint64_t offset, uint64_t end) const {
-  // The block holding the data's last byte is mapped whole, so a write that
-  // starts anywhere up to its end leaves no hole (the cache maps whole
-  // pages, so small appends through it start there too).
+  // Blocks are at least min_block, so the data is mapped up to the end of
+  // the min_block holding its last byte (unless punched since): a write
+  // starting there or before leaves no unmapped hole behind it.
   const uint64_t min_block = arena_->min_block();
   const uint64_t data_blocks_end = (data_end_ + min_block - 1) / min_block * min_block;
   return offset <= data_blocks_end && end > data_end_;
@@ -58,8 +58,9 @@ absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, bool grow,
       wanted = std::clamp(std::bit_floor(std::max(position, end - position)), min_block,
                           max_extent_);
     } else {
-      // The largest aligned block that starts at position's min_block and
-      // does not reach a min_block past `end`.
+      // The largest block, aligned to its size, that starts at the
+      // min_block holding `position` and ends by `end` rounded up to
+      // min_block.
       const uint64_t start = position & ~(min_block - 1);
       wanted = std::clamp(std::bit_floor(end - start), min_block, max_extent_);
       if (start != 0) wanted = std::min(wanted, start & (~start + 1));  // start's alignment
