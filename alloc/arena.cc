@@ -7,12 +7,27 @@
 
 namespace cudafs {
 
-Arena::Arena(Device* device, uint64_t min_block)
+namespace {
+
+// `capacity` rounded up to min_block, within the device's arena (of which
+// only whole min_blocks can be allocated).
+uint64_t UsableCapacity(const Device& device, uint64_t min_block, uint64_t capacity) {
+  const uint64_t whole_arena = device.arena_size() / min_block * min_block;
+  const uint64_t wanted = std::min(capacity, whole_arena);
+  return (wanted + min_block - 1) / min_block * min_block;
+}
+
+}  // namespace
+
+Arena::Arena(Device* device, uint64_t min_block, uint64_t capacity)
     : device_(device),
       min_block_(min_block),
-      capacity_(device->arena_size() / min_block * min_block),
+      capacity_(UsableCapacity(*device, min_block, capacity)),
       granule_(device->granule_size()),
-      allocator_(device->arena_size(), min_block) {}
+      // The buddy allocator covers a range of any multiple of min_block with
+      // the aligned power-of-two blocks of its binary decomposition, so the
+      // bytes past the capacity are simply not in it.
+      allocator_(capacity_, min_block) {}
 
 Arena::~Arena() {
   absl::MutexLock lock(&mu_);

@@ -18,6 +18,7 @@
 #define CUDAFS_ALLOC_ARENA_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -43,9 +44,13 @@ struct ArenaStats {
 
 class Arena {
  public:
-  // Manages the whole arena of `device`, which must outlive the Arena.
-  // min_block is a power of two.
-  Arena(Device* device, uint64_t min_block);
+  // Manages the arena of `device`, which must outlive the Arena. Hands out
+  // at most `capacity` bytes, rounded up to min_block (a power of two) and
+  // capped at the device's arena: devices round their arena up to a granule
+  // (2 MiB), but a mount offers the size= it was given, as tmpfs does. The
+  // bytes past the capacity are never allocated, so never committed.
+  Arena(Device* device, uint64_t min_block,
+        uint64_t capacity = std::numeric_limits<uint64_t>::max());
   ~Arena();
 
   Arena(const Arena&) = delete;
@@ -66,7 +71,7 @@ class Arena {
 
   Device& device() const { return *device_; }
   uint64_t min_block() const { return min_block_; }
-  uint64_t capacity() const { return capacity_; }
+  uint64_t capacity() const { return capacity_; }  // bytes it may hand out
   ArenaStats Stats() const;
 
  private:

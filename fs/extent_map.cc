@@ -35,7 +35,17 @@ uint64_t ExtentMap::FitBlock(uint64_t offset, uint64_t wanted) const {
   }
 }
 
-absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, std::vector<uint64_t>* added) {
+bool ExtentMap::Appends(uint64_t offset, uint64_t end) const {
+  // Blocks are at least min_block, so the data is mapped up to the end of
+  // the min_block holding its last byte (unless punched since): a write
+  // starting there or before leaves no unmapped hole behind it.
+  const uint64_t min_block = arena_->min_block();
+  const uint64_t data_blocks_end = (data_end_ + min_block - 1) / min_block * min_block;
+  return offset <= data_blocks_end && end > data_end_;
+}
+
+absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, bool grow,
+                                 std::vector<uint64_t>* added) {
   const uint64_t min_block = arena_->min_block();
   uint64_t position = offset;
   while (position < end) {
@@ -43,8 +53,19 @@ absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, std::vector<uint
       position = it->first + it->second.size;
       continue;
     }
-    const uint64_t hint = std::max(position, end - position);
-    uint64_t size = FitBlock(position, std::clamp(std::bit_floor(hint), min_block, max_extent_));
+    uint64_t wanted;
+    if (grow) {
+      wanted = std::clamp(std::bit_floor(std::max(position, end - position)), min_block,
+                          max_extent_);
+    } else {
+      // The largest block, aligned to its size, that starts at the
+      // min_block holding `position` and ends by `end` rounded up to
+      // min_block.
+      const uint64_t start = position & ~(min_block - 1);
+      wanted = std::clamp(std::bit_floor(end - start), min_block, max_extent_);
+      if (start != 0) wanted = std::min(wanted, start & (~start + 1));  // start's alignment
+    }
+    uint64_t size = FitBlock(position, wanted);
     absl::StatusOr<Block> block = arena_->Allocate(size);
     // A fragmented arena may lack a block this large; smaller ones still
     // fit the file, so fall back before reporting ENOSPC.
@@ -115,7 +136,9 @@ absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) 
   if (length == 0) return absl::OkStatus();
   const uint64_t end = offset + length;
   std::vector<uint64_t> added;
-  if (absl::Status status = MapRange(offset, end, &added); !status.ok()) return status;
+  if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
+    return status;
+  }
 
   // Bytes of new blocks outside the write would otherwise show whatever the
   // arena held before.
@@ -127,7 +150,9 @@ absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) 
   if (!status.ok()) {
     // Never keep a new block whose zeroing may not have happened.
     for (uint64_t start : added) Release(extents_.find(start));
+    return status;
   }
+  data_end_ = std::max(data_end_, end);
   return status;
 }
 
@@ -145,11 +170,15 @@ absl::Status ExtentMap::MapForWriteBack(uint64_t offset, uint64_t length) {
   if (length == 0) return absl::OkStatus();
   const uint64_t end = offset + length;
   std::vector<uint64_t> added;
-  if (absl::Status status = MapRange(offset, end, &added); !status.ok()) return status;
+  if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
+    return status;
+  }
   absl::Status status = arena_->device().Zero(PaddingOf(added, offset, end));
   if (!status.ok()) {
     for (uint64_t start : added) Release(extents_.find(start));
+    return status;
   }
+  data_end_ = std::max(data_end_, end);
   return status;
 }
 
@@ -174,7 +203,9 @@ absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset
   if (length == 0) return absl::OkStatus();
   const uint64_t end = offset + length;
   std::vector<uint64_t> added;
-  if (absl::Status status = MapRange(offset, end, &added); !status.ok()) return status;
+  if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
+    return status;
+  }
   std::vector<DeviceRange> zeros = PaddingOf(added, offset, end);
   std::vector<DeviceToDevice> copies;
   // Walk the range in pieces that lie in one destination extent and in one
@@ -201,14 +232,18 @@ absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset
   if (status.ok()) status = arena_->device().Copy(copies);
   if (!status.ok()) {
     for (uint64_t start : added) Release(extents_.find(start));
+    return status;
   }
+  data_end_ = std::max(data_end_, end);
   return status;
 }
 
 absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
   if (length == 0) return absl::OkStatus();
   std::vector<uint64_t> added;
-  if (absl::Status status = MapRange(offset, offset + length, &added); !status.ok()) {
+  // fallocate asks for exactly this range: no growth slack.
+  if (absl::Status status = MapRange(offset, offset + length, /*grow=*/false, &added);
+      !status.ok()) {
     return status;
   }
   std::vector<DeviceRange> zeros;
@@ -222,6 +257,7 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
     return status;
   }
   reserved_end_ = std::max(reserved_end_, offset + length);
+  data_end_ = std::max(data_end_, offset + length);
   return status;
 }
 
@@ -252,6 +288,7 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
 
 absl::Status ExtentMap::Truncate(uint64_t size) {
   reserved_end_ = std::min(reserved_end_, size);
+  data_end_ = std::min(data_end_, size);
   return PunchHole(size, std::numeric_limits<uint64_t>::max() - size);
 }
 

@@ -6,15 +6,24 @@
 // other's alignment, a free aligned slot for any offset always exists at
 // min_block granularity, and lookups are one ordered-map search.
 //
-// Growth policy: a write into unmapped space gets the largest block that is
-// no larger than max(offset, write length) (at least min_block, at most
-// max_extent), aligned, not overlapping a neighbour, and available in the
-// arena. Small files thus cost their size rounded up to min_block (a 4 KiB
-// file takes one 4 KiB block), a file grown by appends costs at most about
-// twice its size while it grows, and a large file written in 1 MiB requests
-// maps one extent per request. TrimTail, called when the last writer closes,
-// gives back what growth reserved past the end: a closed file costs its size
-// rounded up to min_block, in at most log2(block / min_block) more extents.
+// Growth policy: a write that extends the data (ends past the furthest byte
+// written and starts no later than the end of that byte's min_block, so it
+// leaves no unmapped hole behind: an append) gets, for unmapped space, the
+// largest block that is no larger than max(offset, write length) (at least
+// min_block, at most max_extent), aligned, not overlapping a neighbour, and
+// available in the arena. Small files thus cost their size rounded up to
+// min_block (a 4 KiB file takes one 4 KiB block), a file grown by appends
+// costs at most about twice its size while it grows, and a large file
+// written in 1 MiB requests maps one extent per request. TrimTail, called
+// when the last writer closes, gives back what growth reserved past the end:
+// a closed file costs its size rounded up to min_block, in at most
+// log2(block / min_block) more extents.
+//
+// Any other write (into a hole below the end of the data, or leaving a hole
+// before it), and every Reserve, maps only the range itself rounded out to
+// min_block, as tmpfs does: growth slack there would sit in the middle of the
+// file, where TrimTail cannot reach it, and random writes into a large
+// sparse file would hold up to max_extent each.
 //
 // Every byte of a block that is not written is zeroed when the block is
 // allocated, and bytes cut off by Truncate/PunchHole are zeroed, so a block
@@ -109,8 +118,13 @@ class ExtentMap {
   // The extent that holds byte `offset`, or end().
   Extents::const_iterator Find(uint64_t offset) const;
   // Maps every unmapped byte of [offset, end); records the new extents in
-  // `added` (file offsets) so the caller can zero or roll them back.
-  absl::Status MapRange(uint64_t offset, uint64_t end, std::vector<uint64_t>* added);
+  // `added` (file offsets) so the caller can zero or roll them back. With
+  // `grow`, blocks follow the growth policy and may reach past `end`;
+  // without, they cover [offset, end) rounded out to min_block and no more.
+  absl::Status MapRange(uint64_t offset, uint64_t end, bool grow, std::vector<uint64_t>* added);
+  // Whether writing [offset, end) extends the data: only such writes earn
+  // growth slack (see the growth policy above).
+  bool Appends(uint64_t offset, uint64_t end) const;
   // The parts of the blocks `added` (file offsets) by MapRange that lie
   // outside [offset, end): they must be zeroed before the blocks are used.
   std::vector<DeviceRange> PaddingOf(const std::vector<uint64_t>& added, uint64_t offset,
@@ -130,6 +144,9 @@ class ExtentMap {
   // End of the furthest Reserve (fallocate KEEP_SIZE may reserve past the
   // size); TrimTail keeps blocks below it.
   uint64_t reserved_end_ = 0;
+  // End of the furthest byte written or reserved, lowered by Truncate: where
+  // appends start (Appends).
+  uint64_t data_end_ = 0;
 };
 
 }  // namespace cudafs

@@ -235,6 +235,10 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
     return kExitUsage;
   };
 
+  // The mount's capacity: size= rounded up to min_block (like tmpfs, which
+  // rounds to a page). The device may round its arena up further, to its
+  // granule; the Arena hands out no more than this.
+  uint64_t capacity = 0;
   const ArenaSizer sizer = [&](uint64_t device_memory) -> absl::StatusOr<uint64_t> {
     const uint64_t size = options.size.Resolve(device_memory, kDefaultSizePercent);
     if (size < options.min_block) {
@@ -246,7 +250,8 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "size=%d exceeds the device's memory (%d bytes)", size, device_memory));
     }
-    return size;
+    capacity = (size + options.min_block - 1) / options.min_block * options.min_block;
+    return capacity;
   };
   absl::StatusOr<OpenedDevice> opened = OpenDevice(options.backend, options.device, sizer);
   if (!opened.ok()) return fail(std::string(opened.status().message()));
@@ -262,7 +267,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
     std::fprintf(stderr, "cudafs: fault injection on: root sets %s on the mount's root\n",
                  kFaultsAttribute);
   }
-  Arena arena(device.get(), options.min_block);
+  Arena arena(device.get(), options.min_block, capacity);
 
   FilesystemConfig config;
   config.root_mode = options.mode;

@@ -245,6 +245,55 @@ TEST_F(ArenaTest, ManagesTheWholeDeviceArena) {
   EXPECT_TRUE(device_->committed_granules().empty());
 }
 
+// Issue 13: a mount's size= is its capacity to the min_block, even though
+// the device rounds its arena up to a granule. Blocks past the capacity are
+// never handed out (so never committed), whatever their size.
+TEST(ArenaCapacityTest, CapacityBelowTheDeviceArenaIsAHardLimit) {
+  // 2 granules + 12 KiB + 1 byte: rounded up to 2 granules + 16 KiB.
+  const uint64_t asked = 2 * kGranule + 12 * 1024 + 1;
+  const uint64_t capacity = 2 * kGranule + 16 * 1024;
+  RecordingDevice device(asked);
+  ASSERT_EQ(device.arena_size(), 3 * kGranule);
+  Arena arena(&device, kMinBlock, asked);
+  EXPECT_EQ(arena.capacity(), capacity);
+  EXPECT_EQ(arena.Stats().blocks.capacity, capacity);
+  EXPECT_EQ(arena.Stats().blocks.free, capacity);
+  EXPECT_EQ(arena.LargestFree(), 2 * kGranule);
+
+  // Largest blocks first, down to min_block: exactly the capacity fits.
+  std::vector<Block> blocks;
+  uint64_t allocated = 0;
+  for (uint64_t size = 4 * kGranule; size >= kMinBlock; size /= 2) {
+    for (absl::StatusOr<Block> block = arena.Allocate(size); block.ok();
+         block = arena.Allocate(size)) {
+      EXPECT_LE(block->offset + block->size, capacity);
+      blocks.push_back(*block);
+      allocated += size;
+    }
+  }
+  EXPECT_EQ(allocated, capacity);
+  EXPECT_EQ(arena.Stats().blocks.free, 0u);
+  EXPECT_EQ(arena.LargestFree(), 0u);
+  EXPECT_TRUE(absl::IsResourceExhausted(arena.Allocate(kMinBlock).status()));
+  EXPECT_EQ(device.committed_granules(), (std::set<uint64_t>{0, 1, 2}));
+  for (const Block& block : blocks) arena.Free(block);
+  EXPECT_TRUE(device.committed_granules().empty());
+  EXPECT_EQ(arena.LargestFree(), 2 * kGranule);
+}
+
+TEST(ArenaCapacityTest, CapacityIsRoundedToMinBlockAndCappedAtTheDeviceArena) {
+  RecordingDevice device(kGranule);
+  EXPECT_EQ(Arena(&device, kMinBlock, 4096).capacity(), 4096u);
+  EXPECT_EQ(Arena(&device, kMinBlock, 12 * 1024).capacity(), 12 * 1024u);
+  EXPECT_EQ(Arena(&device, kMinBlock, 5000).capacity(), 8192u);
+  EXPECT_EQ(Arena(&device, 64 * 1024, 100 * 1024).capacity(), 128 * 1024u);
+  EXPECT_EQ(Arena(&device, kMinBlock, 3 * kGranule).capacity(), kGranule);
+  EXPECT_EQ(Arena(&device, kMinBlock).capacity(), kGranule) << "the default: the whole arena";
+  Arena small(&device, kMinBlock, 12 * 1024);
+  EXPECT_EQ(small.LargestFree(), 8 * 1024u);
+  EXPECT_TRUE(absl::IsResourceExhausted(small.Allocate(16 * 1024).status()));
+}
+
 TEST_F(ArenaTest, FirstBlockInAGranuleCommitsIt) {
   const Block block = MustAllocate(kMinBlock);
   EXPECT_EQ(device_->committed_granules(), std::set<uint64_t>{block.offset / kGranule});
