@@ -451,6 +451,10 @@ void ReplySized(fuse_req_t req, const absl::StatusOr<std::string>& value, size_t
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   if (IsStatsAttribute(ino, name)) {
     const FuseContext& context = Context(req);
+    // The counters follow everyone's activity on the mount (a side channel
+    // on other users' I/O): for root and the user who mounted it only.
+    const uid_t uid = fuse_req_ctx(req)->uid;
+    if (uid != 0 && uid != context.owner_uid) return (void)fuse_reply_err(req, EACCES);
     std::string stats = absl::StrCat("transport ", context.transport.load(),
                                      "\nuring_buffer_bytes ", context.uring_buffer_bytes.load(),
                                      "\n", Fs(req).CacheStats().ToText());

@@ -51,6 +51,8 @@ struct FuseContext {
   // Host memory of libfuse's ring entry buffers (one request each): queues
   // × depth × max_write; 0 over /dev/fuse. For the stats.
   std::atomic<uint64_t> uring_buffer_bytes{0};
+  // The user who mounted (the daemon's uid): reads the stats, with root.
+  uid_t owner_uid = 0;
   // The mounted session, once there is one: for notifications.
   std::atomic<fuse_session*> session{nullptr};
   // The device's fault injector when the daemon was started with

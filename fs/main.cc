@@ -33,6 +33,7 @@
 #include "alloc/open_device.h"
 #include "fs/filesystem.h"
 #include "fs/fuse_ops.h"
+#include "fs/memory_trimmer.h"
 #include "fs/mount_options.h"
 #include "fs/session_loop.h"
 #ifdef CUDAFS_WITH_CUDA
@@ -289,6 +290,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   };
   Filesystem filesystem(&arena, config);
   context.filesystem = &filesystem;
+  context.owner_uid = getuid();
   context.requested_direct_io = options.direct_io;
   context.faults = faults;
   context.cache = filesystem.CacheStats().budget_bytes > 0;
@@ -336,6 +338,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   }
   ready.Send(0);
 
+  const MemoryTrimmer trimmer;
   // -s: one worker, for debugging; otherwise enough workers for parallel
   // streams to overlap their copies.
   const int result = RunSessionLoop(session, options.mountpoint, arena.device(),

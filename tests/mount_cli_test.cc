@@ -938,6 +938,15 @@ TEST_P(CliMountTest, StatsShowTheWriteBackCache) {
   EXPECT_TRUE(BytesEqual(*read_back, data));
   // Read-only: the counters are not the user's to change.
   EXPECT_ERRNO(setxattr(dir.path().c_str(), "user.cudafs.stats", "1", 1, 0), EPERM);
+  // They follow everyone's activity: other users may not read them.
+  const std::string root = dir.path();
+  EXPECT_EQ(RunAs(kOtherUid, kOtherGid,
+                  [&] {
+                    char value[4096];
+                    return ResultErrno(getxattr(root.c_str(), "user.cudafs.stats", value,
+                                                sizeof value));
+                  }),
+            Errno{EACCES});
   EXPECT_TRUE(UnmountNow(dir.path()));
 
   ScratchDir uncached;
