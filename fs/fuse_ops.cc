@@ -166,11 +166,13 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Context(req).requests.CountForgotten(1);
   Fs(req).Forget(ino, nlookup);
   fuse_reply_none(req);
 }
 
 void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  Context(req).requests.CountForgotten(count);
   for (size_t i = 0; i < count; ++i) Fs(req).Forget(forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
 }
@@ -461,6 +463,8 @@ void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
     if (context.faults != nullptr) {
       absl::StrAppend(&stats, "faults_injected ", context.faults->injected(), "\n");
     }
+    // This very request is among those counted.
+    absl::StrAppend(&stats, context.requests.ToText());
     return ReplySized(req, stats, size);
   }
   ReplySized(req, Fs(req).GetExtendedAttribute(ino, name), size);
@@ -507,46 +511,69 @@ void Lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_i
   fuse_reply_lseek(req, static_cast<off_t>(*position));
 }
 
+// Serves a request with `handler` after counting it as `request`. In the
+// handlers, not in the session loop: over io_uring libfuse's own ring
+// threads call them without passing through the loop.
+template <FuseRequest request, auto handler>
+struct Counted;
+
+template <FuseRequest request, typename... Args, void (*handler)(fuse_req_t, Args...)>
+struct Counted<request, handler> {
+  static void Serve(fuse_req_t req, Args... args) {
+    Context(req).requests.Count(request);
+    handler(req, args...);
+  }
+};
+
+// Init, which gets the userdata instead of a request.
+template <FuseRequest request, void (*handler)(void*, fuse_conn_info*)>
+struct Counted<request, handler> {
+  static void Serve(void* userdata, fuse_conn_info* conn) {
+    static_cast<FuseContext*>(userdata)->requests.Count(request);
+    handler(userdata, conn);
+  }
+};
+
 fuse_lowlevel_ops MakeOperations() {
   fuse_lowlevel_ops ops{};
-  ops.init = Init;
-  ops.lookup = Lookup;
-  ops.forget = Forget;
-  ops.forget_multi = ForgetMulti;
-  ops.getattr = GetAttr;
-  ops.setattr = SetAttr;
-  ops.readlink = ReadLink;
-  ops.mknod = MakeNode;
-  ops.mkdir = MakeDirectory;
-  ops.symlink = SymbolicLink;
-  ops.link = Link;
-  ops.unlink = Unlink;
-  ops.rmdir = RemoveDirectory;
-  ops.rename = Rename;
-  ops.open = Open;
-  ops.create = Create;
-  ops.read = Read;
-  ops.write = Write;
-  ops.fsync = Fsync;
+  ops.init = Counted<FuseRequest::init, Init>::Serve;
+  ops.lookup = Counted<FuseRequest::lookup, Lookup>::Serve;
+  ops.forget = Counted<FuseRequest::forget, Forget>::Serve;
+  ops.forget_multi = Counted<FuseRequest::batch_forget, ForgetMulti>::Serve;
+  ops.getattr = Counted<FuseRequest::getattr, GetAttr>::Serve;
+  ops.setattr = Counted<FuseRequest::setattr, SetAttr>::Serve;
+  ops.readlink = Counted<FuseRequest::readlink, ReadLink>::Serve;
+  ops.mknod = Counted<FuseRequest::mknod, MakeNode>::Serve;
+  ops.mkdir = Counted<FuseRequest::mkdir, MakeDirectory>::Serve;
+  ops.symlink = Counted<FuseRequest::symlink, SymbolicLink>::Serve;
+  ops.link = Counted<FuseRequest::link, Link>::Serve;
+  ops.unlink = Counted<FuseRequest::unlink, Unlink>::Serve;
+  ops.rmdir = Counted<FuseRequest::rmdir, RemoveDirectory>::Serve;
+  ops.rename = Counted<FuseRequest::rename, Rename>::Serve;
+  ops.open = Counted<FuseRequest::open, Open>::Serve;
+  ops.create = Counted<FuseRequest::create, Create>::Serve;
+  ops.read = Counted<FuseRequest::read, Read>::Serve;
+  ops.write = Counted<FuseRequest::write, Write>::Serve;
+  ops.fsync = Counted<FuseRequest::fsync, Fsync>::Serve;
   // No flush or fsyncdir: close needs no round trip (dirty pages are written
   // back in the background, fsync waits for them), and directories live in
   // host memory. Without a handler the kernel stops asking after the first
   // ENOSYS and reports success to the caller.
-  ops.release = Release;
-  ops.opendir = OpenDirectory;
-  ops.readdir = ReadDirectory;
-  ops.readdirplus = ReadDirectoryPlus;
-  ops.releasedir = ReleaseDirectory;
-  ops.statfs = StatFs;
-  ops.setxattr = SetXattr;
-  ops.getxattr = GetXattr;
-  ops.listxattr = ListXattr;
-  ops.removexattr = RemoveXattr;
+  ops.release = Counted<FuseRequest::release, Release>::Serve;
+  ops.opendir = Counted<FuseRequest::opendir, OpenDirectory>::Serve;
+  ops.readdir = Counted<FuseRequest::readdir, ReadDirectory>::Serve;
+  ops.readdirplus = Counted<FuseRequest::readdirplus, ReadDirectoryPlus>::Serve;
+  ops.releasedir = Counted<FuseRequest::releasedir, ReleaseDirectory>::Serve;
+  ops.statfs = Counted<FuseRequest::statfs, StatFs>::Serve;
+  ops.setxattr = Counted<FuseRequest::setxattr, SetXattr>::Serve;
+  ops.getxattr = Counted<FuseRequest::getxattr, GetXattr>::Serve;
+  ops.listxattr = Counted<FuseRequest::listxattr, ListXattr>::Serve;
+  ops.removexattr = Counted<FuseRequest::removexattr, RemoveXattr>::Serve;
   // No access: with default_permissions the kernel answers access(2)
   // itself, with capabilities, and never asks.
-  ops.fallocate = Fallocate;
-  ops.copy_file_range = CopyFileRange;
-  ops.lseek = Lseek;
+  ops.fallocate = Counted<FuseRequest::fallocate, Fallocate>::Serve;
+  ops.copy_file_range = Counted<FuseRequest::copy_file_range, CopyFileRange>::Serve;
+  ops.lseek = Counted<FuseRequest::lseek, Lseek>::Serve;
   return ops;
 }
 

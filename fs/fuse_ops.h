@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "fs/filesystem.h"
+#include "fs/request_counters.h"
 #include "fs/uring_buffers.h"
 
 namespace cudafs {
@@ -51,6 +52,8 @@ struct FuseContext {
   // Host memory of libfuse's ring entry buffers (one request each): queues
   // × depth × max_write; 0 over /dev/fuse. For the stats.
   std::atomic<uint64_t> uring_buffer_bytes{0};
+  // Requests served, by type, over either transport: for the stats.
+  RequestCounters requests;
   // The user who mounted (the daemon's uid): reads the stats, with root.
   uid_t owner_uid = 0;
   // The mounted session, once there is one: for notifications.
