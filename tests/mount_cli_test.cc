@@ -956,6 +956,96 @@ TEST_P(CliMountTest, StatsShowTheWriteBackCache) {
   EXPECT_TRUE(UnmountNow(uncached.path()));
 }
 
+// A counter of a stats reading; -1 where it is missing.
+int64_t Counter(const std::map<std::string, std::string>& stats, const std::string& name) {
+  const auto it = stats.find(name);
+  return it == stats.end() ? -1 : std::stoll(it->second);
+}
+
+int64_t Requests(const std::map<std::string, std::string>& stats, const std::string& op) {
+  return Counter(stats, "requests_" + op);
+}
+
+// --stats counts the requests that reach the daemon, by type, every type
+// printed (zeros too) after the other counters. Only counters that no
+// attribute timeout or background activity can touch are compared exactly.
+TEST_P(CliMountTest, StatsCountRequestsByType) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::vector<std::string> lines = Lines(RunCommand({kBinary, "--stats", dir.path()}).out);
+  const auto first_request = std::find_if(lines.begin(), lines.end(), [](const std::string& line) {
+    return line.starts_with("requests_");
+  });
+  ASSERT_NE(first_request, lines.end());
+  EXPECT_TRUE(std::all_of(first_request, lines.end(),
+                          [](const std::string& line) {
+                            return line.starts_with("requests_") ||
+                                   line.starts_with("forgotten_inodes ");
+                          }))
+      << "the request counters come after the others";
+  std::map<std::string, std::string> before = ParseStats(Join(lines, "\n"));
+  for (const char* op :
+       {"init", "lookup", "forget", "batch_forget", "getattr", "setattr", "readlink", "mknod",
+        "mkdir", "symlink", "link", "unlink", "rmdir", "rename", "open", "create", "read",
+        "write", "fsync", "release", "opendir", "readdir", "readdirplus", "releasedir", "statfs",
+        "setxattr", "getxattr", "listxattr", "removexattr", "fallocate", "copy_file_range",
+        "lseek"}) {
+    EXPECT_GE(Requests(before, op), 0) << "no requests_" << op;
+  }
+  EXPECT_EQ(Requests(before, "init"), 1);
+  const std::string root = dir.path();
+  const std::string file = root + "/counted";
+  // The growth of `op`'s counter from `before` to a new reading, which then
+  // becomes `before`.
+  auto grown = [&](const std::string& op) {
+    const std::map<std::string, std::string> after = MountStats(root);
+    const int64_t growth = Requests(after, op) - Requests(before, op);
+    before = after;
+    return growth;
+  };
+  // Each reading is itself one GETXATTR, counted in what it reports.
+  EXPECT_EQ(grown("getxattr"), 1);
+
+  struct stat st;
+  EXPECT_ERRNO(stat(file.c_str(), &st), ENOENT);
+  EXPECT_EQ(grown("lookup"), 1) << "a stat of a new name";
+  // One CREATE that also opens (no OPEN); the negative entry the stat left
+  // may have expired, adding a LOOKUP that is not compared.
+  Fd fd(open(file.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644));
+  ASSERT_TRUE(fd.valid()) << ErrnoName(errno);
+  const std::map<std::string, std::string> created = MountStats(root);
+  EXPECT_EQ(Requests(created, "create") - Requests(before, "create"), 1);
+  EXPECT_EQ(Requests(created, "open") - Requests(before, "open"), 0);
+  before = created;
+  const std::string data = RandomBytes(4096, 14);
+  ASSERT_EQ(write(fd.get(), data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  EXPECT_EQ(grown("write"), 1) << "a 4 KiB write";
+  // RELEASE reaches the daemon after close returns.
+  fd.Reset();
+  const int64_t released = Requests(before, "release");
+  EXPECT_TRUE(Eventually([&] { return Requests(MountStats(root), "release") > released; }, 10s));
+  EXPECT_EQ(grown("release"), 1);
+
+  // The kernel forgets the unlinked inode, the only one it held besides
+  // the root (which it never forgets), in a FORGET or a BATCH_FORGET, as
+  // soon as the unlink drops it: maybe before the next reading.
+  const std::map<std::string, std::string> held = before;
+  ASSERT_SYS_OK(unlink(file.c_str()));
+  EXPECT_EQ(grown("unlink"), 1);
+  const int64_t forgotten = Counter(held, "forgotten_inodes");
+  EXPECT_TRUE(Eventually(
+      [&] { return Counter(MountStats(root), "forgotten_inodes") > forgotten; }, 10s));
+  const std::map<std::string, std::string> after = MountStats(root);
+  EXPECT_EQ(Counter(after, "forgotten_inodes") - forgotten, 1);
+  EXPECT_GE(Requests(after, "forget") + Requests(after, "batch_forget") -
+                Requests(held, "forget") - Requests(held, "batch_forget"),
+            1);
+  EXPECT_EQ(Requests(after, "mkdir"), 0) << "nothing made a directory";
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
 TEST(CliTest, StatsOfSomethingElseIsRefused) {
   const CommandResult result = RunCommand({kBinary, "--stats", "/tmp"});
   EXPECT_NE(result.exit_code, 0);
