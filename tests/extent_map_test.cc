@@ -397,7 +397,8 @@ TEST_F(ExtentMapTest, RandomWritesIntoASparseFileHoldOnlyTheirPages) {
   }
   // Unaligned writes into holes hold their range rounded out to pages.
   ExtentMap other(arena_.get(), 1 * MiB);
-  ASSERT_TRUE(other.Write(512 * MiB - 100, page.data(), 12 * KiB).ok());
+  const std::string twelve_kib = RandomBytes(rng, 12 * KiB);
+  ASSERT_TRUE(other.Write(512 * MiB - 100, twelve_kib.data(), twelve_kib.size()).ok());
   EXPECT_EQ(other.allocated_bytes(), 16 * KiB);
   EXPECT_EQ(other.NextData(0), 512 * MiB - 4 * KiB);
   EXPECT_EQ(other.NextHole(512 * MiB - 4 * KiB), 512 * MiB + 12 * KiB);
