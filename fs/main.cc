@@ -235,6 +235,12 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
     ready.Send(kExitUsage);
     return kExitUsage;
   };
+  // Before any thread starts (the write-back flusher, the CUDA driver's,
+  // the memory trimmer): threads inherit the mask, and a SIGTERM that came
+  // right after the mount appeared, before the session loop's handlers,
+  // went to one of them and killed the daemon with the mount left behind.
+  // A stop signal during startup now waits for those handlers.
+  BlockStopSignals();
 
   // The mount's capacity: size= rounded up to min_block (like tmpfs, which
   // rounds to a page). The device may round its arena up further, to its
@@ -322,7 +328,6 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   fuse_opt_free_args(&args);
   if (session == nullptr) return fail("cannot start the FUSE session (see the message above)");
   context.session = session;
-  BlockStopSignals();
   if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
     context.session = nullptr;
     fuse_session_destroy(session);
