@@ -54,8 +54,6 @@ constexpr size_t kNameMax = 255;
 constexpr size_t kSymlinkMax = 4095;  // PATH_MAX - 1
 constexpr size_t kXattrNameMax = 255;
 constexpr size_t kXattrValueMax = 65536;
-// A map node and two strings' headers (see XattrBytes).
-constexpr uint64_t kXattrOverhead = 64;
 constexpr uint64_t kMaxFileSize = std::numeric_limits<int64_t>::max();
 constexpr int64_t kRelatimeInterval = 24 * 3600;  // seconds
 
@@ -706,8 +704,9 @@ class Filesystem::Impl {
     auto it = inode.xattrs.find(name);
     if ((flags & XATTR_CREATE) && it != inode.xattrs.end()) return PosixError(EEXIST);
     if ((flags & XATTR_REPLACE) && it == inode.xattrs.end()) return PosixError(ENODATA);
-    const uint64_t old_bytes = it == inode.xattrs.end() ? 0 : XattrBytes(name, it->second);
-    const uint64_t new_bytes = XattrBytes(name, value);
+    const uint64_t old_bytes =
+        it == inode.xattrs.end() ? 0 : Inode::XattrSpaceOf(name, it->second);
+    const uint64_t new_bytes = Inode::XattrSpaceOf(name, value);
     if (new_bytes > old_bytes) {
       if (absl::Status status = table_.ReserveSpace(new_bytes - old_bytes); !status.ok()) {
         return status;
@@ -720,8 +719,6 @@ class Filesystem::Impl {
     } else {
       it->second.assign(value.data(), value.size());
     }
-    inode.xattr_bytes += new_bytes;
-    inode.xattr_bytes -= old_bytes;
     inode.ctime = Now();
     return absl::OkStatus();
   }
@@ -761,9 +758,7 @@ class Filesystem::Impl {
     absl::MutexLock lock(&inode.mu);
     auto it = inode.xattrs.find(name);
     if (it == inode.xattrs.end()) return PosixError(ENODATA);
-    const uint64_t bytes = XattrBytes(name, it->second);
-    table_.ReleaseSpace(bytes);
-    inode.xattr_bytes -= bytes;
+    table_.ReleaseSpace(Inode::XattrSpaceOf(name, it->second));
     inode.xattrs.erase(it);
     inode.ctime = Now();
     return absl::OkStatus();
@@ -782,13 +777,6 @@ class Filesystem::Impl {
       return absl::OkStatus();
     }
     return PosixError(EOPNOTSUPP);
-  }
-
-  // The inode space an attribute takes, counted like tmpfs'
-  // simple_xattr_space(): its name, its value and the bookkeeping around
-  // them.
-  static uint64_t XattrBytes(absl::string_view name, absl::string_view value) {
-    return kXattrOverhead + name.size() + 1 + value.size();
   }
 
   Arena* const arena_;

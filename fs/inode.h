@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/cached_file.h"
 #include "fs/directory.h"
@@ -45,14 +46,24 @@ struct Inode {
   timespec mtime ABSL_GUARDED_BY(mu){};
   timespec ctime ABSL_GUARDED_BY(mu){};
   absl::btree_map<std::string, std::string> xattrs ABSL_GUARDED_BY(mu);
-  // Inode space the xattrs take (InodeTable).
-  uint64_t xattr_bytes ABSL_GUARDED_BY(mu) = 0;
   std::unique_ptr<CachedFile> data ABSL_GUARDED_BY(mu);  // regular files only
   std::string symlink_target;  // set before the inode is published
 
   // Namespace (Filesystem's namespace lock).
   std::unique_ptr<Directory> directory;  // directories only
   uint64_t parent = 0;                   // directories only
+
+  // The inode space (InodeTable) its extended attributes take.
+  uint64_t XattrSpace() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
+    uint64_t space = 0;
+    for (const auto& [name, value] : xattrs) space += XattrSpaceOf(name, value);
+    return space;
+  }
+  // What one attribute takes, counted like tmpfs' simple_xattr_space(): its
+  // name, its value, and a map node and two strings' headers.
+  static uint64_t XattrSpaceOf(absl::string_view name, absl::string_view value) {
+    return 64 + name.size() + 1 + value.size();
+  }
 
   // Lifetime counts (InodeTable's lock).
   uint64_t lookups = 0;

@@ -91,7 +91,7 @@ void InodeTable::DropIfUnused(const std::shared_ptr<Inode>& inode) {
   absl::MutexLock lock(&mu_);
   if (inode->lookups != 0 || inode->opens != 0) return;
   if (inodes_.erase(inode->ino) == 0) return;  // a racing drop was first
-  used_space_ -= std::min(kSlotBytes + inode->xattr_bytes, used_space_);
+  used_space_ -= std::min(kSlotBytes + inode->XattrSpace(), used_space_);
   // The data blocks go back to the arena when the last shared_ptr (maybe a
   // concurrent operation's) is gone.
 }

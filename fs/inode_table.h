@@ -41,7 +41,7 @@ class InodeTable {
   absl::StatusOr<std::shared_ptr<Inode>> Create(mode_t mode);
   // Charges (or gives back) inode space beyond the inode's own slot; ENOSPC
   // when it does not fit. Space charged for an inode's extended attributes
-  // (Inode::xattr_bytes) comes back by itself when the inode is dropped.
+  // (Inode::XattrSpace) comes back by itself when the inode is dropped.
   // May be called with an Inode::mu held.
   absl::Status ReserveSpace(uint64_t bytes);
   void ReleaseSpace(uint64_t bytes);
