@@ -483,12 +483,14 @@ class Filesystem::Impl {
   }
 
   // Sets the atime to now where relatime (or strictatime) says a read
-  // should, unless the mount is noatime.
-  void TouchAtime(Inode& inode) {
-    if (!config_.update_atime) return;
+  // should, unless the mount is noatime. True when it moved.
+  bool TouchAtime(Inode& inode) {
+    if (!config_.update_atime) return false;
     const timespec now = Now();
     absl::MutexLock lock(&inode.mu);
-    if (NeedsAtimeUpdate(inode, now)) inode.atime = now;
+    if (!NeedsAtimeUpdate(inode, now)) return false;
+    inode.atime = now;
+    return true;
   }
 
   absl::StatusOr<size_t> Read(InodeNumber ino, uint64_t offset, size_t size, char* out,
@@ -570,16 +572,20 @@ class Filesystem::Impl {
               [](Inode* a, Inode* b) { return a->ino < b->ino; });
     LockAll(involved);
     bool set_id_dropped = false;
-    absl::StatusOr<size_t> copied =
-        CopyLocked(from, in_offset, to, out_offset, length, caller, &set_id_dropped);
+    bool source_accessed = false;
+    absl::StatusOr<size_t> copied = CopyLocked(from, in_offset, to, out_offset, length, caller,
+                                               &set_id_dropped, &source_accessed);
     UnlockAll(involved);
     if (set_id_dropped) AttributesChanged(out);
+    // The kernel refreshes the target's attributes after a copy, not the
+    // source's, whose atime the copy may have moved.
+    if (source_accessed && in != out) AttributesChanged(in);
     return copied;
   }
 
   absl::StatusOr<size_t> CopyLocked(Inode& from, uint64_t in_offset, Inode& to,
                                     uint64_t out_offset, size_t length, const Caller& caller,
-                                    bool* set_id_dropped)
+                                    bool* set_id_dropped, bool* source_accessed)
       ABSL_NO_THREAD_SAFETY_ANALYSIS {  // both locked by the caller
     if (in_offset >= from.size) return 0;
     const uint64_t count = std::min<uint64_t>(length, from.size - in_offset);
@@ -591,7 +597,10 @@ class Filesystem::Impl {
     to.size = std::max<uint64_t>(to.size, out_offset + count);
     to.mtime = to.ctime = Now();
     *set_id_dropped = DropSetIdOnWrite(to, caller);
-    if (config_.update_atime && NeedsAtimeUpdate(from, to.mtime)) from.atime = to.mtime;
+    if (config_.update_atime && NeedsAtimeUpdate(from, to.mtime)) {
+      from.atime = to.mtime;
+      *source_accessed = true;
+    }
     return count;
   }
 
@@ -924,7 +933,7 @@ absl::StatusOr<std::string> Filesystem::ReadLink(InodeNumber ino) {
   if (!inode.is_symlink()) return PosixError(EINVAL);
   // Reading a link is an access (touch_atime in do_readlinkat and when a
   // path follows it), with the relatime rules of a read.
-  impl_->TouchAtime(inode);
+  if (impl_->TouchAtime(inode)) impl_->AttributesChanged(ino);
   return inode.symlink_target;
 }
 
@@ -951,12 +960,13 @@ absl::StatusOr<struct stat> Filesystem::Create(InodeNumber parent, absl::string_
                             /*open=*/true);
 }
 
-absl::Status Filesystem::Open(InodeNumber ino, int flags, const Caller& caller) {
+absl::StatusOr<uint64_t> Filesystem::Open(InodeNumber ino, int flags, const Caller& caller) {
   absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
   if (!found.ok()) return found.status();
   Inode& inode = **found;
   const int access = flags & O_ACCMODE;
   bool set_id_dropped = false;
+  uint64_t size;
   {
     absl::MutexLock lock(&inode.mu);
     if (inode.is_directory() && (access != O_RDONLY || (flags & O_TRUNC))) {
@@ -968,10 +978,16 @@ absl::Status Filesystem::Open(InodeNumber ino, int flags, const Caller& caller) 
       inode.mtime = inode.ctime = Now();
       set_id_dropped = DropSetIdOnWrite(inode, caller);
     }
+    size = inode.size;
   }
   if (set_id_dropped) impl_->AttributesChanged(ino);
   impl_->table_.AddOpen(inode);
-  return absl::OkStatus();
+  return size;
+}
+
+void Filesystem::MarkAccessed(InodeNumber ino) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = impl_->Get(ino);
+  if (found.ok() && impl_->TouchAtime(**found)) impl_->AttributesChanged(ino);
 }
 
 void Filesystem::Release(InodeNumber ino) {

@@ -100,8 +100,9 @@ struct FilesystemConfig {
   uint64_t cache_bytes = 0;
   // Called, outside every lock, when an operation changed attributes that
   // its reply does not carry (set-id bits dropped by a write, an O_TRUNC
-  // open, fallocate or a copy), so that whoever caches attributes (the
-  // kernel, for FUSE) drops them. May be empty.
+  // open, fallocate or a copy; the atime of a copy's source or of
+  // MarkAccessed), so that whoever caches attributes (the kernel, for FUSE)
+  // drops them. May be empty.
   std::function<void(InodeNumber)> attributes_changed;
 };
 
@@ -167,12 +168,18 @@ class Filesystem {
                                             const Caller& caller);
 
   // Files. Create makes a regular file and opens it (EEXIST if the name
-  // exists). Open applies O_TRUNC.
+  // exists). Open applies O_TRUNC and returns the file's size after it, so
+  // that the caller can choose how to serve the open.
   // Every successful Create/Open is matched by one Release.
   absl::StatusOr<struct stat> Create(InodeNumber parent, absl::string_view name, mode_t mode,
                                      int flags, const Caller& caller);
-  absl::Status Open(InodeNumber ino, int flags, const Caller& caller);
+  absl::StatusOr<uint64_t> Open(InodeNumber ino, int flags, const Caller& caller);
   void Release(InodeNumber ino);
+  // Counts as a read of `ino` for its atime (relatime rules, unless the
+  // mount is noatime): for reads that a cache above the filesystem serves
+  // without asking it. A moved atime is reported through
+  // FilesystemConfig::attributes_changed.
+  void MarkAccessed(InodeNumber ino);
 
   // Reads up to `size` bytes at `offset` into `out`; short at end of file.
   // `update_atime` false: an O_NOATIME handle.

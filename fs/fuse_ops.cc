@@ -134,9 +134,16 @@ void Init(void* userdata, fuse_conn_info* conn) {
     LogInfo(context.uring ? "the kernel did not offer io_uring: requests over /dev/fuse"
                           : "requests over /dev/fuse");
   }
-  context.direct_io = context.requested_direct_io.value_or(mmap_with_direct_io);
+  context.direct_io_min = context.requested_direct_io_min.value_or(
+      mmap_with_direct_io ? kDefaultDirectIoMin : std::numeric_limits<uint64_t>::max());
   // O_TRUNC arrives with open instead of as a separate setattr.
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  // No OPENDIR or RELEASEDIR (there is no opendir handler: the kernel stops
+  // asking after the first ENOSYS, which libfuse sends), and the kernel
+  // then keeps what readdir returned in its page cache (FOPEN_CACHE_DIR),
+  // dropping it when the directory changes: a second walk of a tree costs
+  // no request.
+  if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
 #ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
   // The kernel says, with the caller's CAP_FSETID, when a write, truncate
   // or O_TRUNC open must clear set-id bits; a FUSE request carries no
@@ -259,8 +266,19 @@ bool KernelKills(const fuse_file_info* fi) {
 #endif
 }
 
-void SetCaching(fuse_req_t req, fuse_file_info* fi) {
-  if (Context(req).direct_io) {
+// How an open is served (see FuseContext::direct_io_min): direct I/O for
+// O_DIRECT and for files that are large when opened; the page cache for the
+// rest. A new file (`size_at_open` unset) is empty, so its size says
+// nothing: it gets direct I/O, which keeps a large stream at full speed and
+// costs a file written once no more requests than the page cache does
+// (which asks for security.capability before the first write, besides).
+bool ChooseDirectIo(const FuseContext& context, int flags, std::optional<uint64_t> size_at_open) {
+  if (context.direct_io_min == std::numeric_limits<uint64_t>::max()) return false;
+  return (flags & O_DIRECT) || !size_at_open || *size_at_open >= context.direct_io_min;
+}
+
+void SetCaching(bool direct_io, fuse_file_info* fi) {
+  if (direct_io) {
     fi->direct_io = 1;
 #if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
     // Writers at different offsets of one file need not queue in the
@@ -270,16 +288,21 @@ void SetCaching(fuse_req_t req, fuse_file_info* fi) {
     return;
   }
   // Data changes only through this connection, which keeps the kernel's
-  // page cache coherent, so cached pages may outlive an open.
+  // page cache coherent (direct-I/O writes to the same file included), so
+  // cached pages may outlive an open.
   fi->keep_cache = 1;
 }
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (absl::Status status = Fs(req).Open(ino, fi->flags, DataChangerOf(req, KernelKills(fi)));
-      !status.ok()) {
-    return ReplyError(req, status);
-  }
-  SetCaching(req, fi);
+  absl::StatusOr<uint64_t> size = Fs(req).Open(ino, fi->flags, DataChangerOf(req, KernelKills(fi)));
+  if (!size.ok()) return ReplyError(req, size.status());
+  const bool direct_io = ChooseDirectIo(Context(req), fi->flags, *size);
+  SetCaching(direct_io, fi);
+  // Reads served from the page cache never reach us, and the kernel keeps
+  // no atime of its own for FUSE files: an open for reading is where
+  // relatime applies (a truncating one leaves nothing to read).
+  const bool reads = (fi->flags & O_ACCMODE) != O_WRONLY && !(fi->flags & O_TRUNC);
+  if (!direct_io && reads && !(fi->flags & O_NOATIME)) Fs(req).MarkAccessed(ino);
   if (fuse_reply_open(req, fi) != 0) Fs(req).Release(ino);
 }
 
@@ -288,7 +311,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   absl::StatusOr<struct stat> st = Fs(req).Create(parent, name, mode, fi->flags, CallerOf(req));
   if (!st.ok()) return ReplyError(req, st.status());
   fuse_entry_param entry = EntryOf(req, *st);
-  SetCaching(req, fi);
+  SetCaching(ChooseDirectIo(Context(req), fi->flags, std::nullopt), fi);
   if (fuse_reply_create(req, &entry, fi) != 0) {
     Fs(req).Release(st->st_ino);
     Fs(req).Forget(st->st_ino, 1);
@@ -358,16 +381,6 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   fuse_reply_err(req, 0);
 }
 
-void OpenDirectory(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  absl::StatusOr<struct stat> st = Fs(req).GetAttributes(ino);
-  if (!st.ok()) return ReplyError(req, st.status());
-  if (!S_ISDIR(st->st_mode)) {
-    fuse_reply_err(req, ENOTDIR);
-    return;
-  }
-  fuse_reply_open(req, fi);
-}
-
 void ReadDirectoryCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bool plus) {
   std::vector<char> buffer(size);
   size_t used = 0;
@@ -408,8 +421,6 @@ void ReadDirectoryPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset
                        fuse_file_info*) {
   ReadDirectoryCommon(req, ino, size, offset, /*plus=*/true);
 }
-
-void ReleaseDirectory(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
 void StatFs(fuse_req_t req, fuse_ino_t) {
   struct statvfs st = Fs(req).StatFs();
@@ -560,10 +571,9 @@ fuse_lowlevel_ops MakeOperations() {
   // host memory. Without a handler the kernel stops asking after the first
   // ENOSYS and reports success to the caller.
   ops.release = Counted<FuseRequest::release, Release>::Serve;
-  ops.opendir = Counted<FuseRequest::opendir, OpenDirectory>::Serve;
   ops.readdir = Counted<FuseRequest::readdir, ReadDirectory>::Serve;
   ops.readdirplus = Counted<FuseRequest::readdirplus, ReadDirectoryPlus>::Serve;
-  ops.releasedir = Counted<FuseRequest::releasedir, ReleaseDirectory>::Serve;
+  // No opendir or releasedir: see FUSE_CAP_NO_OPENDIR_SUPPORT in Init.
   ops.statfs = Counted<FuseRequest::statfs, StatFs>::Serve;
   ops.setxattr = Counted<FuseRequest::setxattr, SetXattr>::Serve;
   ops.getxattr = Counted<FuseRequest::getxattr, GetXattr>::Serve;

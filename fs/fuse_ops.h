@@ -8,6 +8,8 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
+#include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "fs/filesystem.h"
@@ -18,24 +20,35 @@ namespace cudafs {
 
 class FaultyDevice;
 
+// How long the kernel may keep names and attributes (a day: see
+// FuseContext::attr_timeout), and the default of the direct_io_min= option.
+inline constexpr double kKernelCacheSeconds = 24 * 3600;
+inline constexpr uint64_t kDefaultDirectIoMin = uint64_t{1} << 20;
+
 // The session's userdata.
 struct FuseContext {
   Filesystem* filesystem = nullptr;
-  // How long the kernel may cache names and attributes. Every change goes
-  // through this kernel's FUSE connection, which updates or invalidates its
-  // cache itself, so only what the filesystem changes on its own (atime on
-  // read) is seen late, by at most this long.
-  double attr_timeout = 1.0;
-  double entry_timeout = 1.0;
-  // Files opened with FOPEN_DIRECT_IO: every read and write is one request
-  // straight to us, in up to 1 MiB pieces, and no page of file data is kept
-  // in host RAM; measured faster for every large transfer. Without it the
-  // kernel's page cache serves re-reads, at the cost of a copy into it on
-  // every write. The kernel refuses shared mmap of direct-I/O files unless
-  // the connection negotiates FUSE_DIRECT_IO_ALLOW_MMAP (kernel 6.6,
-  // libfuse 3.18 here), so Init turns direct I/O on by default only then.
-  std::optional<bool> requested_direct_io = std::nullopt;  // the mount option, if given
-  bool direct_io = false;                   // decided in Init
+  // How long the kernel may cache names (negative ones too) and
+  // attributes: as long as it likes. Every change goes through this
+  // kernel's FUSE connection, which updates or invalidates its cache
+  // itself; what the filesystem changes on its own (an atime moved by an
+  // open served from the page cache, set-id bits a write dropped) it
+  // reports through FilesystemConfig::attributes_changed, and the glue
+  // invalidates the kernel's copy (InvalidateCachedAttributes).
+  double attr_timeout = kKernelCacheSeconds;
+  double entry_timeout = kKernelCacheSeconds;
+  // How each open is served (decided per open, see fuse_ops.cc's
+  // ChooseDirectIo): with FOPEN_DIRECT_IO every read and write is one
+  // request straight to us, in up to 1 MiB pieces, and no page of file data
+  // is kept in host RAM, which is fastest for large streams; through the
+  // kernel's page cache re-reads and small reads cost no request at all.
+  // Files of at least `direct_io_min` bytes when opened, and O_DIRECT opens,
+  // get direct I/O. The kernel refuses shared mmap of direct-I/O files
+  // unless the connection negotiates FUSE_DIRECT_IO_ALLOW_MMAP (kernel 6.6,
+  // libfuse 3.18 here), and keeps the page cache coherent with direct
+  // writes only then, so without it no file gets direct I/O by default.
+  std::optional<uint64_t> requested_direct_io_min;  // the mount option, if given
+  uint64_t direct_io_min = std::numeric_limits<uint64_t>::max();  // decided in Init
   bool cache = false;  // the filesystem has a write-back cache (fsync waits for it)
   // FUSE_HANDLE_KILLPRIV_V2 was negotiated (decided in Init): the kernel
   // flags each write, truncate and O_TRUNC open whose caller lacks

@@ -297,7 +297,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   Filesystem filesystem(&arena, config);
   context.filesystem = &filesystem;
   context.owner_uid = getuid();
-  context.requested_direct_io = options.direct_io;
+  context.requested_direct_io_min = options.direct_io_min;
   context.faults = faults;
   context.cache = filesystem.CacheStats().budget_bytes > 0;
   absl::StatusOr<bool> uring = UseUring(options.uring);

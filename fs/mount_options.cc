@@ -89,10 +89,10 @@ void ApplyFlag(const Flag& flag, MountOptions* options) {
       options->noatime = false;
       break;
     case FlagEffect::kDirectIo:
-      options->direct_io = true;
+      options->direct_io_min = 0;
       break;
     case FlagEffect::kCachedIo:
-      options->direct_io = false;
+      options->direct_io_min = std::numeric_limits<uint64_t>::max();  // no file is that large
       break;
     case FlagEffect::kReadOnly:
       options->read_only = true;
@@ -286,6 +286,13 @@ absl::Status ApplyOption(absl::string_view option, MountOptions* options,
         "cache", value, "expected a byte count with an optional k/m/g suffix, 0 for none");
     if (!bytes.ok()) return bytes.status();
     options->cache_bytes = *bytes;
+    return absl::OkStatus();
+  }
+  if (name == "direct_io_min") {
+    absl::StatusOr<uint64_t> bytes = ParseByteCountOption(
+        "direct_io_min", value, "expected a byte count with an optional k/m/g suffix");
+    if (!bytes.ok()) return bytes.status();
+    options->direct_io_min = *bytes;
     return absl::OkStatus();
   }
   if (name == "uring") {
@@ -492,11 +499,13 @@ cudafs options:
   backend=null           store nothing (reads return zeros): measures FUSE's own cost
   device=N|BUS_ID        GPU index or PCI bus id like 0000:3b:00.0 (default: 0)
   min_block=N[k|m|g]     smallest allocation, a power of two, 4k to 1g (default: 4k)
-  direct_io              file data bypasses the kernel's page cache: faster large
-                         transfers, no second copy in RAM (default where the kernel
-                         and libfuse allow shared mmap of such files)
-  nodirect_io            file data goes through the kernel's page cache, which serves
-                         re-reads and mmap
+  direct_io_min=N[k|m|g] files of at least N bytes when opened, and O_DIRECT opens,
+                         bypass the kernel's page cache (large streams: no second copy
+                         in RAM); smaller files go through it, where re-reads cost
+                         nothing (default: 1m where the kernel and libfuse allow
+                         shared mmap of direct-I/O files, else none)
+  direct_io              every file bypasses the kernel's page cache (direct_io_min=0)
+  nodirect_io            every file goes through the kernel's page cache
   cache=N[k|m|g]         host-side write-back cache for small reads and writes, in
                          pinned memory; 0 turns it off (default: 64m)
   uring=auto|on|off      FUSE over io_uring: auto uses it when the kernel offers it

@@ -52,9 +52,11 @@ struct MountOptions {
   std::string device;       // index or PCI bus id; empty: device 0
   uint64_t min_block = 4096;  // power of two, 4 KiB .. 1 GiB
   bool noatime = false;
-  // direct_io / nodirect_io; unset: direct I/O where the kernel and
-  // libfuse let direct-I/O files be mmapped (see FuseContext::direct_io).
-  std::optional<bool> direct_io;
+  // direct_io_min=: files at least this large when opened, and O_DIRECT
+  // opens, bypass the kernel's page cache (see FuseContext::direct_io_min).
+  // direct_io is direct_io_min=0, nodirect_io never. Unset: the default
+  // where the kernel and libfuse let direct-I/O files be mmapped, else never.
+  std::optional<uint64_t> direct_io_min;
   // uring=: how requests reach the daemon. auto: FUSE over io_uring when
   // the kernel offers it (/sys/module/fuse/parameters/enable_uring is Y),
   // /dev/fuse otherwise; on: io_uring or no mount; off: /dev/fuse.

@@ -37,10 +37,8 @@ namespace cudafs {
   X(write)                      \
   X(fsync)                      \
   X(release)                    \
-  X(opendir)                    \
   X(readdir)                    \
   X(readdirplus)                \
-  X(releasedir)                 \
   X(statfs)                     \
   X(setxattr)                   \
   X(getxattr)                   \

@@ -989,7 +989,7 @@ TEST_P(CliMountTest, StatsCountRequestsByType) {
   for (const char* op :
        {"init", "lookup", "forget", "batch_forget", "getattr", "setattr", "readlink", "mknod",
         "mkdir", "symlink", "link", "unlink", "rmdir", "rename", "open", "create", "read",
-        "write", "fsync", "release", "opendir", "readdir", "readdirplus", "releasedir", "statfs",
+        "write", "fsync", "release", "readdir", "readdirplus", "statfs",
         "setxattr", "getxattr", "listxattr", "removexattr", "fallocate", "copy_file_range",
         "lseek"}) {
     EXPECT_GE(Requests(before, op), 0) << "no requests_" << op;
@@ -1043,6 +1043,93 @@ TEST_P(CliMountTest, StatsCountRequestsByType) {
                 Requests(held, "forget") - Requests(held, "batch_forget"),
             1);
   EXPECT_EQ(Requests(after, "mkdir"), 0) << "nothing made a directory";
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
+// Whether this build of cudafs on this kernel serves large files with
+// direct I/O: libfuse 3.18+ and a kernel that lets direct-I/O files be
+// mmapped (6.6+), see FuseContext::direct_io_min.
+bool DirectIoAvailable() {
+  std::smatch version;
+  const std::string text = RunCommand({kBinary, "--version"}).out;
+  if (!std::regex_search(text, version, std::regex(R"(libfuse (\d+)\.(\d+))"))) return false;
+  if (std::pair(std::stoi(version[1]), std::stoi(version[2])) < std::pair(3, 18)) return false;
+  struct utsname host;
+  if (uname(&host) != 0) return false;
+  int major = 0, minor = 0;
+  if (std::sscanf(host.release, "%d.%d", &major, &minor) != 2) return false;
+  return std::pair(major, minor) >= std::pair(6, 6);
+}
+
+// Every change goes through the mount, so the kernel keeps names,
+// attributes, listings and small files' pages: what was seen once costs no
+// request the second time. Large files bypass the page cache.
+TEST_P(CliMountTest, KernelCachesWhatOnlyThisMountChanges) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m", "direct_io_min=64k"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string root = dir.path();
+  const std::string tree = root + "/tree";
+  ASSERT_SYS_OK(mkdir(tree.c_str(), 0755));
+  const std::string small = RandomBytes(5000, 21);
+  const std::string large = RandomBytes(256 << 10, 22);
+  for (const char* name : {"a", "b", "c"}) {
+    ASSERT_TRUE(WriteFile(tree + "/" + name, small));
+  }
+  ASSERT_TRUE(WriteFile(tree + "/large", large));
+  std::map<std::string, std::string> before = MountStats(root);
+  auto grown = [&](std::initializer_list<const char*> ops) {
+    const std::map<std::string, std::string> after = MountStats(root);
+    int64_t growth = 0;
+    for (const char* op : ops) growth += Requests(after, op) - Requests(before, op);
+    before = after;
+    return growth;
+  };
+  auto stat_all = [&] {
+    for (const char* name : {"a", "b", "c", "large"}) {
+      struct stat st;
+      ASSERT_SYS_OK(stat((tree + "/" + name).c_str(), &st));
+    }
+  };
+  stat_all();
+  grown({});
+  stat_all();
+  EXPECT_EQ(grown({"lookup", "getattr"}), 0) << "a second stat of each file";
+
+  auto list = [&](int expected) {
+    DIR* listing = opendir(tree.c_str());
+    ASSERT_NE(listing, nullptr) << ErrnoName(errno);
+    int entries = 0;
+    while (readdir(listing) != nullptr) ++entries;
+    closedir(listing);
+    EXPECT_EQ(entries, expected) << "with . and ..";
+  };
+  list(6);
+  grown({});
+  list(6);
+  EXPECT_EQ(grown({"readdir", "readdirplus"}), 0) << "a second listing";
+
+  EXPECT_EQ(ReadFile(tree + "/a"), small);
+  grown({});
+  EXPECT_EQ(ReadFile(tree + "/a"), small);
+  EXPECT_EQ(grown({"read"}), 0) << "a small file read again";
+  EXPECT_EQ(ReadFile(tree + "/large"), large);
+  grown({});
+  EXPECT_EQ(ReadFile(tree + "/large"), large);
+  if (DirectIoAvailable()) {
+    EXPECT_GE(grown({"read"}), 1) << "a file of direct_io_min bytes or more bypasses the cache";
+  }
+
+  // A change through the mount shows at once, cached or not.
+  ASSERT_TRUE(WriteFile(tree + "/a", "changed"));
+  EXPECT_EQ(ReadFile(tree + "/a"), "changed");
+  struct stat st;
+  ASSERT_SYS_OK(stat((tree + "/a").c_str(), &st));
+  EXPECT_EQ(st.st_size, 7);
+  ASSERT_SYS_OK(unlink((tree + "/b").c_str()));
+  EXPECT_ERRNO(stat((tree + "/b").c_str(), &st), ENOENT);
+  list(5);
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
 

@@ -59,6 +59,10 @@ constexpr gid_t kThirdGid = 4242;
 // timestamps differ from earlier ones (the kernel's coarse clock ticks every
 // 4 ms at HZ=250, and tmpfs' atime comes from it).
 constexpr auto kTimestampGap = 11ms;
+// Why an open that reads nothing may move a small file's atime on cudafs.
+constexpr char kRelatimeAtOpen[] =
+    "small files are read through the kernel's page cache, whose reads never reach cudafs: "
+    "relatime applies at open for reading";
 
 // ---------------------------------------------------------------------------
 // Records
@@ -1299,7 +1303,9 @@ TEST_P(DifferentialTest, SymlinkAtime) {
           return Utimes(x.c("s"), {1, 0}, {1, 0}, AT_SYMLINK_NOFOLLOW);
         },
         {"s"});
-  s.Sys("open s (follows it)", [](Side& x) { return OpenClose(x.c("s"), O_RDONLY); }, {"s", "f"});
+  s.Sys("open s (follows it)", [](Side& x) { return OpenClose(x.c("s"), O_RDONLY); }, {"s", "f"})
+      .ExpectDifference("f", "mode=100644 nlink=1 uid=0 gid=0 size=1 times=-",
+                        "mode=100644 nlink=1 uid=0 gid=0 size=1 times=a", kRelatimeAtOpen);
   s.Sys("lstat s",
         [](Side& x) {
           struct stat st;
@@ -2087,15 +2093,10 @@ TEST_P(DifferentialTest, AppendTruncExclAndIo) {
 
 // ---------------------------------------------------------------------------
 // Access times (relatime: updated when older than mtime or ctime, or than a
-// day)
-//
-// Open differences (this test fails until they are fixed or accepted):
-// - a read through an O_NOATIME descriptor updates the atime on cudafs (the
-//   flag reaches the daemon in the open request, which ignores it);
-// - after copy_file_range, cudafs updates the source's atime but the kernel
-//   keeps serving its cached attributes (fuse_copy_file_range invalidates
-//   only the destination's), so stat shows the old atime for up to
-//   attr_timeout (1 s).
+// day). Small files are read through the kernel's page cache, whose reads
+// never reach cudafs, so relatime applies when such a file is opened for
+// reading (kRelatimeAtOpen); the steps here read what they open, where both
+// agree.
 
 TEST_P(DifferentialTest, AccessTimesRelatime) {
   Script s;
@@ -2159,19 +2160,15 @@ TEST_P(DifferentialTest, AccessTimesRelatime) {
           return Utimes(x.c("r"), {1, 0}, {0, UTIME_OMIT});
         },
         {"r"});
-  // cudafs updates the source's atime, but the kernel keeps showing its
-  // cached attributes (attr_timeout, 1 s; README): it invalidates the
-  // cached atime after FUSE reads, not after copy_file_range.
+  // The kernel refreshes only the target's attributes after
+  // copy_file_range: cudafs tells it that the source's atime moved.
   s.Sys("copy_file_range from r",
         [](Side& x) {
           Fd in(open(x.c("r"), O_RDONLY));
           Fd out(open(x.c("copy"), O_WRONLY | O_CREAT, 0644));
           return copy_file_range(in.get(), nullptr, out.get(), nullptr, 4, 0);
         },
-        {"r", "copy"})
-      .ExpectDifference("r", "mode=100640 nlink=1 uid=0 gid=0 size=4 times=a",
-                        "mode=100640 nlink=1 uid=0 gid=0 size=4 times=-",
-                        "the kernel shows a cached atime for up to 1 s after copy_file_range");
+        {"r", "copy"});
   // Directories: readdir is their read.
   s.Sys("mkdir d", [](Side& x) { return mkdir(x.c("d"), 0755); }, {".", "d"});
   s.Do("readdir d", [](Side& x) { return ListFields(x.c("d")); }, {"d"});

@@ -433,18 +433,25 @@ TEST(MountOptionTest, Atime) {
 }
 
 TEST(MountOptionTest, DirectIoIsOursAndTheLastOneWins) {
-  EXPECT_FALSE(ParseOption("size=1g")->direct_io.has_value());
+  constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+  EXPECT_FALSE(ParseOption("size=1g")->direct_io_min.has_value());
   absl::StatusOr<MountOptions> options = ParseOption("direct_io");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_EQ(options->direct_io, true);
+  EXPECT_EQ(options->direct_io_min, 0u);
   EXPECT_EQ(options->fuse_options, Strings());
   options = ParseOption("direct_io,nodirect_io");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_EQ(options->direct_io, false);
-  options = ParseOption("nodirect_io,direct_io");
+  EXPECT_EQ(options->direct_io_min, kNever);
+  options = ParseOption("nodirect_io,direct_io_min=64k");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_EQ(options->direct_io, true);
+  EXPECT_EQ(options->direct_io_min, 64u << 10);
+  options = ParseOption("direct_io_min=8m,direct_io");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->direct_io_min, 0u);
   EXPECT_TRUE(Contains(OptionError("direct_io=1"), "direct_io"));
+  EXPECT_TRUE(Contains(OptionError("direct_io_min=big"), "direct_io_min"));
+  EXPECT_TRUE(Contains(OptionError("direct_io_min="), "direct_io_min"));
+  EXPECT_TRUE(Contains(OptionError("direct_io_min=-1"), "direct_io_min"));
 }
 
 TEST(MountOptionTest, UringModeAndDepth) {
