@@ -52,7 +52,12 @@ def last_error_line(log_path, start):
     return lines[-1][:300] if lines else ""
 
 
+def interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main():
+    signal.signal(signal.SIGTERM, interrupted)
     parser = argparse.ArgumentParser(usage=__doc__.split("\n\n")[1])
     parser.add_argument("--mount", required=True)
     parser.add_argument("--counters", action="store_true")
@@ -106,6 +111,13 @@ def main():
             timed_out = True
             os.killpg(process.pid, signal.SIGKILL)
             status = process.wait()
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM: the command runs in a session of its own
+            # (for the timeout), out of reach of the terminal's signal; stop
+            # it before the caller unmounts.
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
     seconds = time.perf_counter() - start
     if arguments.log:
         if timed_out:
@@ -127,4 +139,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
