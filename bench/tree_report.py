@@ -4,7 +4,7 @@
   tree_report.py RESULTS SAMPLES [--markdown FILE]
 
 RESULTS (tree.jsonl) holds the run record and one record per target; one
-"step" record per target x step is appended to it: the median seconds over
+"step" record per target x step is added to it (replacing any from before): the median seconds over
 the repetitions, every sample's seconds, files, and on cudafs targets the
 median requests by opcode, total and per file. The markdown has the seconds
 (steps as rows, targets as columns), the ratios of each cudafs target to
@@ -41,8 +41,9 @@ DESCRIPTIONS = {
     "small_stat": "stat of every file",
     "small_stat2": "stat of every file again at once (free with long attribute caching)",
     "small_unlink": "unlink of every file",
-    "ccache_configure_cold": "configure the project (CC='ccache cc'), empty cache",
-    "ccache_build_cold": "build it, filling the cache on the mount",
+    "ccache_configure_cold": "configure the project (CC='ccache cc'), empty cache (one run "
+                             "per target: the cache fills once)",
+    "ccache_build_cold": "build it, filling the cache on the mount (one run per target)",
     "ccache_configure": "configure again after `rm -rf` of the build tree",
     "ccache_build": "rebuild from the warm cache on the mount",
 }
@@ -101,7 +102,8 @@ def summarise(samples):
         notes = sorted({s["note"] for s in group if s.get("note")})
         if notes:
             record["note"] = "; ".join(notes)
-        with_requests = [s["requests"] for s in group if "requests" in s]
+        # A failed run's requests describe the failure, not the step.
+        with_requests = [s["requests"] for s in good if "requests" in s]
         if with_requests:
             names = sorted({n for r in with_requests for n in r})
             median = {n: statistics.median(r.get(n, 0) for r in with_requests) for n in names}
@@ -247,7 +249,11 @@ def main():
     run = next(r for r in records if r["type"] == "run")
     targets = [r for r in records if r["type"] == "target"]
     steps, order = summarise(load(arguments.samples))
-    with open(arguments.results, "a") as results:
+    # Rewritten whole, so that running this again replaces the step records.
+    with open(arguments.results, "w") as results:
+        for record in records:
+            if record["type"] != "step":
+                results.write(json.dumps(record) + "\n")
         for target in [t["target"] for t in targets]:
             for step in order:
                 if (target, step) in steps:

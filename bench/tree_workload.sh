@@ -72,7 +72,7 @@ Environment (defaults in brackets):
   BENCH_TREE           a directory, .tar or .tar.gz to use as the tree
   BENCH_TREE_MAX_FILE_MIB  leave out bigger files; 0: keep all [16]
   BENCH_CUDAFS_OPTIONS extra -o options of every cudafs target, e.g.
-                       attr_timeout=3600 (appended to the target's own)
+                       nodirect_io (appended to the target's own)
   BENCH_SMALL_FILES    number of 4 KiB files in the small workload [20000]
   BENCH_REPEAT         runs of each step; the tables give the median [3]
   BENCH_WORKLOADS      subset of "tree git small ccache" [all]
