@@ -7,6 +7,8 @@ set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(dirname "$BENCH_DIR")
+# shellcheck source=bench/lib.sh
+source "$BENCH_DIR/lib.sh"
 # The exact invocation, with the settings it took from the environment.
 COMMAND_LINE=$(
   for var in CUDAFS FIO CUDAFS_BENCH_TOOLS OUT_DIR PYTHON $(compgen -e | grep '^BENCH_' || true); do
@@ -88,24 +90,6 @@ WIDE_MIB=$(gib_to_mib "${BENCH_WIDE_GIB:-0.5}")
 WORK_DIR=""          # temp dir holding the mountpoints
 RESULTS=""           # JSON lines, one record each
 LOG_DIR=""
-declare -a MOUNTED=() # "KIND MOUNTPOINT" of what is mounted now, for cleanup
-
-log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-
-# emit KEY=STRING | KEY:=JSON ...: append one JSON object to the results.
-emit() {
-  "$PYTHON" - "$@" >>"$RESULTS" <<'PY'
-import json, sys
-record = {}
-for argument in sys.argv[1:]:
-    key, value = argument.split("=", 1)
-    if key.endswith(":"):
-        record[key[:-1]] = json.loads(value)
-    else:
-        record[key] = value
-print(json.dumps(record))
-PY
-}
 
 emit_result() {  # emit_result TARGET WORKLOAD VALUE UNIT [NOTE]
   emit type=result target="$1" workload="$2" value:="$3" unit="$4" note="${5:-}"
@@ -119,28 +103,6 @@ now_ns() { date +%s%N; }
 
 # rate COUNT START_NS END_NS SCALE: COUNT per second divided by SCALE.
 rate() { awk -v n="$1" -v a="$2" -v b="$3" -v s="$4" 'BEGIN { printf "%.6g", n / ((b - a) / 1e9) / s }'; }
-
-# run_logged LOG COMMAND...: runs COMMAND with a time limit, output appended to LOG.
-run_logged() {
-  local log_file=$1; shift
-  printf '$ %s\n' "$*" >>"$log_file"
-  local status=0
-  timeout --foreground -k 10 "$TIMEOUT" "$@" >>"$log_file" 2>&1 || status=$?
-  if ((status == 124 || status == 137)); then echo "timed out after ${TIMEOUT}s" >>"$log_file"; fi
-  return $status
-}
-
-# error_line LOG: the last line of LOG that says what went wrong (not a
-# command we echoed, nor dd's statistics).
-error_line() {
-  grep -v -E '^\$ |^\s*$|records (in|out)$|bytes .* copied' "$1" | tail -n 1 | cut -c 1-300 || true
-}
-
-# drop_caches: flushes dirty pages and evicts the page cache so reads are cold.
-drop_caches() {
-  sync
-  [[ -w /proc/sys/vm/drop_caches ]] && echo 3 >/proc/sys/vm/drop_caches 2>/dev/null
-}
 
 cold_note() {
   if drop_caches; then echo ""; else echo "warm: could not drop caches"; fi
@@ -169,93 +131,6 @@ resolve_fio() {
     tools=$WORK_DIR/tools
   fi
   [[ -x $tools/fio ]] && FIO=$tools/fio
-  return 0
-}
-
-# The daemon is the cudafs process whose command line names the mountpoint
-# (pgrep -f; without procps, every process in /proc is a candidate).
-# Explicit return statuses: this also runs from the exit trap, where a bare
-# `return` would return the status that ended the script.
-daemon_pid() {
-  local mountpoint=$1 candidates pid
-  if command -v pgrep >/dev/null; then
-    candidates=$(pgrep -f -- "$mountpoint" || true)
-  else
-    candidates=$(cd /proc && printf '%s\n' [0-9]*)
-  fi
-  for pid in $candidates; do
-    if [[ $(cat "/proc/$pid/comm" 2>/dev/null) == cudafs ]] &&
-      tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "$mountpoint"; then
-      echo "$pid"
-      return 0
-    fi
-  done
-  return 0
-}
-
-with_size() {  # with_size OPTIONS: OPTIONS plus size= unless it has one
-  local options=$1
-  if [[ ,$options, == *,size=* ]]; then echo "$options"; else echo "${options:+$options,}size=$MOUNT_SIZE"; fi
-}
-
-# mount_target NAME SPEC MOUNTPOINT ERRFILE: mounts; on failure ERRFILE says why.
-mount_target() {
-  local name=$1 spec=$2 mountpoint=$3 errors=$4
-  local kind=${spec%%:*} options=""
-  [[ $spec == *:* ]] && options=${spec#*:}
-  case $kind in
-    cudafs)
-      mkdir -p "$mountpoint"
-      "$CUDAFS" "$mountpoint" -o "$(with_size "$options")" 2>"$errors" || return 1
-      MOUNTED+=("cudafs $mountpoint")
-      ;;
-    tmpfs)
-      mkdir -p "$mountpoint"
-      mount -t tmpfs -o "$(with_size "$options")" bench-tmpfs "$mountpoint" 2>"$errors" || return 1
-      MOUNTED+=("tmpfs $mountpoint")
-      ;;
-    dir)
-      mkdir "$mountpoint" 2>"$errors" || return 1
-      MOUNTED+=("dir $mountpoint")
-      ;;
-    *)
-      echo "unknown kind '$kind' in target $name=$spec" >"$errors"
-      return 1
-      ;;
-  esac
-}
-
-unmount_target() {  # unmount_target KIND MOUNTPOINT
-  local kind=$1 mountpoint=$2 pid
-  case $kind in
-    cudafs)
-      pid=$(daemon_pid "$mountpoint")
-      umount "$mountpoint" 2>/dev/null || umount -l "$mountpoint" || true
-      # The daemon releases its memory when it exits; wait so the next
-      # target starts from the same state.
-      for _ in $(seq 300); do
-        [[ -n $pid && -d /proc/$pid ]] || break
-        sleep 0.1
-      done
-      rmdir "$mountpoint" 2>/dev/null || true
-      ;;
-    tmpfs)
-      umount "$mountpoint" 2>/dev/null || umount -l "$mountpoint" || true
-      rmdir "$mountpoint" 2>/dev/null || true
-      ;;
-    dir)
-      rm -rf "$mountpoint"
-      ;;
-  esac
-  local remaining=() entry
-  for entry in "${MOUNTED[@]}"; do [[ $entry == "$kind $mountpoint" ]] || remaining+=("$entry"); done
-  MOUNTED=("${remaining[@]}")
-}
-
-cleanup() {
-  local entry
-  for entry in "${MOUNTED[@]}"; do unmount_target "${entry% *}" "${entry#* }"; done
-  [[ -n $WORK_DIR ]] && rm -rf "$WORK_DIR"
   return 0
 }
 
