@@ -4,6 +4,8 @@
 #   ./build.sh test                                   install deps, build, run every test
 #                                                     (over /dev/fuse, then over io_uring)
 #   ./build.sh build                                  install deps, build
+#   ./build.sh fallback                               the tests against the system's libfuse
+#                                                     (e.g. Debian 12's 3.14), in build-fallback
 #   ./build.sh sanitize                               the tests again under ASan+UBSan
 #   ./build.sh long                                   the model test for 1M operations
 #   ./build.sh tsan                                   unit, core and mount tests under TSan
@@ -156,6 +158,21 @@ ctest_on_each_transport() {
   return "$status"
 }
 
+# The whole suite against the system's libfuse, ignoring build/libfuse:
+# the fallback that cudafs promises where libfuse 3.18 cannot be built
+# (Debian 12: 3.14; file data through the kernel's page cache, set-id bits
+# cleared by the kernel without FUSE_HANDLE_KILLPRIV_V2). Over /dev/fuse
+# only: libfuse < 3.18 has no FUSE over io_uring. Without the benchmarks,
+# which `build` already compiles and no test runs.
+fallback() {
+  install_packages "${packages[@]}"
+  cmake -S . -B build-fallback -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
+    -DCUDAFS_LIBFUSE_PREFIX= -DCUDAFS_BUILD_BENCHMARKS=OFF ${CMAKE_ARGS:-}
+  cmake --build build-fallback -j "$(nproc)"
+  cd build-fallback
+  CUDAFS_TEST_MOUNT_OPTIONS=uring=off ctest --output-on-failure -j "$(nproc)"
+}
+
 # Every test, daemon included, built with AddressSanitizer (leaks too) and
 # UndefinedBehaviorSanitizer; any report fails the test that caused it.
 # (ThreadSanitizer needs an abseil built with it: Debian's is not, so it
@@ -222,6 +239,9 @@ case "$command" in
     cd build
     ctest_on_each_transport --output-on-failure -j "$(nproc)"
     ;;
+  fallback)
+    fallback
+    ;;
   sanitize)
     sanitize
     ;;
@@ -236,7 +256,7 @@ case "$command" in
       build/mount_model_test --gtest_filter='*ConcurrentModelsInSeparateTrees/host'
     ;;
   *)
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -44,11 +44,26 @@ Caller CallerOf(fuse_req_t req) {
 }
 
 // The caller of a request that changes a file's data, with the kernel's
-// verdict on its set-id bits where the kernel gives one (`kernel_kills`:
-// the request's FUSE_*_KILL_SUIDGID flag, under FUSE_HANDLE_KILLPRIV_V2).
-Caller DataChangerOf(fuse_req_t req, bool kernel_kills) {
+// verdict on its set-id bits (`kernel_kills`: the request's
+// FUSE_*_KILL_SUIDGID flag under FUSE_HANDLE_KILLPRIV_V2, or the empty
+// setattr described at SetAttr).
+//
+// Without KILLPRIV_V2 (libfuse 3.14 cannot ask for it, nor can anyone of a
+// kernel before 5.11) the kernel gives its verdict another way: before a write through the page
+// cache, a truncate (O_TRUNC opens included: see Init), a fallocate or a
+// copy_file_range it decides with the caller's CAP_FSETID, and
+// fuse_setattr() sends the mode without the bits in a SETATTR of its own
+// (file_remove_privs(), do_truncate()). The request that changes the data
+// must then apply no rule of its own: the uid rule of Caller would clear
+// the bits for a user with CAP_FSETID and keep them for root without it.
+// What the kernel leaves to us is a direct-I/O write
+// (fuse_direct_write_iter() removes nothing), where the uid rule is the
+// best guess there is: `uid_rule_without_kernel`.
+Caller DataChangerOf(fuse_req_t req, bool kernel_kills, bool uid_rule_without_kernel = false) {
   Caller caller = CallerOf(req);
-  if (Context(req).kernel_kills_set_id) caller.set_drops_set_id(kernel_kills);
+  if (Context(req).kernel_kills_set_id || !uid_rule_without_kernel) {
+    caller.set_drops_set_id(kernel_kills);
+  }
   return caller;
 }
 
@@ -107,6 +122,15 @@ char* ReadBuffer(Device& device, size_t size) {
   return buffer.data;
 }
 
+// Declines a capability libfuse may ask for by default.
+void Unwant(fuse_conn_info* conn, uint64_t capability) {
+#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
+  fuse_unset_feature_flag(conn, capability);
+#else
+  conn->want &= ~static_cast<unsigned>(capability);
+#endif
+}
+
 void Init(void* userdata, fuse_conn_info* conn) {
   FuseContext& context = *static_cast<FuseContext*>(userdata);
 #if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
@@ -136,8 +160,6 @@ void Init(void* userdata, fuse_conn_info* conn) {
   }
   context.direct_io_min = context.requested_direct_io_min.value_or(
       mmap_with_direct_io ? kDefaultDirectIoMin : std::numeric_limits<uint64_t>::max());
-  // O_TRUNC arrives with open instead of as a separate setattr.
-  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   // No OPENDIR or RELEASEDIR (there is no opendir handler: the kernel stops
   // asking after the first ENOSYS, which libfuse sends), and the kernel
   // then keeps what readdir returned in its page cache (FOPEN_CACHE_DIR),
@@ -152,6 +174,24 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // that to the filesystem.)
   context.kernel_kills_set_id = fuse_set_feature_flag(conn, FUSE_CAP_HANDLE_KILLPRIV_V2);
 #endif
+  if (context.kernel_kills_set_id) {
+    // O_TRUNC arrives with open instead of as a separate setattr.
+    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  } else {
+    // Without KILLPRIV_V2 the kernel removes set-id bits itself, with a
+    // SETATTR of the new mode (see DataChangerOf), but only when the
+    // filesystem does not claim FUSE_HANDLE_KILLPRIV (v1: "the filesystem
+    // kills them on write, truncate and chown", which it could do only by
+    // uid), so that is refused. And not for an atomic O_TRUNC open:
+    // fuse_do_setattr() drops the ATTR_OPEN truncate, and the mode the
+    // kernel computed with it, when the OPEN already truncated; the OPEN
+    // itself says nothing about CAP_FSETID. So O_TRUNC is left to the
+    // kernel too: it truncates with a SETATTR (size 0 and, where due, the
+    // mode) after the OPEN, one more request per O_TRUNC open, as on
+    // every local filesystem.
+    Unwant(conn, FUSE_CAP_HANDLE_KILLPRIV);
+    Unwant(conn, FUSE_CAP_ATOMIC_O_TRUNC);
+  }
   if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
   // Lookups and readdir in one directory run concurrently in the core.
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
@@ -210,10 +250,18 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse
   // changes nothing, which is what chown(f, -1, -1) and the kernel's
   // file_remove_privs() (before a fallocate or copy_file_range by a caller
   // without CAP_FSETID) send.
+  // Without KILLPRIV_V2 the kernel sends the mode itself (see
+  // DataChangerOf), worked out again in fuse_setattr() by a narrower rule
+  // than file_remove_privs(): suid, and sgid only with group execute. When
+  // the kernel decided that a caller without CAP_FSETID outside the file's
+  // group clears sgid without group execute, as tmpfs does, that leaves
+  // nothing to send, and what arrives is the same empty setattr, for the
+  // core to clear it. (A truncate carries the size, so there that case
+  // keeps its sgid, as on any FUSE filesystem without KILLPRIV_V2.)
   constexpr int kAttributeBits = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
                                  FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
                                  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW;
-  changes.remove_set_id = Context(req).kernel_kills_set_id && !(to_set & kAttributeBits);
+  changes.remove_set_id = !(to_set & kAttributeBits);
   const bool kernel_kills = (to_set & FUSE_SET_ATTR_KILL_SUID) || changes.remove_set_id;
   absl::StatusOr<struct stat> st =
       Fs(req).SetAttributes(ino, changes, DataChangerOf(req, kernel_kills));
@@ -277,9 +325,14 @@ bool ChooseDirectIo(const FuseContext& context, int flags, std::optional<uint64_
   return (flags & O_DIRECT) || !size_at_open || *size_at_open >= context.direct_io_min;
 }
 
+// The handle (fh) of an open with direct I/O; the others are 0. Requests
+// on an open carry its handle, not its flags.
+constexpr uint64_t kDirectIoOpen = 1;
+
 void SetCaching(bool direct_io, fuse_file_info* fi) {
   if (direct_io) {
     fi->direct_io = 1;
+    fi->fh = kDirectIoOpen;
 #if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
     // Writers at different offsets of one file need not queue in the
     // kernel: the inode lock in the core orders what must be ordered.
@@ -358,9 +411,10 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t 
   // Over io_uring `data` is the payload buffer; registering it lets the
   // device DMA from it.
   UringPayload(req, size);
+  const Caller caller =
+      DataChangerOf(req, KernelKills(fi), /*uid_rule_without_kernel=*/fi->fh == kDirectIoOpen);
   absl::StatusOr<size_t> written =
-      Fs(req).Write(ino, offset, data, size, (fi->flags & O_APPEND) != 0,
-                    DataChangerOf(req, KernelKills(fi)));
+      Fs(req).Write(ino, offset, data, size, (fi->flags & O_APPEND) != 0, caller);
   if (!written.ok()) return ReplyError(req, written.status());
   fuse_reply_write(req, *written);
 }

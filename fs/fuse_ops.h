@@ -52,7 +52,9 @@ struct FuseContext {
   bool cache = false;  // the filesystem has a write-back cache (fsync waits for it)
   // FUSE_HANDLE_KILLPRIV_V2 was negotiated (decided in Init): the kernel
   // flags each write, truncate and O_TRUNC open whose caller lacks
-  // CAP_FSETID. Without it the uid rule of Caller applies.
+  // CAP_FSETID. Without it the kernel clears them itself, with a SETATTR
+  // of the mode, for everything but direct-I/O writes, where the uid rule
+  // of Caller applies (see DataChangerOf in fuse_ops.cc).
   bool kernel_kills_set_id = false;
   // Whether to ask for FUSE over io_uring (main decided the kernel offers
   // it and told libfuse to start rings), and its queue depth, for the log.
