@@ -160,6 +160,16 @@ void Init(void* userdata, fuse_conn_info* conn) {
   }
   context.direct_io_min = context.requested_direct_io_min.value_or(
       mmap_with_direct_io ? kDefaultDirectIoMin : std::numeric_limits<uint64_t>::max());
+  if (context.zero_message_open) {
+    if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
+      conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+      // New files too, for one page cache behaviour throughout.
+      context.direct_io_min = std::numeric_limits<uint64_t>::max();
+    } else {
+      LogInfo("the kernel cannot open files without a request: zero_message_open is off");
+      context.zero_message_open = false;
+    }
+  }
   // No OPENDIR or RELEASEDIR (there is no opendir handler: the kernel stops
   // asking after the first ENOSYS, which libfuse sends), and the kernel
   // then keeps what readdir returned in its page cache (FOPEN_CACHE_DIR),
@@ -174,22 +184,27 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // that to the filesystem.)
   context.kernel_kills_set_id = fuse_set_feature_flag(conn, FUSE_CAP_HANDLE_KILLPRIV_V2);
 #endif
-  if (context.kernel_kills_set_id) {
-    // O_TRUNC arrives with open instead of as a separate setattr.
-    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
-  } else {
+  if (!context.kernel_kills_set_id) {
     // Without KILLPRIV_V2 the kernel removes set-id bits itself, with a
     // SETATTR of the new mode (see DataChangerOf), but only when the
     // filesystem does not claim FUSE_HANDLE_KILLPRIV (v1: "the filesystem
     // kills them on write, truncate and chown", which it could do only by
-    // uid), so that is refused. And not for an atomic O_TRUNC open:
-    // fuse_do_setattr() drops the ATTR_OPEN truncate, and the mode the
-    // kernel computed with it, when the OPEN already truncated; the OPEN
-    // itself says nothing about CAP_FSETID. So O_TRUNC is left to the
-    // kernel too: it truncates with a SETATTR (size 0 and, where due, the
-    // mode) after the OPEN, one more request per O_TRUNC open, as on
-    // every local filesystem.
+    // uid), so that is refused.
     Unwant(conn, FUSE_CAP_HANDLE_KILLPRIV);
+  }
+  // O_TRUNC arrives with open instead of as a separate setattr, except:
+  // - without KILLPRIV_V2: fuse_do_setattr() drops the ATTR_OPEN truncate,
+  //   and the mode the kernel computed with it, when the OPEN already
+  //   truncated, and the OPEN itself says nothing about CAP_FSETID;
+  // - with zero_message_open: there is no OPEN to carry it (the kernel
+  //   would take the truncate as done).
+  // The kernel then truncates with a SETATTR (size 0 and, where due, the
+  // mode) after the open, one more request per O_TRUNC open, as on every
+  // local filesystem.
+  if (context.kernel_kills_set_id && !context.zero_message_open &&
+      (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)) {
+    conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  } else {
     Unwant(conn, FUSE_CAP_ATOMIC_O_TRUNC);
   }
   if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
@@ -347,6 +362,10 @@ void SetCaching(bool direct_io, fuse_file_info* fi) {
 }
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  // Under zero_message_open the first OPEN's ENOSYS tells the kernel to open
+  // every file itself from then on (FUSE_CAP_NO_OPEN_SUPPORT): the open
+  // succeeds, with the page cache kept, and no RELEASE follows.
+  if (Context(req).zero_message_open) return (void)fuse_reply_err(req, ENOSYS);
   absl::StatusOr<uint64_t> size = Fs(req).Open(ino, fi->flags, DataChangerOf(req, KernelKills(fi)));
   if (!size.ok()) return ReplyError(req, size.status());
   const bool direct_io = ChooseDirectIo(Context(req), fi->flags, *size);

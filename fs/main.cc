@@ -298,6 +298,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   context.filesystem = &filesystem;
   context.owner_uid = getuid();
   context.requested_direct_io_min = options.direct_io_min;
+  context.zero_message_open = options.zero_message_open;
   context.faults = faults;
   context.cache = filesystem.CacheStats().budget_bytes > 0;
   absl::StatusOr<bool> uring = UseUring(options.uring);

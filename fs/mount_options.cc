@@ -24,7 +24,9 @@ constexpr uint64_t kMostUringDepth = 64;
 
 // What a value-less option does. Options taking a value are parsed in
 // ApplyOption instead.
-enum class FlagEffect { kForward, kDrop, kNoatime, kAtime, kReadOnly, kReadWrite, kDirectIo, kCachedIo };
+enum class FlagEffect {
+  kForward, kDrop, kNoatime, kAtime, kReadOnly, kReadWrite, kDirectIo, kCachedIo, kZeroMessageOpen
+};
 
 struct Flag {
   absl::string_view name;
@@ -40,6 +42,7 @@ constexpr Flag kFlags[] = {
     // The kernel must see ro/rw too, or it would allow writes we refuse.
     {"direct_io", FlagEffect::kDirectIo},
     {"nodirect_io", FlagEffect::kCachedIo},
+    {"zero_message_open", FlagEffect::kZeroMessageOpen},
     {"ro", FlagEffect::kReadOnly},
     {"rw", FlagEffect::kReadWrite},
     {"allow_other", FlagEffect::kForward},
@@ -93,6 +96,9 @@ void ApplyFlag(const Flag& flag, MountOptions* options) {
       break;
     case FlagEffect::kCachedIo:
       options->direct_io_min = std::numeric_limits<uint64_t>::max();  // no file is that large
+      break;
+    case FlagEffect::kZeroMessageOpen:
+      options->zero_message_open = true;
       break;
     case FlagEffect::kReadOnly:
       options->read_only = true;
@@ -433,6 +439,13 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
                           absl::CHexEscape(positionals[2])));
   }
   if (fsname) options.source = *std::move(fsname);
+  // Without an OPEN there is no open reply to ask for direct I/O in.
+  if (options.zero_message_open && options.direct_io_min &&
+      *options.direct_io_min != std::numeric_limits<uint64_t>::max()) {
+    return absl::InvalidArgumentError(
+        "zero_message_open serves every file through the page cache: it cannot be combined "
+        "with direct_io or direct_io_min=");
+  }
   return options;
 }
 
@@ -506,6 +519,9 @@ cudafs options:
                          shared mmap of direct-I/O files, else none)
   direct_io              every file bypasses the kernel's page cache (direct_io_min=0)
   nodirect_io            every file goes through the kernel's page cache
+  zero_message_open      opening and closing a file cost no request, so every file
+                         goes through the page cache: re-reading a tree is as fast as
+                         tmpfs, large streams are slower (see the README)
   cache=N[k|m|g]         host-side write-back cache for small reads and writes, in
                          pinned memory; 0 turns it off (default: 64m)
   uring=auto|on|off      FUSE over io_uring: auto uses it when the kernel offers it

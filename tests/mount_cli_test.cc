@@ -1133,6 +1133,48 @@ TEST_P(CliMountTest, KernelCachesWhatOnlyThisMountChanges) {
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
 
+// zero_message_open: after the first OPEN (answered ENOSYS), opening and
+// closing an existing file cost no request, and files keep their pages;
+// O_TRUNC (a SETATTR then) and files unlinked while open behave as ever.
+TEST_P(CliMountTest, ZeroMessageOpenCostsNoRequestAndLosesNothing) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m", "zero_message_open"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string root = dir.path();
+  const std::string file = root + "/f";
+  const std::string data = RandomBytes(3 << 20, 23);
+  ASSERT_TRUE(WriteFile(file, data));
+  EXPECT_EQ(ReadFile(file), data);  // the one OPEN, answered ENOSYS
+  std::map<std::string, std::string> before = MountStats(root);
+  auto grown = [&](const char* op) {
+    const std::map<std::string, std::string> after = MountStats(root);
+    const int64_t growth = Requests(after, op) - Requests(before, op);
+    before = after;
+    return growth;
+  };
+  EXPECT_EQ(ReadFile(file), data);
+  EXPECT_EQ(ReadFile(file), data);
+  EXPECT_EQ(grown("open"), 0);
+  EXPECT_EQ(grown("read"), 0) << "even a 3 MiB file stays in the page cache";
+  EXPECT_EQ(grown("release"), 0);
+
+  ASSERT_TRUE(WriteFile(file, "short"));  // O_TRUNC without an OPEN to carry it
+  EXPECT_EQ(ReadFile(file), "short");
+  struct stat st;
+  ASSERT_SYS_OK(stat(file.c_str(), &st));
+  EXPECT_EQ(st.st_size, 5);
+  Fd held(open(file.c_str(), O_RDONLY));
+  ASSERT_TRUE(held.valid()) << ErrnoName(errno);
+  ASSERT_SYS_OK(unlink(file.c_str()));
+  char buffer[8] = {};
+  EXPECT_EQ(pread(held.get(), buffer, sizeof buffer, 0), 5);
+  EXPECT_EQ(std::string(buffer, 5), "short");
+  held.Reset();
+  EXPECT_ERRNO(stat(file.c_str(), &st), ENOENT);
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
 TEST(CliTest, StatsOfSomethingElseIsRefused) {
   const CommandResult result = RunCommand({kBinary, "--stats", "/tmp"});
   EXPECT_NE(result.exit_code, 0);

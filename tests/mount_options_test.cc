@@ -454,6 +454,21 @@ TEST(MountOptionTest, DirectIoIsOursAndTheLastOneWins) {
   EXPECT_TRUE(Contains(OptionError("direct_io_min=-1"), "direct_io_min"));
 }
 
+TEST(MountOptionTest, ZeroMessageOpenRefusesDirectIo) {
+  EXPECT_FALSE(ParseOption("size=1g")->zero_message_open);
+  absl::StatusOr<MountOptions> options = ParseOption("zero_message_open");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->zero_message_open);
+  EXPECT_EQ(options->fuse_options, Strings());
+  options = ParseOption("zero_message_open,nodirect_io");
+  ASSERT_TRUE(options.ok()) << options.status();
+  for (const char* conflict : {"zero_message_open,direct_io", "direct_io_min=1m,zero_message_open"}) {
+    SCOPED_TRACE(conflict);
+    EXPECT_TRUE(Contains(OptionError(conflict), "zero_message_open"));
+  }
+  EXPECT_TRUE(Contains(OptionError("zero_message_open=1"), "zero_message_open"));
+}
+
 TEST(MountOptionTest, UringModeAndDepth) {
   absl::StatusOr<MountOptions> options = ParseOption("size=1g");
   ASSERT_TRUE(options.ok()) << options.status();
