@@ -170,12 +170,6 @@ void Init(void* userdata, fuse_conn_info* conn) {
       context.zero_message_open = false;
     }
   }
-  // No OPENDIR or RELEASEDIR (there is no opendir handler: the kernel stops
-  // asking after the first ENOSYS, which libfuse sends), and the kernel
-  // then keeps what readdir returned in its page cache (FOPEN_CACHE_DIR),
-  // dropping it when the directory changes: a second walk of a tree costs
-  // no request.
-  if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
 #ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
   // The kernel says, with the caller's CAP_FSETID, when a write, truncate
   // or O_TRUNC open must clear set-id bits; a FUSE request carries no
@@ -454,6 +448,26 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   fuse_reply_err(req, 0);
 }
 
+// Directories are opened with a request, although nothing needs it: with
+// FUSE_CAP_NO_OPENDIR_SUPPORT and attributes cached for a day, opening the
+// mount's root could succeed from the kernel's caches after the daemon
+// died, before the kernel aborted the connection (over io_uring that can
+// take a while), and fusermount3's auto_unmount, which unmounts only when
+// that open fails with ENOTCONN, would leave the dead mount behind (seen on
+// the H100). The reply lets the kernel keep what readdir returns in its
+// page cache (FOPEN_CACHE_DIR), dropping it when the directory changes: a
+// second walk of a tree costs OPENDIR and RELEASEDIR per directory only.
+void OpenDirectory(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  absl::StatusOr<struct stat> st = Fs(req).GetAttributes(ino);
+  if (!st.ok()) return ReplyError(req, st.status());
+  if (!S_ISDIR(st->st_mode)) return (void)fuse_reply_err(req, ENOTDIR);
+  fi->cache_readdir = 1;
+  fi->keep_cache = 1;
+  fuse_reply_open(req, fi);
+}
+
+void ReleaseDirectory(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
 void ReadDirectoryCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bool plus) {
   std::vector<char> buffer(size);
   size_t used = 0;
@@ -646,7 +660,8 @@ fuse_lowlevel_ops MakeOperations() {
   ops.release = Counted<FuseRequest::release, Release>::Serve;
   ops.readdir = Counted<FuseRequest::readdir, ReadDirectory>::Serve;
   ops.readdirplus = Counted<FuseRequest::readdirplus, ReadDirectoryPlus>::Serve;
-  // No opendir or releasedir: see FUSE_CAP_NO_OPENDIR_SUPPORT in Init.
+  ops.opendir = Counted<FuseRequest::opendir, OpenDirectory>::Serve;
+  ops.releasedir = Counted<FuseRequest::releasedir, ReleaseDirectory>::Serve;
   ops.statfs = Counted<FuseRequest::statfs, StatFs>::Serve;
   ops.setxattr = Counted<FuseRequest::setxattr, SetXattr>::Serve;
   ops.getxattr = Counted<FuseRequest::getxattr, GetXattr>::Serve;

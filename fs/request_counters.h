@@ -37,8 +37,10 @@ namespace cudafs {
   X(write)                      \
   X(fsync)                      \
   X(release)                    \
+  X(opendir)                    \
   X(readdir)                    \
   X(readdirplus)                \
+  X(releasedir)                 \
   X(statfs)                     \
   X(setxattr)                   \
   X(getxattr)                   \

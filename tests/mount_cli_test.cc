@@ -872,6 +872,40 @@ TEST_P(CliMountTest, AutoUnmountUnmountsAKilledDaemonOrIsRefused) {
   EXPECT_ERRNO(stat((dir.path() + "/file").c_str(), &st), ENOENT);
 }
 
+// What auto_unmount relies on: fusermount3 unmounts a dead daemon's mount
+// only when opening its root fails with ENOTCONN, so that open must reach
+// the daemon, however warm the kernel's caches. A stopped daemon shows it:
+// the open waits for it.
+TEST_P(CliMountTest, OpeningTheRootAlwaysReachesTheDaemon) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = MountOn(dir, {"size=64m"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::optional<pid_t> daemon = FindDaemon(dir.path());
+  ASSERT_TRUE(daemon.has_value());
+  for (int i = 0; i < 2; ++i) {  // the second open finds everything cached
+    DIR* listing = opendir(dir.path().c_str());
+    ASSERT_NE(listing, nullptr) << ErrnoName(errno);
+    while (readdir(listing) != nullptr) {
+    }
+    closedir(listing);
+  }
+  ASSERT_SYS_OK(kill(*daemon, SIGSTOP));
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int fd = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY);
+    _exit(fd >= 0 ? 0 : 1);
+  }
+  std::this_thread::sleep_for(500ms);
+  int status = 0;
+  EXPECT_EQ(waitpid(child, &status, WNOHANG), 0) << "the open did not wait for the daemon";
+  ASSERT_SYS_OK(kill(*daemon, SIGCONT));
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
 TEST_P(CliMountTest, ForegroundExitsZeroOnSigterm) {
   ScratchDir dir;
   ASSERT_FALSE(dir.path().empty());
@@ -989,7 +1023,7 @@ TEST_P(CliMountTest, StatsCountRequestsByType) {
   for (const char* op :
        {"init", "lookup", "forget", "batch_forget", "getattr", "setattr", "readlink", "mknod",
         "mkdir", "symlink", "link", "unlink", "rmdir", "rename", "open", "create", "read",
-        "write", "fsync", "release", "readdir", "readdirplus", "statfs",
+        "write", "fsync", "release", "opendir", "readdir", "readdirplus", "releasedir", "statfs",
         "setxattr", "getxattr", "listxattr", "removexattr", "fallocate", "copy_file_range",
         "lseek"}) {
     EXPECT_GE(Requests(before, op), 0) << "no requests_" << op;
@@ -1050,10 +1084,7 @@ TEST_P(CliMountTest, StatsCountRequestsByType) {
 // direct I/O: libfuse 3.18+ and a kernel that lets direct-I/O files be
 // mmapped (6.6+), see FuseContext::direct_io_min.
 bool DirectIoAvailable() {
-  std::smatch version;
-  const std::string text = RunCommand({kBinary, "--version"}).out;
-  if (!std::regex_search(text, version, std::regex(R"(libfuse (\d+)\.(\d+))"))) return false;
-  if (std::pair(std::stoi(version[1]), std::stoi(version[2])) < std::pair(3, 18)) return false;
+  if (!LibfuseAtLeast(3, 18)) return false;
   struct utsname host;
   if (uname(&host) != 0) return false;
   int major = 0, minor = 0;
@@ -1191,11 +1222,7 @@ TEST_P(CliMountTest, CacheBeyondHalfTheMemoryIsRefused) {
 // Whether this kernel and this build of cudafs can serve FUSE over
 // io_uring: the fuse module's enable_uring is Y and libfuse is 3.18+.
 bool UringAvailable() {
-  if (ReadFile("/sys/module/fuse/parameters/enable_uring") != "Y\n") return false;
-  std::smatch version;
-  const std::string text = RunCommand({kBinary, "--version"}).out;
-  if (!std::regex_search(text, version, std::regex(R"(libfuse (\d+)\.(\d+))"))) return false;
-  return std::pair(std::stoi(version[1]), std::stoi(version[2])) >= std::pair(3, 18);
+  return ReadFile("/sys/module/fuse/parameters/enable_uring") == "Y\n" && LibfuseAtLeast(3, 18);
 }
 
 // Whether process `pid` holds an io_uring instance: libfuse makes one per

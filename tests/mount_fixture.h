@@ -440,6 +440,23 @@ inline CommandResult RunShell(const std::string& script,
   return RunCommand({"/bin/sh", "-c", script}, timeout);
 }
 
+// Whether the cudafs under test was built against libfuse `major.minor` or
+// newer (what `cudafs --version` says): 3.18 brings FUSE over io_uring,
+// direct I/O with mmap and FUSE_HANDLE_KILLPRIV_V2 (and with it atomic
+// O_TRUNC); the fallback build against Debian 12's 3.14 has none of them.
+inline bool LibfuseAtLeast(int major, int minor) {
+  static const std::pair<int, int> built_with = [] {
+    const std::string text = RunCommand({kBinary, "--version"}).out;
+    const size_t at = text.find("libfuse ");
+    std::pair<int, int> version{0, 0};
+    if (at != std::string::npos) {
+      std::sscanf(text.c_str() + at, "libfuse %d.%d", &version.first, &version.second);
+    }
+    return version;
+  }();
+  return built_with >= std::pair(major, minor);
+}
+
 // A command run through RunShell must exit 0; its output explains failures.
 inline testing::AssertionResult ShellOk(const std::string& script,
                                         std::chrono::milliseconds timeout = 120s) {
