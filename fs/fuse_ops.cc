@@ -161,10 +161,10 @@ void Init(void* userdata, fuse_conn_info* conn) {
   context.direct_io_min = context.requested_direct_io_min.value_or(
       mmap_with_direct_io ? kDefaultDirectIoMin : std::numeric_limits<uint64_t>::max());
   if (context.zero_message_open) {
+    // Existing files then never get an open reply to ask for direct I/O
+    // in; new files still do (CREATE), and keep the default rule.
     if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
       conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
-      // New files too, for one page cache behaviour throughout.
-      context.direct_io_min = std::numeric_limits<uint64_t>::max();
     } else {
       LogInfo("the kernel cannot open files without a request: zero_message_open is off");
       context.zero_message_open = false;

@@ -50,8 +50,9 @@ struct FuseContext {
   std::optional<uint64_t> requested_direct_io_min;  // the mount option, if given
   uint64_t direct_io_min = std::numeric_limits<uint64_t>::max();  // decided in Init
   // zero_message_open: no OPEN or RELEASE for existing files (the open
-  // handler answers ENOSYS, the kernel stops asking and keeps every file in
-  // its page cache); new files still come with CREATE and RELEASE.
+  // handler answers ENOSYS, the kernel stops asking and keeps every such
+  // file in its page cache); new files still come with CREATE, which
+  // chooses as ever, and RELEASE.
   bool zero_message_open = false;
   bool cache = false;  // the filesystem has a write-back cache (fsync waits for it)
   // FUSE_HANDLE_KILLPRIV_V2 was negotiated (decided in Init): the kernel

@@ -443,8 +443,8 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
   if (options.zero_message_open && options.direct_io_min &&
       *options.direct_io_min != std::numeric_limits<uint64_t>::max()) {
     return absl::InvalidArgumentError(
-        "zero_message_open serves every file through the page cache: it cannot be combined "
-        "with direct_io or direct_io_min=");
+        "zero_message_open serves existing files through the page cache: it cannot be "
+        "combined with direct_io or direct_io_min=");
   }
   return options;
 }
@@ -519,9 +519,10 @@ cudafs options:
                          shared mmap of direct-I/O files, else none)
   direct_io              every file bypasses the kernel's page cache (direct_io_min=0)
   nodirect_io            every file goes through the kernel's page cache
-  zero_message_open      opening and closing a file cost no request, so every file
-                         goes through the page cache: re-reading a tree is as fast as
-                         tmpfs, large streams are slower (see the README)
+  zero_message_open      opening and closing an existing file cost no request, so it
+                         goes through the page cache whatever its size: re-reading a
+                         tree is nearly as fast as on tmpfs, reading large files is
+                         slower (see the README)
   cache=N[k|m|g]         host-side write-back cache for small reads and writes, in
                          pinned memory; 0 turns it off (default: 64m)
   uring=auto|on|off      FUSE over io_uring: auto uses it when the kernel offers it

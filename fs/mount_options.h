@@ -57,9 +57,10 @@ struct MountOptions {
   // direct_io is direct_io_min=0, nodirect_io never. Unset: the default
   // where the kernel and libfuse let direct-I/O files be mmapped, else never.
   std::optional<uint64_t> direct_io_min;
-  // zero_message_open: opening a file costs no request (no OPEN, no
-  // RELEASE: FUSE_CAP_NO_OPEN_SUPPORT), and so every file goes through the
-  // page cache; cannot be combined with direct_io or direct_io_min=.
+  // zero_message_open: opening an existing file costs no request (no OPEN,
+  // no RELEASE: FUSE_CAP_NO_OPEN_SUPPORT), and so it goes through the page
+  // cache whatever its size; cannot be combined with direct_io or
+  // direct_io_min=.
   bool zero_message_open = false;
   // uring=: how requests reach the daemon. auto: FUSE over io_uring when
   // the kernel offers it (/sys/module/fuse/parameters/enable_uring is Y),
