@@ -48,10 +48,11 @@ Caller CallerOf(fuse_req_t req) {
 // FUSE_*_KILL_SUIDGID flag under FUSE_HANDLE_KILLPRIV_V2, or the empty
 // setattr described at SetAttr).
 //
-// Without KILLPRIV_V2 (libfuse 3.14 cannot ask for it, nor can anyone of a
-// kernel before 5.11) the kernel gives its verdict another way: before a write through the page
-// cache, a truncate (O_TRUNC opens included: see Init), a fallocate or a
-// copy_file_range it decides with the caller's CAP_FSETID, and
+// Without KILLPRIV_V2 (libfuse 3.14 cannot ask for it, nor can anyone of
+// a kernel before 5.11) the kernel gives its verdict another way: before a
+// write through the page cache, a truncate (O_TRUNC opens included: see
+// Init), a fallocate or a copy_file_range it decides with the caller's
+// CAP_FSETID, and
 // fuse_setattr() sends the mode without the bits in a SETATTR of its own
 // (file_remove_privs(), do_truncate()). The request that changes the data
 // must then apply no rule of its own: the uid rule of Caller would clear
@@ -450,13 +451,14 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 
 // Directories are opened with a request, although nothing needs it: with
 // FUSE_CAP_NO_OPENDIR_SUPPORT and attributes cached for a day, opening the
-// mount's root could succeed from the kernel's caches after the daemon
-// died, before the kernel aborted the connection (over io_uring that can
-// take a while), and fusermount3's auto_unmount, which unmounts only when
-// that open fails with ENOTCONN, would leave the dead mount behind (seen on
-// the H100). The reply lets the kernel keep what readdir returns in its
-// page cache (FOPEN_CACHE_DIR), dropping it when the directory changes: a
-// second walk of a tree costs OPENDIR and RELEASEDIR per directory only.
+// mount's root succeeds from the kernel's caches even when the daemon has
+// died and the kernel has not yet aborted the connection (over io_uring
+// that can take a while), and fusermount3's auto_unmount, which unmounts
+// only when that open fails with ENOTCONN, would leave the dead mount
+// behind. With OPENDIR the open waits for the abort and fails. The reply
+// lets the kernel keep what readdir returns in its page cache
+// (FOPEN_CACHE_DIR), dropping it when the directory changes: a second walk
+// of a tree costs OPENDIR and RELEASEDIR per directory only.
 void OpenDirectory(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   absl::StatusOr<struct stat> st = Fs(req).GetAttributes(ino);
   if (!st.ok()) return ReplyError(req, st.status());
@@ -465,8 +467,6 @@ void OpenDirectory(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fi->keep_cache = 1;
   fuse_reply_open(req, fi);
 }
-
-void ReleaseDirectory(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
 void ReadDirectoryCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bool plus) {
   std::vector<char> buffer(size);
@@ -508,6 +508,8 @@ void ReadDirectoryPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset
                        fuse_file_info*) {
   ReadDirectoryCommon(req, ino, size, offset, /*plus=*/true);
 }
+
+void ReleaseDirectory(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
 void StatFs(fuse_req_t req, fuse_ino_t) {
   struct statvfs st = Fs(req).StatFs();
@@ -658,9 +660,9 @@ fuse_lowlevel_ops MakeOperations() {
   // host memory. Without a handler the kernel stops asking after the first
   // ENOSYS and reports success to the caller.
   ops.release = Counted<FuseRequest::release, Release>::Serve;
+  ops.opendir = Counted<FuseRequest::opendir, OpenDirectory>::Serve;
   ops.readdir = Counted<FuseRequest::readdir, ReadDirectory>::Serve;
   ops.readdirplus = Counted<FuseRequest::readdirplus, ReadDirectoryPlus>::Serve;
-  ops.opendir = Counted<FuseRequest::opendir, OpenDirectory>::Serve;
   ops.releasedir = Counted<FuseRequest::releasedir, ReleaseDirectory>::Serve;
   ops.statfs = Counted<FuseRequest::statfs, StatFs>::Serve;
   ops.setxattr = Counted<FuseRequest::setxattr, SetXattr>::Serve;

@@ -29,7 +29,7 @@ inline constexpr uint64_t kDefaultDirectIoMin = uint64_t{1} << 20;
 struct FuseContext {
   Filesystem* filesystem = nullptr;
   // How long the kernel may cache names (negative ones too) and
-  // attributes: as long as it likes. Every change goes through this
+  // attributes: a day. Every change goes through this
   // kernel's FUSE connection, which updates or invalidates its cache
   // itself; what the filesystem changes on its own (an atime moved by an
   // open served from the page cache, set-id bits a write dropped) it
