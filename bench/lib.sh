@@ -76,6 +76,33 @@ with_size() {  # with_size OPTIONS: OPTIONS plus size= unless it has one
 }
 
 # mount_target NAME SPEC MOUNTPOINT ERRFILE: mounts; on failure ERRFILE says why.
+# parse_targets ARG...: the targets of a benchmark's command line, in
+# TARGET_NAMES and TARGET_SPECS: NAME=SPEC, or a NAME of the caller's
+# DEFAULT_SPECS; none given: the caller's DEFAULT_TARGETS. -h prints the
+# caller's usage.
+parse_targets() {
+  TARGET_NAMES=() TARGET_SPECS=()
+  local argument
+  for argument in "$@"; do
+    case $argument in
+      -h | --help) usage; exit 0 ;;
+      -*) usage >&2; exit 2 ;;
+      *=*) TARGET_NAMES+=("${argument%%=*}"); TARGET_SPECS+=("${argument#*=}") ;;
+      *)
+        if [[ -z ${DEFAULT_SPECS[$argument]:-} ]]; then
+          echo "unknown target '$argument' (give NAME=SPEC)" >&2; usage >&2; exit 2
+        fi
+        TARGET_NAMES+=("$argument"); TARGET_SPECS+=("${DEFAULT_SPECS[$argument]}")
+        ;;
+    esac
+  done
+  if ((${#TARGET_NAMES[@]} == 0)); then
+    for argument in "${DEFAULT_TARGETS[@]}"; do
+      TARGET_NAMES+=("$argument"); TARGET_SPECS+=("${DEFAULT_SPECS[$argument]}")
+    done
+  fi
+}
+
 mount_target() {
   local name=$1 spec=$2 mountpoint=$3 errors=$4
   local kind=${spec%%:*} options=""

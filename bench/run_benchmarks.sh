@@ -354,24 +354,9 @@ default_mount_size() {  # what the largest workload keeps at once, plus 1 GiB
 }
 
 main() {
-  local -a names=() specs=()
+  parse_targets "$@"
+  local -a names=("${TARGET_NAMES[@]}") specs=("${TARGET_SPECS[@]}")
   local argument
-  for argument in "$@"; do
-    case $argument in
-      -h | --help) usage; exit 0 ;;
-      -*) usage >&2; exit 2 ;;
-      *=*) names+=("${argument%%=*}"); specs+=("${argument#*=}") ;;
-      *)
-        if [[ -z ${DEFAULT_SPECS[$argument]:-} ]]; then
-          echo "unknown target '$argument' (give NAME=SPEC)" >&2; usage >&2; exit 2
-        fi
-        names+=("$argument"); specs+=("${DEFAULT_SPECS[$argument]}")
-        ;;
-    esac
-  done
-  if ((${#names[@]} == 0)); then
-    for argument in "${DEFAULT_TARGETS[@]}"; do names+=("$argument"); specs+=("${DEFAULT_SPECS[$argument]}"); done
-  fi
   for argument in $WORKLOADS; do
     [[ $argument =~ ^(seq|par|wide|fio|small)$ ]] || { echo "unknown workload '$argument'" >&2; exit 2; }
   done

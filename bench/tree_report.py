@@ -54,26 +54,25 @@ def load(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def fmt_seconds(value):
-    if value is None:
-        return "fail"
+def fmt_magnitude(value, small):
+    """No decimals from 100 up, one from 10 up, `small(value)` below."""
     if value >= 100:
         return "%.0f" % value
     if value >= 10:
         return "%.1f" % value
-    if value >= 0.1:
-        return "%.2f" % value
-    return "%.3f" % value
+    return small(value)
+
+
+def fmt_seconds(value):
+    if value is None:
+        return "fail"
+    return fmt_magnitude(value, lambda v: "%.2f" % v if v >= 0.1 else "%.3f" % v)
 
 
 def fmt_number(value):
     if value == 0:
         return ""
-    if value >= 100:
-        return "%.0f" % value
-    if value >= 10:
-        return "%.1f" % value
-    return "%.3g" % value
+    return fmt_magnitude(value, lambda v: "%.3g" % v)
 
 
 def summarise(samples):

@@ -160,7 +160,7 @@ void Init(void* userdata, fuse_conn_info* conn) {
                           : "requests over /dev/fuse");
   }
   context.direct_io_min = context.requested_direct_io_min.value_or(
-      mmap_with_direct_io ? kDefaultDirectIoMin : std::numeric_limits<uint64_t>::max());
+      mmap_with_direct_io ? kDefaultDirectIoMin : kNeverDirectIo);
   if (context.zero_message_open) {
     // Existing files then never get an open reply to ask for direct I/O
     // in; new files still do (CREATE), and keep the default rule.
@@ -331,7 +331,7 @@ bool KernelKills(const fuse_file_info* fi) {
 // costs a file written once no more requests than the page cache does
 // (which asks for security.capability before the first write, besides).
 bool ChooseDirectIo(const FuseContext& context, int flags, std::optional<uint64_t> size_at_open) {
-  if (context.direct_io_min == std::numeric_limits<uint64_t>::max()) return false;
+  if (context.direct_io_min == kNeverDirectIo) return false;
   return (flags & O_DIRECT) || !size_at_open || *size_at_open >= context.direct_io_min;
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "fs/filesystem.h"
+#include "fs/mount_options.h"
 #include "fs/request_counters.h"
 #include "fs/uring_buffers.h"
 
@@ -48,7 +49,7 @@ struct FuseContext {
   // libfuse 3.18 here), and keeps the page cache coherent with direct
   // writes only then, so without it no file gets direct I/O by default.
   std::optional<uint64_t> requested_direct_io_min;  // the mount option, if given
-  uint64_t direct_io_min = std::numeric_limits<uint64_t>::max();  // decided in Init
+  uint64_t direct_io_min = kNeverDirectIo;  // decided in Init
   // zero_message_open: no OPEN or RELEASE for existing files (the open
   // handler answers ENOSYS, the kernel stops asking and keeps every such
   // file in its page cache); new files still come with CREATE, which

@@ -95,7 +95,7 @@ void ApplyFlag(const Flag& flag, MountOptions* options) {
       options->direct_io_min = 0;
       break;
     case FlagEffect::kCachedIo:
-      options->direct_io_min = std::numeric_limits<uint64_t>::max();  // no file is that large
+      options->direct_io_min = kNeverDirectIo;
       break;
     case FlagEffect::kZeroMessageOpen:
       options->zero_message_open = true;
@@ -441,7 +441,7 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
   if (fsname) options.source = *std::move(fsname);
   // Without an OPEN there is no open reply to ask for direct I/O in.
   if (options.zero_message_open && options.direct_io_min &&
-      *options.direct_io_min != std::numeric_limits<uint64_t>::max()) {
+      *options.direct_io_min != kNeverDirectIo) {
     return absl::InvalidArgumentError(
         "zero_message_open serves existing files through the page cache: it cannot be "
         "combined with direct_io or direct_io_min=");

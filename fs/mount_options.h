@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@
 #include "alloc/open_device.h"
 
 namespace cudafs {
+
+// The direct_io_min that no file reaches: nodirect_io.
+inline constexpr uint64_t kNeverDirectIo = std::numeric_limits<uint64_t>::max();
 
 // size=: absolute bytes or a percentage of the device's memory, resolved
 // once the device is known.
@@ -56,7 +60,7 @@ struct MountOptions {
   // opens, bypass the kernel's page cache (see FuseContext::direct_io_min).
   // direct_io is direct_io_min=0, nodirect_io never. Unset: the default
   // where the kernel and libfuse let direct-I/O files be mmapped, else never.
-  std::optional<uint64_t> direct_io_min;
+  std::optional<uint64_t> direct_io_min;  // kNeverDirectIo: nodirect_io
   // zero_message_open: opening an existing file costs no request (no OPEN,
   // no RELEASE: FUSE_CAP_NO_OPEN_SUPPORT), and so it goes through the page
   // cache whatever its size; cannot be combined with direct_io or

@@ -433,7 +433,6 @@ TEST(MountOptionTest, Atime) {
 }
 
 TEST(MountOptionTest, DirectIoIsOursAndTheLastOneWins) {
-  constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
   EXPECT_FALSE(ParseOption("size=1g")->direct_io_min.has_value());
   absl::StatusOr<MountOptions> options = ParseOption("direct_io");
   ASSERT_TRUE(options.ok()) << options.status();
@@ -441,7 +440,7 @@ TEST(MountOptionTest, DirectIoIsOursAndTheLastOneWins) {
   EXPECT_EQ(options->fuse_options, Strings());
   options = ParseOption("direct_io,nodirect_io");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_EQ(options->direct_io_min, kNever);
+  EXPECT_EQ(options->direct_io_min, kNeverDirectIo);
   options = ParseOption("nodirect_io,direct_io_min=64k");
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->direct_io_min, 64u << 10);
