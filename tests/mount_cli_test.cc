@@ -895,14 +895,15 @@ TEST_P(CliMountTest, OpeningTheRootAlwaysReachesTheDaemon) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     const int fd = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY);
-    _exit(fd >= 0 ? 0 : 1);
+    _exit(fd >= 0 ? 0 : std::min(errno, 255));
   }
   std::this_thread::sleep_for(500ms);
   int status = 0;
   EXPECT_EQ(waitpid(child, &status, WNOHANG), 0) << "the open did not wait for the daemon";
   ASSERT_SYS_OK(kill(*daemon, SIGCONT));
   ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the open failed: " << ErrnoName(WEXITSTATUS(status));
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
 
