@@ -891,6 +891,7 @@ TEST_P(CliMountTest, OpeningTheRootAlwaysReachesTheDaemon) {
     closedir(listing);
   }
   ASSERT_SYS_OK(kill(*daemon, SIGSTOP));
+  ASSERT_TRUE(Eventually([&] { return AllThreadsStopped(*daemon); }, 10s));
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -899,9 +900,15 @@ TEST_P(CliMountTest, OpeningTheRootAlwaysReachesTheDaemon) {
   }
   std::this_thread::sleep_for(500ms);
   int status = 0;
-  EXPECT_EQ(waitpid(child, &status, WNOHANG), 0) << "the open did not wait for the daemon";
+  const pid_t early = waitpid(child, &status, WNOHANG);
+  EXPECT_EQ(early, 0) << "the open did not wait for the daemon: it "
+                      << (WIFEXITED(status) && WEXITSTATUS(status) == 0
+                              ? std::string("succeeded")
+                              : "failed with " + ErrnoName(WEXITSTATUS(status)));
   ASSERT_SYS_OK(kill(*daemon, SIGCONT));
-  ASSERT_EQ(waitpid(child, &status, 0), child);
+  if (early == 0) {
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+  }
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the open failed: " << ErrnoName(WEXITSTATUS(status));
   EXPECT_TRUE(UnmountNow(dir.path()));

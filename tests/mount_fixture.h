@@ -37,6 +37,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <initializer_list>
@@ -601,12 +602,35 @@ inline std::optional<pid_t> FindDaemon(const std::string& mountpoint) {
 }
 
 // True while `pid` exists and is not a zombie.
-inline bool ProcessAlive(pid_t pid) {
-  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+// The state letter of /proc/.../stat ('R', 'S', 'T', 'Z', ...), or nothing
+// when the task is gone.
+inline std::optional<char> TaskState(const std::string& proc_dir) {
+  std::ifstream stat_file(proc_dir + "/stat");
   std::string stat;
-  if (!std::getline(stat_file, stat)) return false;
+  if (!std::getline(stat_file, stat)) return std::nullopt;
   const size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return std::nullopt;
+  return stat[paren + 2];
+}
+
+inline bool ProcessAlive(pid_t pid) {
+  const std::optional<char> state = TaskState("/proc/" + std::to_string(pid));
+  return state.has_value() && *state != 'Z';
+}
+
+// True once every thread of `pid` has entered the group stop. kill(SIGSTOP)
+// returns before that: the threads stop one by one as each next runs, and
+// until then they go on serving requests.
+inline bool AllThreadsStopped(pid_t pid) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code error;
+  bool any = false;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    const std::optional<char> state = TaskState(task.path().string());
+    if (state != 'T' && state != 't') return false;
+    any = true;
+  }
+  return any && !error;
 }
 
 // A cudafs mount on a fresh temporary directory, unmounted and removed on
