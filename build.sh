@@ -79,7 +79,7 @@ fetch_debian_source() {
 # fusermount3 of the same source goes there: setuid root like the system's,
 # so that users' mounts keep working, and reading /etc/fuse.conf. Only
 # installed when building as root; otherwise cudafs refuses auto_unmount
-# for root (see CheckAutoUnmount in fs/main.cc).
+# for root (see CheckAutoUnmount in fs/daemon/main.cc).
 obtain_libfuse() {
   if pkg-config --atleast-version=3.18 fuse3; then return; fi
   if [ -f "$libfuse_prefix/lib/pkgconfig/fuse3.pc" ] &&

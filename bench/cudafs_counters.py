@@ -1,7 +1,7 @@
 """Per-opcode FUSE request counters of a mounted cudafs, for the benchmarks.
 
 A cudafs mount publishes "name value" lines on its root directory in the
-extended attribute user.cudafs.stats (fs/request_counters.h): one
+extended attribute user.cudafs.stats (fs/fuse/request_counters.h): one
 requests_<op> line per request type and forgotten_inodes. Every reading is
 itself one or more GETXATTRs (Python's os.getxattr first tries a 128-byte
 buffer, which the stats do not fit: two), which the next reading counts;

@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "alloc/arena.h"
-#include "alloc/host_device.h"
+#include "alloc/devices/host_device.h"
+#include "alloc/storage/arena.h"
 #ifdef CUDAFS_WITH_CUDA
-#include "alloc/cuda_device.h"
+#include "alloc/devices/cuda_device.h"
 #endif
 
 namespace cudafs {

@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "alloc/arena.h"
-#include "alloc/host_device.h"
+#include "alloc/devices/host_device.h"
+#include "alloc/storage/arena.h"
 #include "cache/cached_file.h"
 #include "cache/page_cache.h"
 

@@ -15,7 +15,7 @@ import argparse
 import json
 import statistics
 
-# fs/request_counters.h's order.
+# fs/fuse/request_counters.h's order.
 OPCODES = ("init lookup forget batch_forget getattr setattr readlink mknod mkdir symlink link "
            "unlink rmdir rename open create read write fsync release opendir readdir "
            "readdirplus releasedir statfs setxattr getxattr listxattr removexattr fallocate "

@@ -24,9 +24,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "alloc/arena.h"
+#include "alloc/storage/arena.h"
+#include "alloc/storage/extent_map.h"
 #include "cache/page_cache.h"
-#include "fs/extent_map.h"
 
 namespace cudafs {
 

@@ -34,7 +34,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "alloc/device.h"
+#include "alloc/devices/device.h"
 
 namespace cudafs {
 

@@ -27,7 +27,7 @@ alone=()
 shared=()
 for test in "$build"/*_test; do
   case $(basename "$test") in
-    cuda_device_test | mount_cuda_test) alone+=("$test") ;;
+    cuda_device_test | arena_cuda_test | mount_cuda_test) alone+=("$test") ;;
     *) shared+=("$test") ;;
   esac
 done

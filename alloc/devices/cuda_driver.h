@@ -1,0 +1,66 @@
+// CudaDriver: the CUDA Driver API, loaded at run time.
+//
+// cudafs never links libcuda: the same binary must start on machines without
+// the NVIDIA driver (and fall back to host memory there). Load() dlopens
+// libcuda.so.1 once per process, resolves every entry point cudafs uses with
+// cuGetProcAddress at the API version of the headers we were built with, and
+// calls cuInit. Each member has the exact type of the header's declaration,
+// so calls are checked by the compiler as if we had linked.
+//
+// Only this file and cuda_device.cc include <cuda.h>.
+#ifndef CUDAFS_ALLOC_DEVICES_CUDA_DRIVER_H_
+#define CUDAFS_ALLOC_DEVICES_CUDA_DRIVER_H_
+
+#include <cuda.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace cudafs {
+
+// X(name) for every entry point; `name` is the header's unversioned name.
+#define CUDAFS_CUDA_ENTRY_POINTS(X)                                                  \
+  X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)        \
+  X(cuDeviceGetPCIBusId) X(cuDeviceGetByPCIBusId) X(cuDeviceTotalMem)                \
+  X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)   \
+  X(cuCtxSetCurrent) X(cuMemGetInfo) X(cuMemGetAllocationGranularity)                \
+  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease)          \
+  X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemHostAlloc) X(cuMemFreeHost)     \
+  X(cuMemHostRegister) X(cuMemHostUnregister)                                      \
+  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuMemcpyAsync)       \
+  X(cuMemsetD8Async) X(cuGetErrorName) X(cuGetErrorString)                          \
+  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)
+// Entry points cudafs uses when the driver has them (null otherwise).
+#define CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(X) X(cuMemcpyBatchAsync)
+
+struct CudaDriver {
+  // The process-wide driver, loaded and initialised on first use. Fails with
+  // Unavailable (and a message saying why: no libcuda, too old, cuInit
+  // failed such as "no CUDA-capable device") when cudafs cannot use a GPU.
+  static absl::StatusOr<const CudaDriver*> Load();
+
+  // "cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
+  std::string Describe(absl::string_view call, CUresult result) const;
+
+  // absl::OkStatus() for CUDA_SUCCESS; ResourceExhausted for out-of-memory
+  // results; Internal (an I/O error for the filesystem) otherwise.
+  absl::Status Check(absl::string_view call, CUresult result) const;
+
+  int version = 0;  // cuDriverGetVersion, e.g. 13000
+
+#define CUDAFS_DECLARE_ENTRY_POINT(name) decltype(&::name) name = nullptr;
+  CUDAFS_CUDA_ENTRY_POINTS(CUDAFS_DECLARE_ENTRY_POINT)
+  CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(CUDAFS_DECLARE_ENTRY_POINT)
+#undef CUDAFS_DECLARE_ENTRY_POINT
+};
+
+// True for errors after which the context is unusable ("sticky" errors):
+// every later call in the process fails the same way.
+bool IsStickyCudaError(CUresult result);
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_ALLOC_DEVICES_CUDA_DRIVER_H_

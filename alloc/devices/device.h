@@ -1,0 +1,99 @@
+// Device: where file bytes are stored. The filesystem addresses storage only
+// through arena offsets, so the same core runs on GPU memory (the product),
+// host memory (tests, CI, machines without a GPU) or any future backend.
+//
+// Promises every implementation keeps:
+//  - The arena is a linear range [0, arena_size()) of byte offsets. Only
+//    committed granules may be read or written.
+//  - Each transfer call takes a batch and returns once every copy in it is
+//    complete. Implementations may run the copies of a batch concurrently and
+//    in any order (the CUDA device pipelines them over several streams), so
+//    the copies of one batch must not overlap each other.
+//  - All methods are thread-safe; concurrent batches on disjoint ranges are
+//    allowed and expected.
+//  - Errors come back as absl::Status: ResourceExhausted when memory cannot
+//    be had (the caller turns it into ENOSPC), anything else is an I/O error.
+#ifndef CUDAFS_ALLOC_DEVICES_DEVICE_H_
+#define CUDAFS_ALLOC_DEVICES_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace cudafs {
+
+// Host memory -> arena.
+struct HostToDevice {
+  uint64_t device_offset;
+  const void* source;
+  size_t length;
+};
+
+// Arena -> host memory.
+struct DeviceToHost {
+  void* destination;
+  uint64_t device_offset;
+  size_t length;
+};
+
+// Arena -> arena (copy_file_range without a round trip through the host).
+struct DeviceToDevice {
+  uint64_t destination_offset;
+  uint64_t source_offset;
+  size_t length;
+};
+
+// A range of arena bytes.
+struct DeviceRange {
+  uint64_t offset;
+  size_t length;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  // One line for logs and --list-devices, e.g. "host memory".
+  virtual std::string Describe() const = 0;
+
+  // Bytes of address space in the arena. Fixed for the device's lifetime.
+  virtual uint64_t arena_size() const = 0;
+
+  // Unit of physical backing: Commit/Decommit ranges are multiples of it
+  // and aligned to it.
+  virtual uint64_t granule_size() const = 0;
+
+  // Backs [offset, offset + length) with physical memory. Fails with
+  // ResourceExhausted when the memory cannot be had; then nothing of the
+  // range is committed. Content of a newly committed granule is unspecified.
+  virtual absl::Status Commit(uint64_t offset, uint64_t length) = 0;
+
+  // Gives the physical memory behind [offset, offset + length) back.
+  virtual absl::Status Decommit(uint64_t offset, uint64_t length) = 0;
+
+  virtual absl::Status Write(absl::Span<const HostToDevice> copies) = 0;
+  virtual absl::Status Read(absl::Span<const DeviceToHost> copies) = 0;
+  virtual absl::Status Copy(absl::Span<const DeviceToDevice> copies) = 0;
+  virtual absl::Status Zero(absl::Span<const DeviceRange> ranges) = 0;
+
+  // Called with a buffer the caller will pass to Write/Read many times, so a
+  // device that copies faster from registered memory can ask for pinned host
+  // memory. The default is plain heap memory. Freed with FreeHostBuffer.
+  virtual void* AllocateHostBuffer(size_t length);
+  virtual void FreeHostBuffer(void* buffer, size_t length);
+
+  // For memory someone else allocated that the caller will pass to
+  // Write/Read many times (libfuse's io_uring request buffers): a device
+  // that copies faster from registered memory may pin it. Best effort, as
+  // unregistered memory works too, only slower. UnregisterHostMemory must
+  // come before the memory is freed. The defaults do nothing.
+  virtual void RegisterHostMemory(void* memory, size_t length);
+  virtual void UnregisterHostMemory(void* memory);
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_ALLOC_DEVICES_DEVICE_H_

@@ -1,0 +1,159 @@
+#include "alloc/storage/arena.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_format.h"
+
+namespace cudafs {
+
+namespace {
+
+// `capacity` rounded up to min_block, within the device's arena (of which
+// only whole min_blocks can be allocated).
+uint64_t UsableCapacity(const Device& device, uint64_t min_block, uint64_t capacity) {
+  const uint64_t whole_arena = device.arena_size() / min_block * min_block;
+  const uint64_t wanted = std::min(capacity, whole_arena);
+  return (wanted + min_block - 1) / min_block * min_block;
+}
+
+}  // namespace
+
+Arena::Arena(Device* device, uint64_t min_block, uint64_t capacity)
+    : device_(device),
+      min_block_(min_block),
+      capacity_(UsableCapacity(*device, min_block, capacity)),
+      granule_(device->granule_size()),
+      // The buddy allocator covers a range of any multiple of min_block with
+      // the aligned power-of-two blocks of its binary decomposition, so the
+      // bytes past the capacity are simply not in it.
+      allocator_(capacity_, min_block) {}
+
+Arena::~Arena() {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [index, granule] : granules_) {
+    if (granule.committed) device_->Decommit(index * granule_, granule_).IgnoreError();
+  }
+}
+
+absl::StatusOr<Block> Arena::Allocate(uint64_t size) {
+  Block block{0, size};
+  std::vector<uint64_t> to_commit;
+  {
+    absl::MutexLock lock(&mu_);
+    std::optional<uint64_t> offset = allocator_.Allocate(size);
+    if (!offset) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("no free block of %d bytes in the arena", size));
+    }
+    block.offset = *offset;
+    to_commit = Reference(block);
+  }
+  // Other threads allocating in these granules wait for this commit (below);
+  // everyone else goes on.
+  absl::Status status = absl::OkStatus();
+  size_t committed = 0;
+  for (; committed < to_commit.size(); ++committed) {
+    status = device_->Commit(to_commit[committed] * granule_, granule_);
+    if (!status.ok()) break;
+  }
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < to_commit.size(); ++i) {
+    Granule& granule = granules_.at(to_commit[i]);
+    if (i < committed) {
+      granule.committed = true;
+      ++committed_granules_;
+    } else {
+      granule.failed = true;
+    }
+  }
+  struct Wait {
+    const Arena* arena;
+    Block block;
+  } wait{this, block};
+  mu_.Await(absl::Condition(
+      +[](Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS { return w->arena->Settled(w->block); },
+      &wait));
+  if (!status.ok() || AnyFailed(block)) {
+    Unreference(block);
+    allocator_.Free(block.offset, block.size);
+    if (!status.ok()) return status;
+    return absl::ResourceExhaustedError("the device could not back the block");
+  }
+  return block;
+}
+
+void Arena::Free(Block block) {
+  absl::MutexLock lock(&mu_);
+  Unreference(block);
+  allocator_.Free(block.offset, block.size);
+}
+
+std::pair<Block, Block> Arena::Split(Block block) {
+  const Block lower{block.offset, block.size / 2};
+  const Block upper{block.offset + block.size / 2, block.size / 2};
+  absl::MutexLock lock(&mu_);
+  allocator_.Split(block.offset, block.size);
+  // Halves of a block no larger than a granule share its granule, which now
+  // has one more block keeping it committed.
+  if (block.size <= granule_) ++granules_.at(block.offset / granule_).users;
+  return {lower, upper};
+}
+
+std::vector<uint64_t> Arena::Reference(Block block) {
+  std::vector<uint64_t> fresh;
+  const uint64_t first = block.offset / granule_;
+  const uint64_t last = (block.offset + block.size - 1) / granule_;
+  for (uint64_t g = first; g <= last; ++g) {
+    Granule& granule = granules_[g];
+    if (granule.users++ == 0) fresh.push_back(g);
+  }
+  return fresh;
+}
+
+void Arena::Unreference(Block block) {
+  const uint64_t first = block.offset / granule_;
+  const uint64_t last = (block.offset + block.size - 1) / granule_;
+  for (uint64_t g = first; g <= last; ++g) {
+    auto it = granules_.find(g);
+    if (--it->second.users > 0) continue;
+    if (it->second.committed) {
+      --committed_granules_;
+      // A failed decommit only leaks physical memory until unmount; the
+      // granule is recommitted (a no-op for most devices) on next use.
+      device_->Decommit(g * granule_, granule_).IgnoreError();
+    }
+    granules_.erase(it);
+  }
+}
+
+bool Arena::Settled(Block block) const {
+  const uint64_t first = block.offset / granule_;
+  const uint64_t last = (block.offset + block.size - 1) / granule_;
+  for (uint64_t g = first; g <= last; ++g) {
+    const Granule& granule = granules_.at(g);
+    if (!granule.committed && !granule.failed) return false;
+  }
+  return true;
+}
+
+bool Arena::AnyFailed(Block block) const {
+  const uint64_t first = block.offset / granule_;
+  const uint64_t last = (block.offset + block.size - 1) / granule_;
+  for (uint64_t g = first; g <= last; ++g) {
+    if (granules_.at(g).failed) return true;
+  }
+  return false;
+}
+
+uint64_t Arena::LargestFree() const {
+  absl::MutexLock lock(&mu_);
+  return allocator_.Stats().largest_free;
+}
+
+ArenaStats Arena::Stats() const {
+  absl::MutexLock lock(&mu_);
+  return ArenaStats{allocator_.Stats(), committed_granules_ * granule_};
+}
+
+}  // namespace cudafs

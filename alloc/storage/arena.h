@@ -1,0 +1,108 @@
+// Arena: buddy-allocated blocks of device memory, physically backed on
+// demand.
+//
+// A block is handed out only once every granule under it is committed on the
+// device, and a granule is decommitted as soon as no allocated block touches
+// it, so the device's memory use follows what is stored (like tmpfs follows
+// RAM) instead of the mount's size.
+//
+// Content of a new block is unspecified: callers must write or Zero every
+// byte they later read (alloc/storage/extent_map.h does).
+//
+// Thread-safe. Allocation and free take one short lock; committing a
+// granule (a GPU mapping, or faulting in host pages: up to a millisecond)
+// happens outside it, so one thread committing does not stall allocations
+// elsewhere in the arena. Data copies go to the device directly and never
+// take the lock.
+#ifndef CUDAFS_ALLOC_STORAGE_ARENA_H_
+#define CUDAFS_ALLOC_STORAGE_ARENA_H_
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "alloc/devices/device.h"
+#include "alloc/storage/buddy_allocator.h"
+
+namespace cudafs {
+
+struct Block {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+struct ArenaStats {
+  BuddyStats blocks;
+  uint64_t committed_bytes = 0;  // physical memory held on the device
+};
+
+class Arena {
+ public:
+  // Manages the arena of `device`, which must outlive the Arena. Hands out
+  // at most `capacity` bytes, rounded up to min_block (a power of two) and
+  // capped at the device's arena: devices round their arena up to a granule
+  // (2 MiB), but a mount offers the size= it was given, as tmpfs does. The
+  // bytes past the capacity are never allocated, so never committed.
+  Arena(Device* device, uint64_t min_block,
+        uint64_t capacity = std::numeric_limits<uint64_t>::max());
+  ~Arena();
+
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // A block of exactly `size` bytes (a power of two >= min_block).
+  // ResourceExhausted when no free block that size exists or the device
+  // cannot back it.
+  absl::StatusOr<Block> Allocate(uint64_t size);
+  void Free(Block block);
+
+  // Splits an allocated block (size > min_block) into its two halves, each
+  // then freed on its own: {lower, upper}.
+  std::pair<Block, Block> Split(Block block);
+
+  // Largest block worth asking for right now (0 when the arena is full).
+  uint64_t LargestFree() const;
+
+  Device& device() const { return *device_; }
+  uint64_t min_block() const { return min_block_; }
+  uint64_t capacity() const { return capacity_; }  // bytes it may hand out
+  ArenaStats Stats() const;
+
+ private:
+  struct Granule {
+    uint32_t users = 0;      // allocated blocks touching it, settled or not
+    bool committed = false;  // the device backs it
+    bool failed = false;     // its commit failed: its users give up
+  };
+
+  // Counts the block as a user of each granule under it; returns the
+  // granules that had none, which the caller must commit.
+  std::vector<uint64_t> Reference(Block block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Undoes Reference; decommits granules left without users.
+  void Unreference(Block block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True once no granule under the block is still being committed.
+  bool Settled(Block block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AnyFailed(Block block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Device* const device_;
+  const uint64_t min_block_;
+  const uint64_t capacity_;
+  const uint64_t granule_;
+
+  mutable absl::Mutex mu_;
+  BuddyAllocator allocator_ ABSL_GUARDED_BY(mu_);
+  // Granule index -> its state. Only granules some block touches have an
+  // entry, so this grows with use, not with arena size.
+  absl::flat_hash_map<uint64_t, Granule> granules_ ABSL_GUARDED_BY(mu_);
+  uint64_t committed_granules_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_ALLOC_STORAGE_ARENA_H_

@@ -1,0 +1,93 @@
+#include "alloc/storage/buddy_allocator.h"
+
+#include <bit>
+#include <cassert>
+
+namespace cudafs {
+
+BuddyAllocator::BuddyAllocator(uint64_t range_size, uint64_t min_block)
+    : min_block_(min_block), capacity_(range_size / min_block * min_block) {
+  assert(std::has_single_bit(min_block));
+  const uint64_t blocks = capacity_ / min_block_;
+  const int orders = blocks == 0 ? 1 : std::bit_width(blocks);
+  free_.resize(orders);
+  // Binary decomposition, largest first: each piece's offset is a multiple
+  // of its size because every earlier piece was larger.
+  uint64_t offset = 0;
+  for (int order = orders - 1; order >= 0; --order) {
+    if (blocks & (uint64_t{1} << order)) {
+      free_[order].insert(offset);
+      offset += SizeOf(order);
+    }
+  }
+}
+
+int BuddyAllocator::OrderOf(uint64_t size) const {
+  return std::countr_zero(size) - std::countr_zero(min_block_);
+}
+
+uint64_t BuddyAllocator::max_block() const {
+  return capacity_ == 0 ? 0 : SizeOf(static_cast<int>(free_.size()) - 1);
+}
+
+std::optional<uint64_t> BuddyAllocator::Allocate(uint64_t size) {
+  if (size < min_block_ || !std::has_single_bit(size)) return std::nullopt;
+  const int want = OrderOf(size);
+  int order = want;
+  while (order < static_cast<int>(free_.size()) && free_[order].empty()) ++order;
+  if (order >= static_cast<int>(free_.size())) return std::nullopt;
+  // Lowest offset first keeps allocations packed at the start of the arena,
+  // so whole granules at the end stay free and can be decommitted.
+  uint64_t offset = *free_[order].begin();
+  free_[order].erase(free_[order].begin());
+  while (order > want) {
+    --order;
+    free_[order].insert(offset + SizeOf(order));  // upper half stays free
+  }
+  used_ += size;
+  ++allocated_blocks_;
+  return offset;
+}
+
+void BuddyAllocator::Free(uint64_t offset, uint64_t size) {
+  int order = OrderOf(size);
+  used_ -= size;
+  --allocated_blocks_;
+  while (order + 1 < static_cast<int>(free_.size())) {
+    const uint64_t buddy = offset ^ SizeOf(order);
+    if (buddy + SizeOf(order) > capacity_) break;  // outside the range
+    auto it = free_[order].find(buddy);
+    if (it == free_[order].end()) break;
+    free_[order].erase(it);
+    offset = std::min(offset, buddy);
+    ++order;
+  }
+  free_[order].insert(offset);
+}
+
+void BuddyAllocator::Split(uint64_t /*offset*/, uint64_t /*size*/) {
+  // Free lists hold only free blocks, so the halves need no bookkeeping of
+  // their own: one more block is allocated, the bytes in use are the same.
+  ++allocated_blocks_;
+}
+
+BuddyStats BuddyAllocator::Stats() const {
+  BuddyStats stats;
+  stats.capacity = capacity_;
+  stats.used = used_;
+  stats.free = capacity_ - used_;
+  stats.allocated_blocks = allocated_blocks_;
+  for (int order = static_cast<int>(free_.size()) - 1; order >= 0; --order) {
+    if (!free_[order].empty()) {
+      stats.largest_free = SizeOf(order);
+      break;
+    }
+  }
+  if (stats.free > 0) {
+    stats.fragmentation =
+        1.0 - static_cast<double>(stats.largest_free) / static_cast<double>(stats.free);
+  }
+  return stats;
+}
+
+}  // namespace cudafs

@@ -1,0 +1,337 @@
+#include "alloc/storage/extent_map.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <vector>
+
+namespace cudafs {
+
+ExtentMap::~ExtentMap() {
+  for (const auto& [file_offset, block] : extents_) arena_->Free(block);
+}
+
+ExtentMap::Extents::const_iterator ExtentMap::Find(uint64_t offset) const {
+  auto it = extents_.upper_bound(offset);
+  if (it == extents_.begin()) return extents_.end();
+  --it;
+  return offset < it->first + it->second.size ? it : extents_.end();
+}
+
+uint64_t ExtentMap::FitBlock(uint64_t offset, uint64_t wanted) const {
+  // Halving always terminates: at min_block the aligned slot around an
+  // unmapped offset cannot overlap an extent (extents are aligned to sizes
+  // >= min_block, so one overlapping the slot would contain the offset).
+  for (uint64_t size = wanted;; size /= 2) {
+    const uint64_t start = offset & ~(size - 1);
+    const uint64_t end = start + size;
+    auto next = extents_.lower_bound(start);
+    if (next != extents_.end() && next->first < end) continue;
+    if (next != extents_.begin()) {
+      auto previous = std::prev(next);
+      if (previous->first + previous->second.size > start) continue;
+    }
+    return size;
+  }
+}
+
+bool ExtentMap::Appends(uint64_t offset, uint64_t end) const {
+  // Blocks are at least min_block, so the data is mapped up to the end of
+  // the min_block holding its last byte (unless punched since): a write
+  // starting there or before leaves no unmapped hole behind it.
+  const uint64_t min_block = arena_->min_block();
+  const uint64_t data_blocks_end = (data_end_ + min_block - 1) / min_block * min_block;
+  return offset <= data_blocks_end && end > data_end_;
+}
+
+absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, bool grow,
+                                 std::vector<uint64_t>* added) {
+  const uint64_t min_block = arena_->min_block();
+  uint64_t position = offset;
+  while (position < end) {
+    if (auto it = Find(position); it != extents_.end()) {
+      position = it->first + it->second.size;
+      continue;
+    }
+    uint64_t wanted;
+    if (grow) {
+      wanted = std::clamp(std::bit_floor(std::max(position, end - position)), min_block,
+                          max_extent_);
+    } else {
+      // The largest block, aligned to its size, that starts at the
+      // min_block holding `position` and ends by `end` rounded up to
+      // min_block.
+      const uint64_t start = position & ~(min_block - 1);
+      wanted = std::clamp(std::bit_floor(end - start), min_block, max_extent_);
+      if (start != 0) wanted = std::min(wanted, start & (~start + 1));  // start's alignment
+    }
+    uint64_t size = FitBlock(position, wanted);
+    absl::StatusOr<Block> block = arena_->Allocate(size);
+    // A fragmented arena may lack a block this large; smaller ones still
+    // fit the file, so fall back before reporting ENOSPC.
+    while (!block.ok() && absl::IsResourceExhausted(block.status()) && size > min_block) {
+      size /= 2;
+      block = arena_->Allocate(size);
+    }
+    if (!block.ok()) {
+      for (uint64_t start : *added) Release(extents_.find(start));
+      added->clear();
+      return block.status();
+    }
+    const uint64_t start = position & ~(size - 1);
+    extents_.emplace(start, *block);
+    allocated_bytes_ += size;
+    added->push_back(start);
+    position = start + size;
+  }
+  return absl::OkStatus();
+}
+
+void ExtentMap::Release(Extents::iterator it) {
+  arena_->Free(it->second);
+  allocated_bytes_ -= it->second.size;
+  extents_.erase(it);
+}
+
+absl::Status ExtentMap::Read(uint64_t offset, size_t length, char* out) const {
+  const uint64_t end = offset + length;
+  std::vector<DeviceToHost> copies;
+  auto it = Find(offset);
+  if (it == extents_.end()) it = extents_.upper_bound(offset);
+  uint64_t position = offset;
+  while (position < end) {
+    if (it == extents_.end() || it->first >= end) {
+      std::fill(out + (position - offset), out + length, 0);
+      break;
+    }
+    if (it->first > position) {  // a hole
+      std::fill(out + (position - offset), out + (it->first - offset), 0);
+      position = it->first;
+    }
+    const uint64_t piece_end = std::min(end, it->first + it->second.size);
+    copies.push_back(DeviceToHost{out + (position - offset),
+                                  it->second.offset + (position - it->first),
+                                  piece_end - position});
+    position = piece_end;
+    ++it;
+  }
+  if (copies.empty()) return absl::OkStatus();
+  return arena_->device().Read(copies);
+}
+
+std::vector<DeviceRange> ExtentMap::PaddingOf(const std::vector<uint64_t>& added,
+                                              uint64_t offset, uint64_t end) const {
+  std::vector<DeviceRange> zeros;
+  for (uint64_t start : added) {
+    const Block& block = extents_.at(start);
+    if (start < offset) zeros.push_back({block.offset, offset - start});
+    if (start + block.size > end) {
+      zeros.push_back({block.offset + (end - start), start + block.size - end});
+    }
+  }
+  return zeros;
+}
+
+absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) {
+  if (length == 0) return absl::OkStatus();
+  const uint64_t end = offset + length;
+  std::vector<uint64_t> added;
+  if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
+    return status;
+  }
+
+  // Bytes of new blocks outside the write would otherwise show whatever the
+  // arena held before.
+  const std::vector<DeviceRange> zeros = PaddingOf(added, offset, end);
+  std::vector<HostToDevice> copies;
+  AppendCopies(offset, end, data, &copies);
+  absl::Status status = arena_->device().Zero(zeros);
+  if (status.ok()) status = arena_->device().Write(copies);
+  if (!status.ok()) {
+    // Never keep a new block whose zeroing may not have happened.
+    for (uint64_t start : added) Release(extents_.find(start));
+    return status;
+  }
+  data_end_ = std::max(data_end_, end);
+  return status;
+}
+
+void ExtentMap::AppendCopies(uint64_t offset, uint64_t end, const char* data,
+                             std::vector<HostToDevice>* copies) const {
+  for (auto it = Find(offset); it != extents_.end() && it->first < end; ++it) {
+    const uint64_t piece_start = std::max(offset, it->first);
+    const uint64_t piece_end = std::min(end, it->first + it->second.size);
+    copies->push_back(HostToDevice{it->second.offset + (piece_start - it->first),
+                                   data + (piece_start - offset), piece_end - piece_start});
+  }
+}
+
+absl::Status ExtentMap::MapForWriteBack(uint64_t offset, uint64_t length) {
+  if (length == 0) return absl::OkStatus();
+  const uint64_t end = offset + length;
+  std::vector<uint64_t> added;
+  if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
+    return status;
+  }
+  absl::Status status = arena_->device().Zero(PaddingOf(added, offset, end));
+  if (!status.ok()) {
+    for (uint64_t start : added) Release(extents_.find(start));
+    return status;
+  }
+  data_end_ = std::max(data_end_, end);
+  return status;
+}
+
+absl::Status ExtentMap::WriteMapped(absl::Span<const Run> runs) {
+  std::vector<HostToDevice> copies;
+  for (const Run& run : runs) {
+    const uint64_t end = run.offset + run.length;
+    uint64_t mapped = 0;
+    for (auto it = Find(run.offset); it != extents_.end() && it->first < end; ++it) {
+      mapped += std::min(end, it->first + it->second.size) - std::max(run.offset, it->first);
+    }
+    if (mapped != run.length) {
+      return absl::InternalError("write-back of a range that is not mapped");
+    }
+    AppendCopies(run.offset, end, run.data, &copies);
+  }
+  return arena_->device().Write(copies);
+}
+
+absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset,
+                                 uint64_t offset, uint64_t length) {
+  if (length == 0) return absl::OkStatus();
+  const uint64_t end = offset + length;
+  std::vector<uint64_t> added;
+  if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
+    return status;
+  }
+  std::vector<DeviceRange> zeros = PaddingOf(added, offset, end);
+  std::vector<DeviceToDevice> copies;
+  // Walk the range in pieces that lie in one destination extent and in one
+  // source extent (copied on the device) or one source hole (zeroed).
+  for (uint64_t done = 0; done < length;) {
+    const auto to = Find(offset + done);  // mapped above
+    const uint64_t to_left = to->first + to->second.size - (offset + done);
+    const uint64_t from_position = source_offset + done;
+    const auto from = source.Find(from_position);
+    uint64_t piece = std::min(to_left, length - done);
+    const uint64_t to_address = to->second.offset + (offset + done - to->first);
+    if (from == source.extents_.end()) {
+      const uint64_t hole_end = source.NextData(from_position).value_or(UINT64_MAX);
+      piece = std::min(piece, hole_end - from_position);
+      zeros.push_back({to_address, piece});
+    } else {
+      piece = std::min(piece, from->first + from->second.size - from_position);
+      copies.push_back(DeviceToDevice{
+          to_address, from->second.offset + (from_position - from->first), piece});
+    }
+    done += piece;
+  }
+  absl::Status status = arena_->device().Zero(zeros);
+  if (status.ok()) status = arena_->device().Copy(copies);
+  if (!status.ok()) {
+    for (uint64_t start : added) Release(extents_.find(start));
+    return status;
+  }
+  data_end_ = std::max(data_end_, end);
+  return status;
+}
+
+absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
+  if (length == 0) return absl::OkStatus();
+  std::vector<uint64_t> added;
+  // fallocate asks for exactly this range: no growth slack.
+  if (absl::Status status = MapRange(offset, offset + length, /*grow=*/false, &added);
+      !status.ok()) {
+    return status;
+  }
+  std::vector<DeviceRange> zeros;
+  for (uint64_t start : added) {
+    const Block& block = extents_.at(start);
+    zeros.push_back({block.offset, block.size});
+  }
+  absl::Status status = arena_->device().Zero(zeros);
+  if (!status.ok()) {
+    for (uint64_t start : added) Release(extents_.find(start));
+    return status;
+  }
+  reserved_end_ = std::max(reserved_end_, offset + length);
+  data_end_ = std::max(data_end_, offset + length);
+  return status;
+}
+
+absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
+  const uint64_t end = length > std::numeric_limits<uint64_t>::max() - offset
+                           ? std::numeric_limits<uint64_t>::max()
+                           : offset + length;
+  std::vector<DeviceRange> zeros;
+  std::vector<uint64_t> inside;  // extents wholly in the range
+  auto it = extents_.upper_bound(offset);
+  if (it != extents_.begin() && std::prev(it)->first + std::prev(it)->second.size > offset) --it;
+  for (; it != extents_.end() && it->first < end; ++it) {
+    const uint64_t extent_end = it->first + it->second.size;
+    if (it->first >= offset && extent_end <= end) {
+      inside.push_back(it->first);
+      continue;
+    }
+    const uint64_t piece_start = std::max(offset, it->first);
+    const uint64_t piece_end = std::min(end, extent_end);
+    zeros.push_back({it->second.offset + (piece_start - it->first), piece_end - piece_start});
+  }
+  // Zero first: if the device fails, the blocks are still all there and
+  // the caller sees EIO with the file as it was outside the range.
+  if (absl::Status status = arena_->device().Zero(zeros); !status.ok()) return status;
+  for (uint64_t start : inside) Release(extents_.find(start));
+  return absl::OkStatus();
+}
+
+absl::Status ExtentMap::Truncate(uint64_t size) {
+  reserved_end_ = std::min(reserved_end_, size);
+  data_end_ = std::min(data_end_, size);
+  return PunchHole(size, std::numeric_limits<uint64_t>::max() - size);
+}
+
+void ExtentMap::TrimTail(uint64_t size) {
+  const uint64_t min_block = arena_->min_block();
+  const uint64_t keep = std::max(size, reserved_end_);
+  if (keep > std::numeric_limits<uint64_t>::max() - min_block) return;
+  const uint64_t limit = (keep + min_block - 1) / min_block * min_block;
+  auto it = Find(limit);
+  if (it == extents_.end() || it->first == limit) return;  // nothing hangs over
+  uint64_t start = it->first;
+  Block block = it->second;
+  extents_.erase(it);
+  // Blocks are aligned and limit is a multiple of min_block, so halving
+  // ends with a block that stops exactly at limit.
+  while (start + block.size > limit) {
+    const auto [lower, upper] = arena_->Split(block);
+    if (limit <= start + lower.size) {
+      arena_->Free(upper);
+      allocated_bytes_ -= upper.size;
+      block = lower;
+    } else {
+      extents_.emplace(start, lower);
+      start += lower.size;
+      block = upper;
+    }
+  }
+  extents_.emplace(start, block);
+}
+
+std::optional<uint64_t> ExtentMap::NextData(uint64_t offset) const {
+  if (Find(offset) != extents_.end()) return offset;
+  auto it = extents_.upper_bound(offset);
+  if (it == extents_.end()) return std::nullopt;
+  return it->first;
+}
+
+uint64_t ExtentMap::NextHole(uint64_t offset) const {
+  uint64_t position = offset;
+  for (auto it = Find(position); it != extents_.end(); it = Find(position)) {
+    position = it->first + it->second.size;
+  }
+  return position;
+}
+
+}  // namespace cudafs

@@ -1,0 +1,154 @@
+// ExtentMap: the bytes of one regular file, as arena blocks keyed by file
+// offset.
+//
+// Layout invariant: an extent of size S (a power of two) starts at a file
+// offset that is a multiple of S. Extents therefore never straddle each
+// other's alignment, a free aligned slot for any offset always exists at
+// min_block granularity, and lookups are one ordered-map search.
+//
+// Growth policy: a write that extends the data (ends past the furthest byte
+// written and starts no later than the end of that byte's min_block, so it
+// leaves no unmapped hole behind: an append) gets, for unmapped space, the
+// largest block that is no larger than max(offset, write length) (at least
+// min_block, at most max_extent), aligned, not overlapping a neighbour, and
+// available in the arena. Small files thus cost their size rounded up to
+// min_block (a 4 KiB file takes one 4 KiB block), a file grown by appends
+// costs at most about twice its size while it grows, and a large file
+// written in 1 MiB requests maps one extent per request. TrimTail, called
+// when the last writer closes, gives back what growth reserved past the end:
+// a closed file costs its size rounded up to min_block, in at most
+// log2(block / min_block) more extents.
+//
+// Any other write (into a hole below the end of the data, or leaving a hole
+// before it), and every Reserve, maps only the range itself rounded out to
+// min_block, as tmpfs does: growth slack there would sit in the middle of the
+// file, where TrimTail cannot reach it, and random writes into a large
+// sparse file would hold up to max_extent each.
+//
+// Every byte of a block that is not written is zeroed when the block is
+// allocated, and bytes cut off by Truncate/PunchHole are zeroed, so a block
+// never exposes bytes of a deleted file and holes read as zeros.
+//
+// Not thread-safe: the owning inode's lock guards it.
+#ifndef CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
+#define CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "alloc/storage/arena.h"
+
+namespace cudafs {
+
+class ExtentMap {
+ public:
+  ExtentMap(Arena* arena, uint64_t max_extent) : arena_(arena), max_extent_(max_extent) {}
+  ~ExtentMap();  // gives every block back to the arena
+
+  ExtentMap(const ExtentMap&) = delete;
+  ExtentMap& operator=(const ExtentMap&) = delete;
+
+  // Copies [offset, offset + length) into `out`; unmapped bytes read as
+  // zeros. The caller clamps the range to the file size.
+  absl::Status Read(uint64_t offset, size_t length, char* out) const;
+
+  // Maps whatever [offset, offset + length) lacks, then copies `data` in.
+  // On ResourceExhausted nothing changed.
+  absl::Status Write(uint64_t offset, const char* data, size_t length);
+
+  // A piece of file data for WriteMapped.
+  struct Run {
+    uint64_t offset;  // file offset
+    const char* data;
+    size_t length;
+  };
+
+  // For a write-back cache: maps whatever [offset, offset + length) lacks
+  // and zeroes the new blocks' bytes outside that range, but leaves the
+  // bytes inside as the arena had them. The caller must write every byte of
+  // the range (WriteMapped) before anything reads it from the arena; until
+  // then the cache serves it. On ResourceExhausted nothing changed.
+  absl::Status MapForWriteBack(uint64_t offset, uint64_t length);
+
+  // Writes `runs`, which must lie in mapped ranges (MapForWriteBack), as one
+  // device batch.
+  absl::Status WriteMapped(absl::Span<const Run> runs);
+
+  // Copies [source_offset, + length) of `source` (which may be this map, on
+  // a range that does not overlap) to [offset, + length) on the device,
+  // without a trip through host memory; holes copy as zeros. On
+  // ResourceExhausted nothing changed.
+  absl::Status CopyFrom(const ExtentMap& source, uint64_t source_offset, uint64_t offset,
+                        uint64_t length);
+
+  // Maps whatever [offset, offset + length) lacks with zeroed blocks
+  // (fallocate). On ResourceExhausted nothing changed.
+  absl::Status Reserve(uint64_t offset, uint64_t length);
+
+  // Makes [offset, offset + length) read as zeros; frees the blocks that lie
+  // wholly inside it.
+  absl::Status PunchHole(uint64_t offset, uint64_t length);
+
+  // Frees the blocks at or beyond `size` and zeroes the rest of the block
+  // that holds byte `size`, so a later extension reads zeros.
+  absl::Status Truncate(uint64_t size);
+
+  // Gives back the part of the block holding the end of a file of `size`
+  // bytes that lies past it (rounded up to min_block), by splitting the block
+  // into aligned halves. Space reserved with Reserve past `size` is kept.
+  void TrimTail(uint64_t size);
+
+  // First mapped offset >= `offset`, if any (SEEK_DATA).
+  std::optional<uint64_t> NextData(uint64_t offset) const;
+  // First unmapped offset >= `offset` (SEEK_HOLE; may lie past the size).
+  uint64_t NextHole(uint64_t offset) const;
+
+  // Bytes of arena held (st_blocks).
+  uint64_t allocated_bytes() const { return allocated_bytes_; }
+  size_t extent_count() const { return extents_.size(); }
+
+ private:
+  using Extents = absl::btree_map<uint64_t, Block>;  // file offset -> block
+
+  // The extent that holds byte `offset`, or end().
+  Extents::const_iterator Find(uint64_t offset) const;
+  // Maps every unmapped byte of [offset, end); records the new extents in
+  // `added` (file offsets) so the caller can zero or roll them back. With
+  // `grow`, blocks follow the growth policy and may reach past `end`;
+  // without, they cover [offset, end) rounded out to min_block and no more.
+  absl::Status MapRange(uint64_t offset, uint64_t end, bool grow, std::vector<uint64_t>* added);
+  // Whether writing [offset, end) extends the data: only such writes earn
+  // growth slack (see the growth policy above).
+  bool Appends(uint64_t offset, uint64_t end) const;
+  // The parts of the blocks `added` (file offsets) by MapRange that lie
+  // outside [offset, end): they must be zeroed before the blocks are used.
+  std::vector<DeviceRange> PaddingOf(const std::vector<uint64_t>& added, uint64_t offset,
+                                     uint64_t end) const;
+  // Appends the copies that put `data` at [offset, end), all mapped.
+  void AppendCopies(uint64_t offset, uint64_t end, const char* data,
+                    std::vector<HostToDevice>* copies) const;
+  // Largest aligned block size for unmapped `offset` that fits between its
+  // neighbours, starting from `wanted`.
+  uint64_t FitBlock(uint64_t offset, uint64_t wanted) const;
+  void Release(Extents::iterator it);
+
+  Arena* const arena_;
+  const uint64_t max_extent_;
+  Extents extents_;
+  uint64_t allocated_bytes_ = 0;
+  // End of the furthest Reserve (fallocate KEEP_SIZE may reserve past the
+  // size); TrimTail keeps blocks below it.
+  uint64_t reserved_end_ = 0;
+  // End of the furthest byte written or reserved, lowered by Truncate: where
+  // appends start (Appends).
+  uint64_t data_end_ = 0;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_

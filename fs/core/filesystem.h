@@ -1,0 +1,235 @@
+// Filesystem: the cudafs core. Inodes, directories, permissions, timestamps
+// and file data (through the Arena), with one method per FUSE low-level
+// operation, addressed by inode number like the FUSE protocol. It knows
+// nothing about FUSE itself (fs/fuse/fuse_ops.cc translates), so every
+// operation is testable without mounting.
+//
+// Semantics follow tmpfs: setgid directories, suid/sgid dropped on write
+// and chown (permissions are the kernel's business: see Caller),
+// nanosecond timestamps with tmpfs' ctime/mtime rules and relatime atime,
+// holes that read as zeros, data that lives until the last lookup reference
+// and open handle of an unlinked file are gone.
+//
+// Inode lifetime: an inode exists while it has a name (nlink > 0), a kernel
+// lookup reference (Lookup/Create/... add one, Forget drops them) or an open
+// handle (Open/Create add one, Release drops it). Inode numbers are never
+// reused, so the FUSE generation is always 0.
+#ifndef CUDAFS_FS_CORE_FILESYSTEM_H_
+#define CUDAFS_FS_CORE_FILESYSTEM_H_
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "alloc/storage/arena.h"
+#include "cache/page_cache.h"
+
+namespace cudafs {
+
+using InodeNumber = uint64_t;
+inline constexpr InodeNumber kRootInode = 1;  // FUSE_ROOT_ID
+
+// Who asks. The mount always has default_permissions, so the kernel has
+// already checked every request against the POSIX permission bits and the
+// caller's capabilities (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN,
+// CAP_MKNOD, CAP_SYS_ADMIN for trusted.*, ...) before it reaches the core,
+// and the core applies no permission rule of its own: it could only
+// approximate the kernel's with uid 0, and a FUSE request carries no
+// capabilities. What the core still needs from the caller: the owner of
+// what it creates, and whether a change of a file's data removes the
+// file's set-user-ID and set-group-ID bits, which the kernel decides from
+// CAP_FSETID and passes along (FUSE_HANDLE_KILLPRIV_V2).
+class Caller {
+ public:
+  // Supplementary groups are fetched only when needed (for FUSE that means
+  // reading /proc), and at most once.
+  using GroupsFetcher = std::function<std::vector<gid_t>()>;
+  // `drops_set_id` defaults to the rule used where the kernel gives no
+  // verdict: everyone but uid 0.
+  Caller(uid_t uid, gid_t gid, GroupsFetcher groups = nullptr)
+      : uid_(uid), gid_(gid), drops_set_id_(uid != 0), fetch_groups_(std::move(groups)) {}
+  static Caller Root() { return Caller(0, 0); }
+
+  uid_t uid() const { return uid_; }
+  gid_t gid() const { return gid_; }
+  // True when gid is the caller's primary or a supplementary group.
+  bool InGroup(gid_t gid) const;
+  // uid 0. Only for what the kernel cannot decide: listing trusted.* names
+  // (listxattr reaches the filesystem without a capability check).
+  bool is_root() const { return uid_ == 0; }
+  // True when a write, truncate, fallocate or copy into a regular file by
+  // this caller clears its set-user-ID bit, and its set-group-ID bit when
+  // the group may execute or the caller is not in the group, as the
+  // kernel's file_remove_privs() does for a caller without CAP_FSETID.
+  bool drops_set_id() const { return drops_set_id_; }
+  Caller& set_drops_set_id(bool drops) {
+    drops_set_id_ = drops;
+    return *this;
+  }
+
+ private:
+  uid_t uid_;
+  gid_t gid_;
+  bool drops_set_id_;
+  GroupsFetcher fetch_groups_;
+  mutable std::optional<std::vector<gid_t>> groups_;
+};
+
+struct FilesystemConfig {
+  mode_t root_mode = 01777;  // like tmpfs
+  uid_t root_uid = 0;
+  gid_t root_gid = 0;
+  uint64_t max_inodes = 0;  // 0: unlimited
+  // Largest extent a growing file gets; see ExtentMap for the policy.
+  uint64_t max_extent = 1 << 20;
+  bool update_atime = true;  // false for noatime
+  // Bytes of host-side write-back page cache (cache/page_cache.h); 0: none,
+  // every read and write goes to the arena.
+  uint64_t cache_bytes = 0;
+  // Called, outside every lock, when an operation changed attributes that
+  // its reply does not carry (set-id bits dropped by a write, an O_TRUNC
+  // open, fallocate or a copy; the atime of a copy's source or of
+  // MarkAccessed), so that whoever caches attributes (the kernel, for FUSE)
+  // drops them. May be empty.
+  std::function<void(InodeNumber)> attributes_changed;
+};
+
+// setattr: only the engaged fields change.
+struct AttributeChanges {
+  std::optional<mode_t> mode;
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  std::optional<uint64_t> size;
+  // A time value, or "now" (UTIME_NOW; the owner-or-writer rule applies).
+  struct Time {
+    bool now = false;
+    timespec value{};
+  };
+  std::optional<Time> atime;
+  std::optional<Time> mtime;
+  std::optional<timespec> ctime;
+  // Remove set-id bits as a data change by the caller would: the kernel
+  // asks for that with chown(f, -1, -1) and before changes it makes
+  // without a write (see the FUSE glue's SetAttr).
+  bool remove_set_id = false;
+};
+
+struct DirectoryEntry {
+  std::string name;
+  struct stat attr;  // st_ino and the type bits of st_mode are always set;
+                     // the rest only for ReadDirectory(plus = true)
+  uint64_t next_cookie;  // offset to pass to resume after this entry
+};
+
+class Filesystem {
+ public:
+  // `arena` must outlive the Filesystem.
+  Filesystem(Arena* arena, FilesystemConfig config);
+  ~Filesystem();
+
+  Filesystem(const Filesystem&) = delete;
+  Filesystem& operator=(const Filesystem&) = delete;
+
+  // Namespace. Operations that return an attribute for a new or found name
+  // add one lookup reference to it (the FUSE entry reply's).
+  absl::StatusOr<struct stat> Lookup(InodeNumber parent, absl::string_view name);
+  void Forget(InodeNumber ino, uint64_t count);
+  absl::StatusOr<struct stat> MakeNode(InodeNumber parent, absl::string_view name, mode_t mode,
+                                       dev_t rdev, const Caller& caller);
+  absl::StatusOr<struct stat> MakeDirectory(InodeNumber parent, absl::string_view name,
+                                            mode_t mode, const Caller& caller);
+  absl::StatusOr<struct stat> SymbolicLink(InodeNumber parent, absl::string_view name,
+                                           absl::string_view target, const Caller& caller);
+  absl::StatusOr<struct stat> Link(InodeNumber ino, InodeNumber new_parent,
+                                   absl::string_view new_name);
+  absl::Status Unlink(InodeNumber parent, absl::string_view name);
+  absl::Status RemoveDirectory(InodeNumber parent, absl::string_view name);
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
+  absl::Status Rename(InodeNumber parent, absl::string_view name, InodeNumber new_parent,
+                      absl::string_view new_name, unsigned flags);
+  // The target of symlink `ino`; counts as an access for its atime.
+  absl::StatusOr<std::string> ReadLink(InodeNumber ino);
+
+  // Attributes.
+  absl::StatusOr<struct stat> GetAttributes(InodeNumber ino);
+  absl::StatusOr<struct stat> SetAttributes(InodeNumber ino, const AttributeChanges& changes,
+                                            const Caller& caller);
+
+  // Files. Create makes a regular file and opens it (EEXIST if the name
+  // exists). Open applies O_TRUNC and returns the file's size after it, so
+  // that the caller can choose how to serve the open.
+  // Every successful Create/Open is matched by one Release.
+  absl::StatusOr<struct stat> Create(InodeNumber parent, absl::string_view name, mode_t mode,
+                                     int flags, const Caller& caller);
+  absl::StatusOr<uint64_t> Open(InodeNumber ino, int flags, const Caller& caller);
+  void Release(InodeNumber ino);
+  // Counts as a read of `ino` for its atime (relatime rules, unless the
+  // mount is noatime): for reads that a cache above the filesystem serves
+  // without asking it. A moved atime is reported through
+  // FilesystemConfig::attributes_changed.
+  void MarkAccessed(InodeNumber ino);
+
+  // Reads up to `size` bytes at `offset` into `out`; short at end of file.
+  // `update_atime` false: an O_NOATIME handle.
+  absl::StatusOr<size_t> Read(InodeNumber ino, uint64_t offset, size_t size, char* out,
+                              bool update_atime = true);
+  // Writes at `offset`, or at the end of file when `append` (O_APPEND
+  // handles: the end is taken under the file's lock, so racing appenders
+  // never overwrite each other). All or nothing on ENOSPC.
+  absl::StatusOr<size_t> Write(InodeNumber ino, uint64_t offset, const char* data, size_t size,
+                               bool append, const Caller& caller);
+  // mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+  // FALLOC_FL_ZERO_RANGE [| FALLOC_FL_KEEP_SIZE].
+  absl::Status Allocate(InodeNumber ino, int mode, uint64_t offset, uint64_t length,
+                        const Caller& caller);
+  // Returns once every byte written to `ino` is in the arena (fsync).
+  absl::Status Fsync(InodeNumber ino);
+  // SEEK_DATA / SEEK_HOLE (others are the kernel's business).
+  absl::StatusOr<uint64_t> Seek(InodeNumber ino, uint64_t offset, int whence);
+  absl::StatusOr<size_t> CopyFileRange(InodeNumber in, uint64_t in_offset, InodeNumber out,
+                                       uint64_t out_offset, size_t length, const Caller& caller);
+
+  // Directories. Calls `emit` for each entry after `cookie` (0 starts at
+  // "."), in a stable order; stops when emit returns false (the entry did
+  // not fit and is not consumed). Cookies stay valid while the directory
+  // changes: an entry present throughout is returned exactly once. With
+  // `plus`, each consumed entry other than "." and ".." gains a lookup
+  // reference.
+  absl::Status ReadDirectory(InodeNumber ino, uint64_t cookie, bool plus,
+                             const std::function<bool(const DirectoryEntry&)>& emit);
+
+  // Extended attributes. Namespaces: user.* (regular files and directories),
+  // trusted.* and security.*; listing shows trusted.* names to uid 0 only.
+  // Their names and values take inode space (see StatFs).
+  absl::Status SetExtendedAttribute(InodeNumber ino, absl::string_view name,
+                                    absl::string_view value, int flags);
+  absl::StatusOr<std::string> GetExtendedAttribute(InodeNumber ino, absl::string_view name);
+  // Names visible to the caller, each followed by NUL (listxattr's format).
+  absl::StatusOr<std::string> ListExtendedAttributes(InodeNumber ino, const Caller& caller);
+  absl::Status RemoveExtendedAttribute(InodeNumber ino, absl::string_view name);
+
+  struct statvfs StatFs();
+  PageCacheStats CacheStats() const;
+  Arena& arena() { return *arena_; }
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+  Arena* arena_;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_CORE_FILESYSTEM_H_

@@ -1,0 +1,104 @@
+#include "fs/core/inode_table.h"
+
+#include <algorithm>
+
+#include "alloc/base/errors.h"
+
+namespace cudafs {
+
+InodeTable::InodeTable(uint64_t max_inodes) : max_inodes_(max_inodes) {}
+
+std::shared_ptr<Inode> InodeTable::CreateRoot(mode_t mode) {
+  auto root = std::make_shared<Inode>(1, mode);
+  absl::MutexLock lock(&mu_);
+  used_space_ += kSlotBytes;
+  inodes_[1] = root;
+  return root;
+}
+
+absl::Status InodeTable::ReserveLocked(uint64_t bytes) {
+  if (max_inodes_ != 0 && used_space_ + bytes > max_inodes_ * kSlotBytes) {
+    return PosixError(ENOSPC, "inode space (nr_inodes) used up");
+  }
+  used_space_ += bytes;
+  return absl::OkStatus();
+}
+
+absl::Status InodeTable::ReserveSpace(uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  return ReserveLocked(bytes);
+}
+
+void InodeTable::ReleaseSpace(uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  used_space_ -= std::min(bytes, used_space_);
+}
+
+uint64_t InodeTable::free_slots() const {
+  if (max_inodes_ == 0) return 0;
+  absl::ReaderMutexLock lock(&mu_);
+  const uint64_t capacity = max_inodes_ * kSlotBytes;
+  return capacity > used_space_ ? (capacity - used_space_) / kSlotBytes : 0;
+}
+
+absl::StatusOr<std::shared_ptr<Inode>> InodeTable::Create(mode_t mode) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status status = ReserveLocked(kSlotBytes); !status.ok()) return status;
+  auto inode = std::make_shared<Inode>(next_ino_++, mode);
+  inodes_[inode->ino] = inode;
+  return inode;
+}
+
+std::shared_ptr<Inode> InodeTable::Get(uint64_t ino) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = inodes_.find(ino);
+  return it == inodes_.end() ? nullptr : it->second;
+}
+
+void InodeTable::AddLookup(Inode& inode, uint64_t count) {
+  absl::MutexLock lock(&mu_);
+  inode.lookups += count;
+}
+
+void InodeTable::AddOpen(Inode& inode) {
+  absl::MutexLock lock(&mu_);
+  ++inode.opens;
+}
+
+void InodeTable::Forget(const std::shared_ptr<Inode>& inode, uint64_t count) {
+  {
+    absl::MutexLock lock(&mu_);
+    inode->lookups -= std::min(count, inode->lookups);
+  }
+  DropIfUnused(inode);
+}
+
+bool InodeTable::Release(const std::shared_ptr<Inode>& inode) {
+  bool last;
+  {
+    absl::MutexLock lock(&mu_);
+    if (inode->opens > 0) --inode->opens;
+    last = inode->opens == 0;
+  }
+  DropIfUnused(inode);
+  return last;
+}
+
+void InodeTable::DropIfUnused(const std::shared_ptr<Inode>& inode) {
+  if (inode->ino == 1) return;
+  absl::ReaderMutexLock inode_lock(&inode->mu);
+  if (inode->nlink > 0) return;
+  absl::MutexLock lock(&mu_);
+  if (inode->lookups != 0 || inode->opens != 0) return;
+  if (inodes_.erase(inode->ino) == 0) return;  // a racing drop was first
+  used_space_ -= std::min(kSlotBytes + inode->XattrSpace(), used_space_);
+  // The data blocks go back to the arena when the last shared_ptr (maybe a
+  // concurrent operation's) is gone.
+}
+
+uint64_t InodeTable::size() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return inodes_.size();
+}
+
+}  // namespace cudafs

@@ -1,0 +1,80 @@
+// InodeTable: inode number -> Inode, and the reference counts that decide
+// when an inode goes away.
+//
+// An inode is dropped (and its data blocks returned to the arena) once it
+// has no name, no kernel lookup reference and no open handle. Inode numbers
+// count up from 2 and are never reused (FUSE generation stays 0).
+//
+// Inode space, counted as tmpfs counts it under nr_inodes: max_inodes
+// slots of kSlotBytes each; an inode takes one slot, and the filesystem
+// charges more (a slot per extra hard link, extended attributes by their
+// bytes) through ReserveSpace. What users can make the daemon hold in host
+// memory is bounded by it.
+//
+// Lock order: Inode::mu before the table's lock; never call a method here
+// while holding an Inode::mu, except those that say so.
+#ifndef CUDAFS_FS_CORE_INODE_TABLE_H_
+#define CUDAFS_FS_CORE_INODE_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "fs/core/inode.h"
+
+namespace cudafs {
+
+class InodeTable {
+ public:
+  // tmpfs' BOGO_INODE_SIZE: what one inode or hard link costs.
+  static constexpr uint64_t kSlotBytes = 1024;
+
+  // max_inodes counts every inode including the root; 0 is unlimited.
+  explicit InodeTable(uint64_t max_inodes);
+
+  // Inserts the root directory (inode 1), which takes a slot.
+  std::shared_ptr<Inode> CreateRoot(mode_t mode);
+  // A new inode in a slot of its own; ENOSPC when the space is used up.
+  absl::StatusOr<std::shared_ptr<Inode>> Create(mode_t mode);
+  // Charges (or gives back) inode space beyond the inode's own slot; ENOSPC
+  // when it does not fit. Space charged for an inode's extended attributes
+  // (Inode::XattrSpace) comes back by itself when the inode is dropped.
+  // May be called with an Inode::mu held.
+  absl::Status ReserveSpace(uint64_t bytes);
+  void ReleaseSpace(uint64_t bytes);
+  // nullptr when no such inode exists (any more).
+  std::shared_ptr<Inode> Get(uint64_t ino) const;
+
+  // May be called with inode.mu held.
+  void AddLookup(Inode& inode, uint64_t count = 1);
+  void AddOpen(Inode& inode);
+  // Drop references, then drop the inode if nothing holds it. The caller
+  // must not hold inode.mu.
+  void Forget(const std::shared_ptr<Inode>& inode, uint64_t count);
+  // Returns true when that was the inode's last open handle.
+  bool Release(const std::shared_ptr<Inode>& inode);
+  // Drops the inode if it has no name, lookup or open left (after unlink,
+  // rmdir or rename replaced it). The caller must not hold inode.mu.
+  void DropIfUnused(const std::shared_ptr<Inode>& inode);
+
+  uint64_t size() const;
+  uint64_t max_inodes() const { return max_inodes_; }
+  // Whole slots of inode space still free; 0 when unlimited.
+  uint64_t free_slots() const;
+
+ private:
+  absl::Status ReserveLocked(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint64_t max_inodes_;
+  mutable absl::Mutex mu_;
+  uint64_t used_space_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Inode>> inodes_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_ino_ ABSL_GUARDED_BY(mu_) = 2;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_CORE_INODE_TABLE_H_

@@ -1,0 +1,410 @@
+// The cudafs binary: parse options, open the device, mount, serve.
+//
+// Without -f the process forks before touching the device (a CUDA context
+// does not survive fork) and the parent waits on a pipe until the child has
+// mounted or failed, so `cudafs DIR` returns only once DIR is usable and
+// exits 2 with the child's one-line message when it is not.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/algorithm/container.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "alloc/base/log.h"
+#include "alloc/devices/faulty_device.h"
+#include "alloc/devices/open_device.h"
+#include "alloc/storage/arena.h"
+#include "fs/core/filesystem.h"
+#include "fs/daemon/memory_trimmer.h"
+#include "fs/daemon/mount_options.h"
+#include "fs/fuse/fuse_ops.h"
+#include "fs/fuse/session_loop.h"
+#ifdef CUDAFS_WITH_CUDA
+#include "alloc/devices/cuda_device.h"
+#endif
+
+namespace cudafs {
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr double kDefaultSizePercent = 50;
+// Default nr_inodes: one inode per 4 KiB of size, like a filesystem full of
+// the smallest files it stores efficiently.
+constexpr uint64_t kBytesPerDefaultInode = 4096;
+// Workers serving requests. Each holds a 1 MiB request in flight, so this
+// bounds the parallel streams whose copies overlap.
+constexpr int kWorkerThreads = 16;
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "cudafs: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+int ListDevices() {
+#ifdef CUDAFS_WITH_CUDA
+  absl::StatusOr<std::vector<CudaDeviceInfo>> devices = ListCudaDevices();
+  if (!devices.ok()) return Fail(std::string(devices.status().message()));
+  std::printf("%-5s %-32s %-14s %12s %12s\n", "INDEX", "NAME", "PCI BUS ID", "TOTAL MiB",
+              "FREE MiB");
+  for (const CudaDeviceInfo& device : *devices) {
+    std::printf("%-5d %-32s %-14s %12llu %12llu\n", device.index, device.name.c_str(),
+                device.pci_bus_id.c_str(),
+                static_cast<unsigned long long>(device.total_bytes >> 20),
+                static_cast<unsigned long long>(device.free_bytes >> 20));
+  }
+  return 0;
+#else
+  return Fail("built without the CUDA device: no GPUs to list");
+#endif
+}
+
+// --stats: the counters a mounted cudafs publishes on its root directory.
+int PrintStats(const std::string& mountpoint) {
+  std::string stats(4096, '\0');
+  const ssize_t got = getxattr(mountpoint.c_str(), kStatsAttribute, stats.data(), stats.size());
+  if (got < 0) {
+    if (errno == ENODATA || errno == ENOTSUP) {
+      return Fail(absl::StrFormat("%s is not the root of a cudafs mount", mountpoint));
+    }
+    return Fail(absl::StrFormat("%s: %s", mountpoint, std::strerror(errno)));
+  }
+  stats.resize(got);
+  std::printf("%s", stats.c_str());
+  return 0;
+}
+
+// Tells the waiting parent how the mount went (the exit status it should
+// return), once.
+class ReadyPipe {
+ public:
+  explicit ReadyPipe(int fd) : fd_(fd) {}
+  void Send(unsigned char exit_status) {
+    if (fd_ < 0) return;
+    (void)!write(fd_, &exit_status, 1);
+    close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// Forks; the parent waits for the child's verdict and exits with it. Returns
+// the write end of the pipe in the child.
+int Daemonize() {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    std::perror("cudafs: pipe");
+    std::exit(1);
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("cudafs: fork");
+    std::exit(1);
+  }
+  if (pid > 0) {
+    close(fds[1]);
+    unsigned char status;
+    ssize_t got;
+    do {
+      got = read(fds[0], &status, 1);
+    } while (got < 0 && errno == EINTR);
+    // No byte: the child died before it could say.
+    std::exit(got == 1 ? status : 1);
+  }
+  close(fds[0]);
+  setsid();
+  return fds[1];
+}
+
+void DetachStdio() {
+  const int null = open("/dev/null", O_RDWR);
+  if (null < 0) return;
+  dup2(null, STDIN_FILENO);
+  dup2(null, STDOUT_FILENO);
+  dup2(null, STDERR_FILENO);
+  if (null > STDERR_FILENO) close(null);
+}
+
+// Whether requests should come over io_uring, for uring=`mode`: the kernel
+// offers it (Linux 6.14 with the fuse module's enable_uring set) and libfuse
+// can drive it (3.18).
+absl::StatusOr<bool> UseUring(MountOptions::Uring mode) {
+  if (mode == MountOptions::Uring::kOff) return false;
+  constexpr char kParameter[] = "/sys/module/fuse/parameters/enable_uring";
+  std::string why_not;
+  if (FUSE_VERSION < FUSE_MAKE_VERSION(3, 18)) {
+    why_not = absl::StrCat("libfuse ", fuse_pkgversion(), " cannot use io_uring (needs 3.18)");
+  } else if (std::ifstream parameter(kParameter); !parameter) {
+    why_not = absl::StrCat("this kernel has no FUSE over io_uring (no ", kParameter, ")");
+  } else if (std::string value; !(parameter >> value) || value != "Y") {
+    why_not = absl::StrCat("FUSE over io_uring is off: ", kParameter,
+                           " is not Y (as root: echo Y > ", kParameter, ")");
+  }
+  if (why_not.empty()) return true;
+  if (mode == MountOptions::Uring::kOn) {
+    return absl::FailedPreconditionError(absl::StrCat("uring=on: ", why_not));
+  }
+  return false;
+}
+
+// major * 100 + minor of a version like "3.18.3" found after `prefix` in
+// `text`, or nullopt.
+std::optional<int> MajorMinor(const std::string& text, const char* prefix) {
+  const size_t at = text.find(prefix);
+  int major, minor;
+  if (at == std::string::npos ||
+      std::sscanf(text.c_str() + at + std::strlen(prefix), "%d.%d", &major, &minor) != 2) {
+    return std::nullopt;
+  }
+  return major * 100 + minor;
+}
+
+// auto_unmount as root: libfuse mounts by itself, then leaves the watching
+// to `fusermount3 --auto-unmount`, run from libfuse's own bindir
+// (CUDAFS_FUSERMOUNT_DIR) or else from PATH. A fusermount3 older than
+// libfuse (Debian 12's 3.14 under the libfuse 3.18 that ./build.sh builds)
+// rejects that flag: the mount would come up with no one to take it down
+// when the daemon dies. Other users mount through fusermount3 -o
+// auto_unmount, which every fusermount3 of libfuse 3 honors.
+absl::Status CheckAutoUnmount() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  char name[] = "fusermount3";
+  char version_flag[] = "-V";
+  char* const argv[] = {name, version_flag, nullptr};
+  const std::string own = std::string(CUDAFS_FUSERMOUNT_DIR) + "/fusermount3";
+  std::string which = own;
+  pid_t pid;
+  int error = posix_spawn(&pid, own.c_str(), &actions, nullptr, argv, environ);
+  if (error != 0) {
+    which = "fusermount3 on PATH";
+    error = posix_spawnp(&pid, name, &actions, nullptr, argv, environ);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  std::string output;
+  char buffer[256];
+  for (ssize_t got; (got = read(fds[0], buffer, sizeof buffer)) != 0;) {
+    if (got > 0) output.append(buffer, got);
+    if (got < 0 && errno != EINTR) break;
+  }
+  close(fds[0]);
+  if (error != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("auto_unmount needs fusermount3, and none was found (", own,
+                     " or on PATH): ", std::strerror(error)));
+  }
+  waitpid(pid, nullptr, 0);
+  const std::optional<int> libfuse = MajorMinor(fuse_pkgversion(), "");
+  const std::optional<int> fusermount = MajorMinor(output, "version: ");
+  if (libfuse && fusermount && *fusermount >= *libfuse) return absl::OkStatus();
+  const size_t end = output.find('\n');
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "auto_unmount needs a fusermount3 as new as libfuse %s, but %s says \"%s\" "
+      "(./build.sh builds one beside libfuse)",
+      fuse_pkgversion(), which, output.substr(0, end)));
+}
+
+int Serve(const MountOptions& options, ReadyPipe& ready) {
+  const auto fail = [&](const std::string& message) {
+    Fail(message);
+    ready.Send(kExitUsage);
+    return kExitUsage;
+  };
+  // Before any thread starts (the write-back flusher, the CUDA driver's,
+  // the memory trimmer): threads inherit the mask, and a SIGTERM that came
+  // right after the mount appeared, before the session loop's handlers,
+  // went to one of them and killed the daemon with the mount left behind.
+  // A stop signal during startup now waits for those handlers.
+  BlockStopSignals();
+
+  // The mount's capacity: size= rounded up to min_block (like tmpfs, which
+  // rounds to a page). The device may round its arena up further, to its
+  // granule; the Arena hands out no more than this.
+  uint64_t capacity = 0;
+  const ArenaSizer sizer = [&](uint64_t device_memory) -> absl::StatusOr<uint64_t> {
+    const uint64_t size = options.size.Resolve(device_memory, kDefaultSizePercent);
+    if (size < options.min_block) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "size=%d is smaller than min_block=%d", size, options.min_block));
+    }
+    // The null device stores nothing, so any size is honest there.
+    if (size > device_memory && options.backend != BackendKind::kNull) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "size=%d exceeds the device's memory (%d bytes)", size, device_memory));
+    }
+    capacity = (size + options.min_block - 1) / options.min_block * options.min_block;
+    return capacity;
+  };
+  absl::StatusOr<OpenedDevice> opened = OpenDevice(options.backend, options.device, sizer);
+  if (!opened.ok()) return fail(std::string(opened.status().message()));
+  if (!opened->notice.empty()) std::fprintf(stderr, "%s\n", opened->notice.c_str());
+  std::unique_ptr<Device> device = std::move(opened->device);
+  // A testing aid: device calls that fail on request (kFaultsAttribute).
+  FaultyDevice* faults = nullptr;
+  if (const char* env = std::getenv("CUDAFS_FAULT_INJECTION");
+      env != nullptr && std::string_view(env) == "1") {
+    auto faulty = std::make_unique<FaultyDevice>(std::move(device));
+    faults = faulty.get();
+    device = std::move(faulty);
+    std::fprintf(stderr, "cudafs: fault injection on: root sets %s on the mount's root\n",
+                 kFaultsAttribute);
+  }
+  Arena arena(device.get(), options.min_block, capacity);
+
+  FilesystemConfig config;
+  config.root_mode = options.mode;
+  config.root_uid = options.uid.value_or(getuid());
+  config.root_gid = options.gid.value_or(getgid());
+  config.max_inodes = options.nr_inodes.value_or(arena.capacity() / kBytesPerDefaultInode);
+  config.update_atime = !options.noatime;
+  // Pinned memory the kernel cannot page out: a budget beyond half the
+  // machine's memory is a typo, not a cache.
+  const uint64_t host_memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  if (options.cache_bytes > host_memory / 2) {
+    return fail(absl::StrFormat("cache=%d exceeds half of this machine's memory (%d bytes)",
+                                options.cache_bytes, host_memory));
+  }
+  config.cache_bytes = options.cache_bytes;
+  FuseContext context;
+  config.attributes_changed = [&context](InodeNumber ino) {
+    InvalidateCachedAttributes(context, ino);
+  };
+  Filesystem filesystem(&arena, config);
+  context.filesystem = &filesystem;
+  context.owner_uid = getuid();
+  context.requested_direct_io_min = options.direct_io_min;
+  context.zero_message_open = options.zero_message_open;
+  context.faults = faults;
+  context.cache = filesystem.CacheStats().budget_bytes > 0;
+  absl::StatusOr<bool> uring = UseUring(options.uring);
+  if (!uring.ok()) return fail(std::string(uring.status().message()));
+  context.uring = *uring;
+  context.uring_depth = options.uring_depth;
+  UringBuffers uring_buffers(device.get());
+  context.uring_buffers = &uring_buffers;
+
+  std::vector<std::string> arguments = {"cudafs", "-o", "default_permissions",
+                                        "-o", "subtype=cudafs", "-o", FsnameOption(options.source)};
+  for (const std::string& option : options.fuse_options) {
+    arguments.push_back("-o");
+    arguments.push_back(option);
+  }
+  if (context.uring) {
+    arguments.insert(arguments.end(), {"-o", "io_uring", "-o",
+                                       absl::StrCat("io_uring_q_depth=", options.uring_depth)});
+  }
+  if (options.debug) arguments.push_back("-d");
+  std::vector<char*> argv;
+  for (std::string& argument : arguments) argv.push_back(argument.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  fuse_session* session =
+      fuse_session_new(&args, &FuseOperations(), sizeof(fuse_lowlevel_ops), &context);
+  // libfuse copies the argument vector when it edits it; the copy is ours.
+  fuse_opt_free_args(&args);
+  if (session == nullptr) return fail("cannot start the FUSE session (see the message above)");
+  context.session = session;
+  if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
+    context.session = nullptr;
+    fuse_session_destroy(session);
+    return fail(absl::StrFormat("cannot mount on %s", options.mountpoint));
+  }
+
+  // Detached before the parent exits, so that whoever ran cudafs finds the
+  // daemon off their terminal (and pipes) once the command returns.
+  if (!options.foreground) {
+    (void)!chdir("/");
+    DetachStdio();
+    LogToSyslog(options.mountpoint);
+  }
+  ready.Send(0);
+
+  const MemoryTrimmer trimmer;
+  // -s: one worker, for debugging; otherwise enough workers for parallel
+  // streams to overlap their copies.
+  const int result = RunSessionLoop(session, options.mountpoint, arena.device(),
+                                    options.single_threaded ? 1 : kWorkerThreads);
+  if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
+  uring_buffers.UnregisterAll();  // before libfuse frees them
+  context.session = nullptr;
+  fuse_session_destroy(session);
+  return result < 0 ? 1 : 0;
+}
+
+int Main(int argc, char** argv) {
+  // Debian's abseil checks every Mutex acquisition against a global lock
+  // graph: a process-wide lock on every request and seconds spent tearing
+  // down a million inode mutexes. Our lock order is documented and tested.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  absl::StatusOr<MountOptions> parsed =
+      ParseCommandLine(absl::Span<const char* const>(argv, argc));
+  if (!parsed.ok()) {
+    // One line, naming what was wrong; --help has the rest.
+    return Fail(absl::StrCat(parsed.status().message(), " (see cudafs --help)"));
+  }
+  MountOptions& options = *parsed;
+  switch (options.action) {
+    case MountOptions::Action::kHelp:
+      std::printf("%s", UsageText("cudafs").c_str());
+      return 0;
+    case MountOptions::Action::kVersion:
+      std::printf("cudafs %s (libfuse %s)\n", CUDAFS_VERSION, fuse_pkgversion());
+      return 0;
+    case MountOptions::Action::kListDevices:
+      return ListDevices();
+    case MountOptions::Action::kStats:
+      return PrintStats(options.mountpoint);
+    case MountOptions::Action::kMount:
+      break;
+  }
+  struct stat st;
+  if (stat(options.mountpoint.c_str(), &st) != 0) {
+    return Fail(absl::StrFormat("mountpoint %s: %s", options.mountpoint, std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Fail(absl::StrFormat("mountpoint %s is not a directory", options.mountpoint));
+  }
+  if (geteuid() == 0 && absl::c_linear_search(options.fuse_options, "auto_unmount")) {
+    if (absl::Status status = CheckAutoUnmount(); !status.ok()) {
+      return Fail(std::string(status.message()));
+    }
+  }
+  // libfuse resolves the mountpoint itself; keep an absolute path for the
+  // daemon, which changes directory to /.
+  if (char* absolute = realpath(options.mountpoint.c_str(), nullptr)) {
+    options.mountpoint = absolute;
+    std::free(absolute);
+  }
+  ReadyPipe ready(options.foreground ? -1 : Daemonize());
+  return Serve(options, ready);
+}
+
+}  // namespace
+}  // namespace cudafs
+
+int main(int argc, char** argv) { return cudafs::Main(argc, argv); }

@@ -1,0 +1,104 @@
+// Command line and mount options of the cudafs binary.
+//
+//   cudafs [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
+//   cudafs --help | --version | --list-devices | --stats MOUNTPOINT
+//
+// Options may come in any order and -o may repeat (mount.fuse3 runs
+// `cudafs SOURCE MOUNTPOINT -o rw,size=8G,...`). Parsing is pure: nothing
+// here touches a device or the filesystem, so every rule is unit-tested.
+#ifndef CUDAFS_FS_DAEMON_MOUNT_OPTIONS_H_
+#define CUDAFS_FS_DAEMON_MOUNT_OPTIONS_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "alloc/devices/open_device.h"
+#include "fs/fuse/open_policy.h"
+
+namespace cudafs {
+
+// size=: absolute bytes or a percentage of the device's memory, resolved
+// once the device is known.
+struct SizeSpec {
+  std::optional<uint64_t> bytes;
+  std::optional<double> percent;  // (0, 100]
+  // Bytes for a device with `device_memory` bytes; `default_percent` when
+  // neither is set.
+  uint64_t Resolve(uint64_t device_memory, double default_percent) const;
+};
+
+struct MountOptions {
+  enum class Action { kMount, kHelp, kVersion, kListDevices, kStats };
+  Action action = Action::kMount;
+
+  std::string source = "cudafs";  // shown in /proc/mounts and df
+  std::string mountpoint;
+  bool foreground = false;     // -f
+  bool debug = false;          // -d (implies foreground)
+  bool single_threaded = false;  // -s
+
+  SizeSpec size;
+  std::optional<uint64_t> nr_inodes;  // 0: unlimited
+  mode_t mode = 01777;
+  std::optional<uid_t> uid;  // default: the mounting user
+  std::optional<gid_t> gid;
+  BackendKind backend = BackendKind::kAuto;
+  std::string device;       // index or PCI bus id; empty: device 0
+  uint64_t min_block = 4096;  // power of two, 4 KiB .. 1 GiB
+  bool noatime = false;
+  // direct_io_min=: files at least this large when opened, and O_DIRECT
+  // opens, bypass the kernel's page cache (see FuseContext::direct_io_min).
+  // direct_io is direct_io_min=0, nodirect_io never. Unset: the default
+  // where the kernel and libfuse let direct-I/O files be mmapped, else never.
+  std::optional<uint64_t> direct_io_min;  // kNeverDirectIo: nodirect_io
+  // zero_message_open: opening an existing file costs no request (no OPEN,
+  // no RELEASE: FUSE_CAP_NO_OPEN_SUPPORT), and so it goes through the page
+  // cache whatever its size; cannot be combined with direct_io or
+  // direct_io_min=.
+  bool zero_message_open = false;
+  // uring=: how requests reach the daemon. auto: FUSE over io_uring when
+  // the kernel offers it (/sys/module/fuse/parameters/enable_uring is Y),
+  // /dev/fuse otherwise; on: io_uring or no mount; off: /dev/fuse.
+  enum class Uring { kAuto, kOn, kOff };
+  Uring uring = Uring::kAuto;
+  // uring_depth=: requests in flight per io_uring queue (one queue per CPU).
+  // Each costs a max_write-sized buffer (1 MiB).
+  uint32_t uring_depth = 4;
+  // cache=: bytes of the host-side write-back page cache; 0 turns it off.
+  uint64_t cache_bytes = uint64_t{64} << 20;
+  bool read_only = false;
+  bool default_permissions = true;  // `nodefault_permissions` is not offered
+
+  // Options handed to libfuse unchanged (allow_other, auto_unmount, ro,
+  // nosuid, ...), without the leading "-o".
+  std::vector<std::string> fuse_options;
+};
+
+// Parses argv (argv[0] is the program name). On error the status message is
+// one line that names the offending argument or option.
+absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv);
+
+// "4096", "64k", "8G", "1t" (powers of 1024, case-insensitive). Rejects
+// empty, negative, fractional and overflowing values.
+absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text);
+
+// The fsname= option that hands `source` to libfuse as one name. libfuse
+// splits option lists at commas, so a SOURCE like "x,allow_other" would
+// otherwise add options; commas and backslashes are escaped the way libfuse
+// escapes the options it passes on to fusermount3 (fuse_opt_add_opt_escaped).
+std::string FsnameOption(absl::string_view source);
+
+// The --help text.
+std::string UsageText(absl::string_view program);
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_DAEMON_MOUNT_OPTIONS_H_

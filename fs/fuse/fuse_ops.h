@@ -1,0 +1,99 @@
+// The FUSE low-level operations table. Each operation turns a request into
+// one Filesystem call and its result into one reply; no filesystem logic
+// lives here.
+#ifndef CUDAFS_FS_FUSE_FUSE_OPS_H_
+#define CUDAFS_FS_FUSE_FUSE_OPS_H_
+
+#define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 14)
+#include <fuse_lowlevel.h>
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+#include "fs/core/filesystem.h"
+#include "fs/fuse/open_policy.h"
+#include "fs/fuse/request_counters.h"
+#include "fs/fuse/uring_buffers.h"
+
+namespace cudafs {
+
+class FaultyDevice;
+
+// The session's userdata.
+struct FuseContext {
+  Filesystem* filesystem = nullptr;
+  // How long the kernel may cache names (negative ones too) and
+  // attributes: a day. Every change goes through this
+  // kernel's FUSE connection, which updates or invalidates its cache
+  // itself; what the filesystem changes on its own (an atime moved by an
+  // open served from the page cache, set-id bits a write dropped) it
+  // reports through FilesystemConfig::attributes_changed, and the glue
+  // invalidates the kernel's copy (InvalidateCachedAttributes).
+  double attr_timeout = kKernelCacheSeconds;
+  double entry_timeout = kKernelCacheSeconds;
+  // How each open is served (decided per open, see fuse_ops.cc's
+  // ChooseDirectIo): with FOPEN_DIRECT_IO every read and write is one
+  // request straight to us, in up to 1 MiB pieces, and no page of file data
+  // is kept in host RAM, which is fastest for large streams; through the
+  // kernel's page cache re-reads and small reads cost no request at all.
+  // Files of at least `direct_io_min` bytes when opened, and O_DIRECT opens,
+  // get direct I/O. The kernel refuses shared mmap of direct-I/O files
+  // unless the connection negotiates FUSE_DIRECT_IO_ALLOW_MMAP (kernel 6.6,
+  // libfuse 3.18 here), and keeps the page cache coherent with direct
+  // writes only then, so without it no file gets direct I/O by default.
+  std::optional<uint64_t> requested_direct_io_min;  // the mount option, if given
+  uint64_t direct_io_min = kNeverDirectIo;  // decided in Init
+  // zero_message_open: no OPEN or RELEASE for existing files (the open
+  // handler answers ENOSYS, the kernel stops asking and keeps every such
+  // file in its page cache); new files still come with CREATE, which
+  // chooses as ever, and RELEASE.
+  bool zero_message_open = false;
+  bool cache = false;  // the filesystem has a write-back cache (fsync waits for it)
+  // FUSE_HANDLE_KILLPRIV_V2 was negotiated (decided in Init): the kernel
+  // flags each write, truncate and O_TRUNC open whose caller lacks
+  // CAP_FSETID. Without it the kernel clears them itself, with a SETATTR
+  // of the mode, for everything but direct-I/O writes, where the uid rule
+  // of Caller applies (see DataChangerOf in fuse_ops.cc).
+  bool kernel_kills_set_id = false;
+  // Whether to ask for FUSE over io_uring (main decided the kernel offers
+  // it and told libfuse to start rings), and its queue depth, for the log.
+  bool uring = false;
+  uint32_t uring_depth = 0;
+  // Registers the ring buffers that read and write requests arrive in.
+  UringBuffers* uring_buffers = nullptr;
+  // "io_uring" or "/dev/fuse", decided in Init, for the stats.
+  std::atomic<const char*> transport{"/dev/fuse"};
+  // Host memory of libfuse's ring entry buffers (one request each): queues
+  // × depth × max_write; 0 over /dev/fuse. For the stats.
+  std::atomic<uint64_t> uring_buffer_bytes{0};
+  // Requests served, by type, over either transport: for the stats.
+  RequestCounters requests;
+  // The user who mounted (the daemon's uid): reads the stats, with root.
+  uid_t owner_uid = 0;
+  // The mounted session, once there is one: for notifications.
+  std::atomic<fuse_session*> session{nullptr};
+  // The device's fault injector when the daemon was started with
+  // CUDAFS_FAULT_INJECTION=1 (a testing aid), else null.
+  FaultyDevice* faults = nullptr;
+};
+
+// The virtual extended attribute of the root directory that holds the
+// mount's counters as "name value" lines (cudafs --stats reads it).
+inline constexpr char kStatsAttribute[] = "user.cudafs.stats";
+// With fault injection on, root (uid 0) sets the plan by setting this
+// attribute of the root directory to ParseFaultPlan's text ("off" stops
+// it); the stats then count the faults injected. Otherwise it is an
+// ordinary attribute.
+inline constexpr char kFaultsAttribute[] = "user.cudafs.faults";
+
+const fuse_lowlevel_ops& FuseOperations();
+
+// Tells the kernel that its cached attributes of `ino` are stale (the
+// Filesystem's attributes_changed). Does nothing before the mount.
+void InvalidateCachedAttributes(const FuseContext& context, InodeNumber ino);
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_FUSE_FUSE_OPS_H_

@@ -1,0 +1,208 @@
+#include "fs/fuse/session_loop.h"
+
+#include <linux/fuse.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <string>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "alloc/base/log.h"
+
+namespace cudafs {
+namespace {
+
+// Written by the signal handlers and by workers that see the session end;
+// the main thread sleeps on it.
+int g_wakeup_fd = -1;
+
+void Wake() {
+  const uint64_t one = 1;
+  (void)!write(g_wakeup_fd, &one, sizeof one);
+}
+
+void OnStopSignal(int) { Wake(); }
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+// Sent to our own workers to interrupt a read() of /dev/fuse (EINTR) when
+// the daemon stops; its handler does nothing.
+constexpr int kInterruptSignal = SIGUSR2;
+
+void OnInterruptSignal(int) {}
+
+// libfuse reads whole requests of up to its session buffer size (256 pages
+// of payload plus a 4 KiB header; fuse_i.h) into the buffer it is given,
+// whatever size that buffer claims.
+size_t ReceiveBufferSize() { return 256 * static_cast<size_t>(sysconf(_SC_PAGESIZE)) + 4096; }
+
+// Where a request starts in a worker's buffer: placed so that a FUSE_WRITE's
+// payload, which follows the request header and fuse_write_in, begins on a
+// page boundary. The payload is what gets DMA'd
+// to the device, and copies from page-aligned host memory take the copy
+// engines' fast path; every other request only moves 80 bytes forward.
+constexpr size_t kWritePayloadOffset = sizeof(fuse_in_header) + sizeof(fuse_write_in);
+constexpr size_t kRequestOffset = 4096 - kWritePayloadOffset;
+
+// How long a worker may take to finish the request it is serving when the
+// daemon stops.
+constexpr absl::Duration kStopTimeout = absl::Seconds(5);
+
+class Workers {
+ public:
+  Workers(fuse_session* session, Device& device) : session_(session), device_(device) {}
+
+  void Start(int count) {
+    absl::MutexLock lock(&mu_);
+    running_ = count;
+    for (int i = 0; i < count; ++i) threads_.emplace_back([this] { Serve(); });
+  }
+
+  // Ends every worker of a session marked exited: each one still blocked
+  // in read() is interrupted until it returns and sees the mark (a signal
+  // sent just before it enters read() would be lost, hence the repeats).
+  // False if some are still busy with a request after `timeout`.
+  bool Stop(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!AwaitStopped(absl::Milliseconds(10))) {
+      if (absl::Now() > deadline) return false;
+      // A thread that has returned but is not joined yet may still be
+      // signalled (its id stays valid); the handler does nothing.
+      for (std::thread& thread : threads_) pthread_kill(thread.native_handle(), kInterruptSignal);
+    }
+    return true;
+  }
+
+  void Join() {
+    for (std::thread& thread : threads_) thread.join();
+    threads_.clear();
+  }
+
+  int error() {
+    absl::MutexLock lock(&mu_);
+    return error_;
+  }
+
+ private:
+  void Serve() {
+    const size_t capacity = kRequestOffset + ReceiveBufferSize();
+    char* buffer = static_cast<char*>(device_.AllocateHostBuffer(capacity));
+    int error = 0;
+    while (buffer != nullptr && !fuse_session_exited(session_)) {
+      fuse_buf request = {};
+      request.mem = buffer + kRequestOffset;
+      request.size = capacity - kRequestOffset;
+      const int received = fuse_session_receive_buf(session_, &request);
+      if (received == -EINTR || received == -EAGAIN) continue;
+      if (received <= 0) {
+        // 0: unmounted (libfuse saw ENODEV). Errors after the session was
+        // told to exit come from its device fd being closed under us.
+        if (!fuse_session_exited(session_)) error = received;
+        break;
+      }
+      fuse_session_process_buf(session_, &request);
+    }
+    if (buffer == nullptr) error = -ENOMEM;
+    if (buffer != nullptr) device_.FreeHostBuffer(buffer, capacity);
+    fuse_session_exit(session_);
+    absl::MutexLock lock(&mu_);
+    if (error < 0 && error_ == 0) error_ = error;
+    --running_;
+    Wake();
+  }
+
+  bool AwaitStopped(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(
+                                    +[](int* running) { return *running == 0; }, &running_),
+                                timeout);
+  }
+
+  fuse_session* const session_;
+  Device& device_;
+  std::vector<std::thread> threads_;
+  absl::Mutex mu_;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int error_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Blocks (SIG_BLOCK) or unblocks (SIG_UNBLOCK) the stop signals in the
+// calling thread.
+void MaskStopSignals(int how) {
+  sigset_t stop_set;
+  sigemptyset(&stop_set);
+  for (int signal : kStopSignals) sigaddset(&stop_set, signal);
+  pthread_sigmask(how, &stop_set, nullptr);
+}
+
+}  // namespace
+
+void BlockStopSignals() { MaskStopSignals(SIG_BLOCK); }
+
+int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
+                   int threads) {
+  g_wakeup_fd = eventfd(0, EFD_CLOEXEC);
+  if (g_wakeup_fd < 0) return -errno;
+
+  struct sigaction stop = {};
+  stop.sa_handler = OnStopSignal;
+  stop.sa_flags = SA_RESTART;
+  sigemptyset(&stop.sa_mask);
+  struct sigaction ignore = stop;
+  ignore.sa_handler = SIG_IGN;
+  // No SA_RESTART: the point is to make a blocked read() return.
+  struct sigaction interrupt = {};
+  interrupt.sa_handler = OnInterruptSignal;
+  sigemptyset(&interrupt.sa_mask);
+  struct sigaction saved[std::size(kStopSignals)], saved_pipe, saved_interrupt;
+  for (size_t i = 0; i < std::size(kStopSignals); ++i) {
+    sigaction(kStopSignals[i], &stop, &saved[i]);
+  }
+  sigaction(kInterruptSignal, &interrupt, &saved_interrupt);
+  // A reader that went away must not kill the daemon.
+  sigaction(SIGPIPE, &ignore, &saved_pipe);
+
+  // Workers block the stop signals, so they reach this thread; one that
+  // came since BlockStopSignals is delivered to the handler now.
+  BlockStopSignals();
+  Workers workers(session, device);
+  workers.Start(threads);
+  MaskStopSignals(SIG_UNBLOCK);
+
+  uint64_t wakeups;
+  while (read(g_wakeup_fd, &wakeups, sizeof wakeups) < 0 && errno == EINTR) {
+  }
+  // The workers stop before the session's /dev/fuse descriptor is closed
+  // (fuse_session_unmount closes it): a worker still reading it could
+  // otherwise read whatever file the daemon opens next under that number.
+  fuse_session_exit(session);
+  if (!workers.Stop(kStopTimeout)) {
+    // Workers stuck in the device would touch it after it is gone; the
+    // driver frees VRAM at process exit anyway.
+    LogError(absl::StrCat(mountpoint, ": requests still in flight; exiting"));
+    _exit(1);
+  }
+  workers.Join();
+  // Closing the descriptor ends the connection: files still open on the
+  // mount fail with ENOTCONN from here on.
+  fuse_session_unmount(session);
+
+  for (size_t i = 0; i < std::size(kStopSignals); ++i) {
+    sigaction(kStopSignals[i], &saved[i], nullptr);
+  }
+  sigaction(SIGPIPE, &saved_pipe, nullptr);
+  sigaction(kInterruptSignal, &saved_interrupt, nullptr);
+  close(g_wakeup_fd);
+  g_wakeup_fd = -1;
+  return workers.error();
+}
+
+}  // namespace cudafs

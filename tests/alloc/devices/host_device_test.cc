@@ -1,0 +1,320 @@
+#include "alloc/devices/host_device.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace cudafs {
+namespace {
+
+constexpr uint64_t kGranule = HostDevice::kGranule;
+
+std::unique_ptr<HostDevice> MakeDevice(uint64_t size) {
+  absl::StatusOr<std::unique_ptr<HostDevice>> device = HostDevice::Create(size);
+  EXPECT_TRUE(device.ok()) << device.status();
+  return device.ok() ? std::move(*device) : nullptr;
+}
+
+std::vector<char> Pattern(size_t length, uint32_t seed) {
+  std::vector<char> bytes(length);
+  std::mt19937 rng(seed);
+  for (char& byte : bytes) byte = static_cast<char>(rng());
+  return bytes;
+}
+
+std::vector<char> ReadBack(HostDevice& device, uint64_t offset, size_t length) {
+  std::vector<char> bytes(length);
+  absl::Status status = device.Read({DeviceToHost{bytes.data(), offset, length}});
+  EXPECT_TRUE(status.ok()) << status;
+  return bytes;
+}
+
+// Resident bytes of the one mapping of exactly `mapping_size` bytes, from
+// /proc/self/smaps: HostDevice exposes no accounting of its own, and the
+// kernel's is the one that matters (resident memory should follow what is
+// committed). nullopt unless exactly one mapping has that size.
+std::optional<uint64_t> ResidentBytesOfMapping(uint64_t mapping_size) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_mapping = false;
+  int matches = 0;
+  std::optional<uint64_t> resident;
+  while (std::getline(smaps, line)) {
+    uint64_t start, end;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &start, &end) == 2 &&
+        line.find('-') < line.find(' ')) {
+      in_mapping = end - start == mapping_size;
+      if (in_mapping) ++matches;
+      continue;
+    }
+    uint64_t kib;
+    if (in_mapping && std::sscanf(line.c_str(), "Rss: %lu kB", &kib) == 1) resident = kib * 1024;
+  }
+  return matches == 1 ? resident : std::nullopt;
+}
+
+TEST(HostDeviceTest, CreateRoundsTheArenaUpToAGranule) {
+  std::unique_ptr<HostDevice> device = MakeDevice(1);
+  ASSERT_NE(device, nullptr);
+  EXPECT_EQ(device->arena_size(), kGranule);
+  EXPECT_EQ(device->granule_size(), kGranule);
+  EXPECT_FALSE(device->Describe().empty());
+
+  device = MakeDevice(3 * kGranule + 1);
+  ASSERT_NE(device, nullptr);
+  EXPECT_EQ(device->arena_size(), 4 * kGranule);
+
+  device = MakeDevice(5 * kGranule);
+  ASSERT_NE(device, nullptr);
+  EXPECT_EQ(device->arena_size(), 5 * kGranule);
+}
+
+TEST(HostDeviceTest, CreateRejectsAnEmptyArena) {
+  absl::StatusOr<std::unique_ptr<HostDevice>> device = HostDevice::Create(0);
+  EXPECT_TRUE(absl::IsInvalidArgument(device.status())) << device.status();
+}
+
+TEST(HostDeviceTest, CommitMakesGranulesResidentAndDecommitGivesThemBack) {
+  // An odd size, so that the arena's mapping is the only one that size.
+  constexpr uint64_t kGranules = 13;
+  std::unique_ptr<HostDevice> device = MakeDevice(kGranules * kGranule);
+  ASSERT_NE(device, nullptr);
+  std::optional<uint64_t> resident = ResidentBytesOfMapping(kGranules * kGranule);
+  ASSERT_TRUE(resident.has_value()) << "arena mapping not found in /proc/self/smaps";
+  EXPECT_EQ(*resident, 0u) << "a reserved arena must not hold memory";
+
+  ASSERT_TRUE(device->Commit(2 * kGranule, 4 * kGranule).ok());
+  ASSERT_TRUE(device->Commit(9 * kGranule, kGranule).ok());
+  resident = ResidentBytesOfMapping(kGranules * kGranule);
+  ASSERT_TRUE(resident.has_value());
+  // At least what was committed (transparent huge pages may round up).
+  EXPECT_GE(*resident, 5 * kGranule);
+
+  const uint64_t before = *resident;
+  ASSERT_TRUE(device->Decommit(3 * kGranule, 2 * kGranule).ok());
+  resident = ResidentBytesOfMapping(kGranules * kGranule);
+  ASSERT_TRUE(resident.has_value());
+  EXPECT_LE(*resident, before - 2 * kGranule);
+  EXPECT_GE(*resident, 3 * kGranule);
+
+  ASSERT_TRUE(device->Decommit(0, kGranules * kGranule).ok());
+  resident = ResidentBytesOfMapping(kGranules * kGranule);
+  ASSERT_TRUE(resident.has_value());
+  EXPECT_EQ(*resident, 0u);
+}
+
+TEST(HostDeviceTest, DecommittedMemoryReadsBackAsZerosAfterRecommit) {
+  std::unique_ptr<HostDevice> device = MakeDevice(4 * kGranule);
+  ASSERT_NE(device, nullptr);
+  ASSERT_TRUE(device->Commit(0, 4 * kGranule).ok());
+  const std::vector<char> data = Pattern(4 * kGranule, 1);
+  ASSERT_TRUE(device->Write({HostToDevice{0, data.data(), data.size()}}).ok());
+
+  ASSERT_TRUE(device->Decommit(kGranule, 2 * kGranule).ok());
+  ASSERT_TRUE(device->Commit(kGranule, 2 * kGranule).ok());
+
+  const std::vector<char> after = ReadBack(*device, 0, 4 * kGranule);
+  // The granules left committed keep their bytes...
+  EXPECT_EQ(std::memcmp(after.data(), data.data(), kGranule), 0);
+  EXPECT_EQ(std::memcmp(after.data() + 3 * kGranule, data.data() + 3 * kGranule, kGranule), 0);
+  // ...and the recommitted ones are fresh memory: the old bytes are gone.
+  const std::vector<char> zeros(2 * kGranule, 0);
+  EXPECT_EQ(std::memcmp(after.data() + kGranule, zeros.data(), zeros.size()), 0);
+}
+
+class HostDeviceCopyTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kArena = 4 * kGranule;
+
+  void SetUp() override {
+    device_ = MakeDevice(kArena);
+    ASSERT_NE(device_, nullptr);
+    ASSERT_TRUE(device_->Commit(0, kArena).ok());
+    // Known content everywhere, so that a copy touching bytes outside its
+    // range shows.
+    mirror_ = Pattern(kArena, 7);
+    ASSERT_TRUE(device_->Write({HostToDevice{0, mirror_.data(), mirror_.size()}}).ok());
+  }
+
+  // The whole arena must equal what the test expects it to hold.
+  void ExpectArenaMatchesMirror() {
+    const std::vector<char> actual = ReadBack(*device_, 0, kArena);
+    for (uint64_t i = 0; i < kArena; ++i) {
+      if (actual[i] != mirror_[i]) {
+        ADD_FAILURE() << "arena byte " << i << " differs from the expected content";
+        return;
+      }
+    }
+  }
+
+  std::unique_ptr<HostDevice> device_;
+  std::vector<char> mirror_;  // what the arena should hold
+};
+
+TEST_F(HostDeviceCopyTest, HostToDeviceAtUnalignedOffsetsAcrossGranules) {
+  // Ends in the next granule, starts and ends off any page boundary.
+  const uint64_t offset = kGranule - 4097;
+  const std::vector<char> data = Pattern(10'001, 2);
+  ASSERT_TRUE(device_->Write({HostToDevice{offset, data.data(), data.size()}}).ok());
+  std::copy(data.begin(), data.end(), mirror_.begin() + offset);
+  ExpectArenaMatchesMirror();
+}
+
+TEST_F(HostDeviceCopyTest, DeviceToHostAtUnalignedOffsetsIntoAHostBufferOffset) {
+  const uint64_t offset = 2 * kGranule - 3;
+  constexpr size_t kLength = 7'777;
+  constexpr size_t kHostOffset = 13;
+  std::vector<char> host(kHostOffset + kLength + 13, 'x');
+  ASSERT_TRUE(device_->Read({DeviceToHost{host.data() + kHostOffset, offset, kLength}}).ok());
+  EXPECT_EQ(std::memcmp(host.data() + kHostOffset, mirror_.data() + offset, kLength), 0);
+  // Bytes around the destination are untouched.
+  for (size_t i = 0; i < kHostOffset; ++i) EXPECT_EQ(host[i], 'x');
+  for (size_t i = kHostOffset + kLength; i < host.size(); ++i) EXPECT_EQ(host[i], 'x');
+}
+
+TEST_F(HostDeviceCopyTest, DeviceToDeviceAtUnalignedOffsets) {
+  const uint64_t source = 5;
+  const uint64_t destination = 3 * kGranule - 1000;
+  constexpr size_t kLength = 5'000;
+  ASSERT_TRUE(device_->Copy({DeviceToDevice{destination, source, kLength}}).ok());
+  std::copy_n(mirror_.begin() + source, kLength, mirror_.begin() + destination);
+  ExpectArenaMatchesMirror();
+}
+
+TEST_F(HostDeviceCopyTest, ZeroClearsExactlyItsRange) {
+  ASSERT_TRUE(device_->Zero({DeviceRange{kGranule + 17, 3 * 4096}}).ok());
+  std::fill_n(mirror_.begin() + kGranule + 17, 3 * 4096, 0);
+  ExpectArenaMatchesMirror();
+}
+
+TEST_F(HostDeviceCopyTest, BatchesCompleteEveryRequest) {
+  // Disjoint ranges, in no particular order, of assorted lengths.
+  const std::vector<uint64_t> offsets = {3 * kGranule + 100, 17, kGranule - 50,
+                                         2 * kGranule + 4096};
+  const std::vector<size_t> lengths = {1, 4096, 100, 65'536};
+  std::vector<std::vector<char>> sources;
+  std::vector<HostToDevice> writes;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    sources.push_back(Pattern(lengths[i], 100 + i));
+    writes.push_back(HostToDevice{offsets[i], sources[i].data(), lengths[i]});
+    std::copy(sources[i].begin(), sources[i].end(), mirror_.begin() + offsets[i]);
+  }
+  ASSERT_TRUE(device_->Write(writes).ok());
+  ExpectArenaMatchesMirror();
+
+  std::vector<std::vector<char>> destinations;
+  std::vector<DeviceToHost> reads;
+  for (size_t i = 0; i < offsets.size(); ++i) destinations.emplace_back(lengths[i]);
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    reads.push_back(DeviceToHost{destinations[i].data(), offsets[i], lengths[i]});
+  }
+  ASSERT_TRUE(device_->Read(reads).ok());
+  for (size_t i = 0; i < offsets.size(); ++i) EXPECT_EQ(destinations[i], sources[i]) << i;
+
+  // Each written range copied half a granule up, where no copy of the batch
+  // reads or writes (copies of one batch must not overlap).
+  std::vector<DeviceToDevice> copies;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    const uint64_t destination = offsets[i] + kGranule / 2;
+    copies.push_back(DeviceToDevice{destination, offsets[i], lengths[i]});
+    std::copy_n(sources[i].begin(), lengths[i], mirror_.begin() + destination);
+  }
+  ASSERT_TRUE(device_->Copy(copies).ok());
+  ExpectArenaMatchesMirror();
+
+  std::vector<DeviceRange> ranges;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    ranges.push_back(DeviceRange{offsets[i] + 1, lengths[i] - 1});
+    std::fill_n(mirror_.begin() + offsets[i] + 1, lengths[i] - 1, 0);
+  }
+  ASSERT_TRUE(device_->Zero(ranges).ok());
+  ExpectArenaMatchesMirror();
+}
+
+TEST_F(HostDeviceCopyTest, EmptyBatchesAndEmptyCopiesSucceed) {
+  EXPECT_TRUE(device_->Write({}).ok());
+  EXPECT_TRUE(device_->Read({}).ok());
+  EXPECT_TRUE(device_->Copy({}).ok());
+  EXPECT_TRUE(device_->Zero({}).ok());
+  char byte = 0;
+  // A zero-length request at the very end is inside the arena.
+  EXPECT_TRUE(device_->Write({HostToDevice{kArena, &byte, 0}}).ok());
+  EXPECT_TRUE(device_->Zero({DeviceRange{kArena, 0}}).ok());
+  ExpectArenaMatchesMirror();
+}
+
+TEST_F(HostDeviceCopyTest, OutOfRangeRequestsAreRejected) {
+  constexpr uint64_t kHuge = std::numeric_limits<uint64_t>::max();
+  std::vector<char> buffer(8192, 'b');
+  struct Range {
+    uint64_t offset;
+    size_t length;
+  };
+  // Past the end, straddling the end, and lengths that wrap around 2^64.
+  const std::vector<Range> bad = {
+      {kArena, 1}, {kArena - 10, 11}, {kHuge - 5, 4096}, {100, kHuge}, {kArena + kGranule, 0}};
+  for (const Range& r : bad) {
+    SCOPED_TRACE(absl::StrCat("[", r.offset, ", +", r.length, ")"));
+    // Some lengths exceed the host buffer too: the range check must stop the
+    // copy before either side is touched.
+    absl::Status status = device_->Write({HostToDevice{r.offset, buffer.data(), r.length}});
+    EXPECT_FALSE(status.ok());
+    EXPECT_FALSE(absl::IsResourceExhausted(status)) << "a bad offset is not ENOSPC";
+    status = device_->Read({DeviceToHost{buffer.data(), r.offset, r.length}});
+    EXPECT_FALSE(status.ok());
+    EXPECT_FALSE(device_->Copy({DeviceToDevice{r.offset, 0, r.length}}).ok());
+    EXPECT_FALSE(device_->Copy({DeviceToDevice{0, r.offset, r.length}}).ok());
+    EXPECT_FALSE(device_->Zero({DeviceRange{r.offset, r.length}}).ok());
+    status = device_->Commit(r.offset, r.length);
+    EXPECT_FALSE(status.ok());
+    EXPECT_FALSE(absl::IsResourceExhausted(status)) << "a bad offset is not ENOSPC";
+    EXPECT_FALSE(device_->Decommit(r.offset, r.length).ok());
+  }
+  // A batch with one bad request is checked whole before anything is done
+  // (both devices do so; Device promises only the error).
+  const std::vector<char> data = Pattern(4096, 3);
+  EXPECT_FALSE(device_
+                   ->Write({HostToDevice{0, data.data(), data.size()},
+                            HostToDevice{kArena - 1, data.data(), data.size()}})
+                   .ok());
+  EXPECT_FALSE(device_->Zero({DeviceRange{0, 4096}, DeviceRange{kArena, 1}}).ok());
+  ExpectArenaMatchesMirror();
+  for (char c : buffer) ASSERT_EQ(c, 'b') << "a refused read wrote to the host buffer";
+}
+
+TEST(HostDeviceHostBufferTest, HostBuffersAreUsableForTransfers) {
+  std::unique_ptr<HostDevice> device = MakeDevice(2 * kGranule);
+  ASSERT_NE(device, nullptr);
+  ASSERT_TRUE(device->Commit(0, 2 * kGranule).ok());
+  for (size_t length : {size_t{1}, size_t{4096}, size_t{5000}, size_t{3 << 20}}) {
+    SCOPED_TRACE(absl::StrCat("length ", length));
+    char* source = static_cast<char*>(device->AllocateHostBuffer(length));
+    char* destination = static_cast<char*>(device->AllocateHostBuffer(length));
+    ASSERT_NE(source, nullptr);
+    ASSERT_NE(destination, nullptr);
+    const std::vector<char> data = Pattern(length, static_cast<uint32_t>(length));
+    std::memcpy(source, data.data(), length);  // every byte is writable
+    std::memset(destination, 0, length);
+    const uint64_t offset = 2 * kGranule - length;
+    ASSERT_TRUE(device->Write({HostToDevice{offset, source, length}}).ok());
+    ASSERT_TRUE(device->Read({DeviceToHost{destination, offset, length}}).ok());
+    EXPECT_EQ(std::memcmp(destination, data.data(), length), 0);
+    device->FreeHostBuffer(source, length);
+    device->FreeHostBuffer(destination, length);
+  }
+}
+
+}  // namespace
+}  // namespace cudafs

@@ -1,0 +1,57 @@
+// The arena over a real GPU's memory. Skips where cudafs was built without
+// the CUDA headers or the machine has no usable GPU (CI).
+#include "gtest/gtest.h"
+
+#ifdef CUDAFS_WITH_CUDA
+
+#include <memory>
+#include <vector>
+
+#include "alloc/devices/cuda_device.h"
+#include "alloc/storage/arena.h"
+
+namespace cudafs {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// Free VRAM on GPU `index` as the driver reports it to this process.
+uint64_t FreeVram(int index) {
+  absl::StatusOr<std::vector<CudaDeviceInfo>> devices = ListCudaDevices();
+  if (!devices.ok() || static_cast<size_t>(index) >= devices->size()) return 0;
+  return (*devices)[index].free_bytes;
+}
+
+// The arena over VRAM: memory follows blocks, not the arena's size.
+TEST(CudaArenaTest, ArenaMemoryFollowsAllocatedBlocks) {
+  absl::StatusOr<int> index = ResolveCudaDevice("");
+  if (!index.ok()) GTEST_SKIP() << "no usable GPU: " << index.status().message();
+  absl::StatusOr<std::unique_ptr<CudaDevice>> opened = CudaDevice::Create(*index, 32 * kGiB);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  CudaDevice* device = opened->get();
+  Arena arena(device, 4096);
+  const uint64_t before = FreeVram(*index);
+  std::vector<Block> blocks;
+  for (int i = 0; i < 256; ++i) {  // 1 GiB in 4 MiB blocks
+    absl::StatusOr<Block> block = arena.Allocate(4 * kMiB);
+    ASSERT_TRUE(block.ok()) << block.status();
+    blocks.push_back(*block);
+  }
+  EXPECT_EQ(arena.Stats().committed_bytes, 1 * kGiB);
+  EXPECT_GE(before - FreeVram(*index), 1 * kGiB - 64 * kMiB);
+  for (const Block& block : blocks) arena.Free(block);
+  EXPECT_EQ(arena.Stats().committed_bytes, 0u);
+  EXPECT_GE(FreeVram(*index) + 64 * kMiB, before);
+}
+
+}  // namespace
+}  // namespace cudafs
+
+#else  // !CUDAFS_WITH_CUDA
+
+TEST(CudaArenaTest, Skipped) {
+  GTEST_SKIP() << "cudafs was built without the CUDA headers: no CUDA device to test";
+}
+
+#endif  // CUDAFS_WITH_CUDA

@@ -1,0 +1,655 @@
+#include "alloc/storage/arena.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "alloc/devices/host_device.h"
+#include "gtest/gtest.h"
+
+namespace cudafs {
+namespace {
+
+constexpr uint64_t kMinBlock = 4096;
+constexpr uint64_t kGranule = HostDevice::kGranule;
+
+// A HostDevice that keeps the books the Device interface does not expose:
+// which granules are committed and whether every call kept the interface's
+// rules (Commit/Decommit granule-aligned, data only in committed granules).
+// Commit can be made to fail on demand.
+class RecordingDevice final : public Device {
+ public:
+  explicit RecordingDevice(uint64_t arena_size)
+      : backing_(HostDevice::Create(arena_size).value()) {}
+
+  std::string Describe() const override { return "recording " + backing_->Describe(); }
+  uint64_t arena_size() const override { return backing_->arena_size(); }
+  uint64_t granule_size() const override { return backing_->granule_size(); }
+
+  absl::Status Commit(uint64_t offset, uint64_t length) override {
+    {
+      absl::MutexLock gate(&gate_mu_);
+      ++commits_at_gate_;
+      gate_mu_.Await(absl::Condition(&gate_open_));
+      --commits_at_gate_;
+    }
+    absl::MutexLock lock(&mu_);
+    CheckGranuleAligned("Commit", offset, length);
+    if (successful_commits_left_.has_value()) {
+      if (*successful_commits_left_ == 0) return absl::ResourceExhaustedError("injected failure");
+      --*successful_commits_left_;
+    }
+    if (absl::Status status = backing_->Commit(offset, length); !status.ok()) return status;
+    ++commits_;
+    for (uint64_t g = offset / kGranule; g < (offset + length) / kGranule; ++g) {
+      if (!committed_.insert(g).second) {
+        violations_.push_back(absl::StrCat("granule ", g, " committed twice"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Decommit(uint64_t offset, uint64_t length) override {
+    absl::MutexLock lock(&mu_);
+    CheckGranuleAligned("Decommit", offset, length);
+    for (uint64_t g = offset / kGranule; g < (offset + length) / kGranule; ++g) {
+      if (committed_.erase(g) == 0) {
+        violations_.push_back(absl::StrCat("granule ", g, " decommitted but not committed"));
+      }
+    }
+    return backing_->Decommit(offset, length);
+  }
+
+  absl::Status Write(absl::Span<const HostToDevice> copies) override {
+    for (const HostToDevice& c : copies) CheckCommitted("Write", c.device_offset, c.length);
+    return backing_->Write(copies);
+  }
+  absl::Status Read(absl::Span<const DeviceToHost> copies) override {
+    for (const DeviceToHost& c : copies) CheckCommitted("Read", c.device_offset, c.length);
+    return backing_->Read(copies);
+  }
+  absl::Status Copy(absl::Span<const DeviceToDevice> copies) override {
+    for (const DeviceToDevice& c : copies) {
+      CheckCommitted("Copy to", c.destination_offset, c.length);
+      CheckCommitted("Copy from", c.source_offset, c.length);
+    }
+    return backing_->Copy(copies);
+  }
+  absl::Status Zero(absl::Span<const DeviceRange> ranges) override {
+    for (const DeviceRange& r : ranges) CheckCommitted("Zero", r.offset, r.length);
+    return backing_->Zero(ranges);
+  }
+
+  // While the gate is closed, Commit waits in it.
+  void CloseGate() {
+    absl::MutexLock gate(&gate_mu_);
+    gate_open_ = false;
+  }
+  void OpenGate() {
+    absl::MutexLock gate(&gate_mu_);
+    gate_open_ = true;
+  }
+  void AwaitCommitsAtGate(int n) {
+    absl::MutexLock gate(&gate_mu_);
+    auto arrived = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_mu_) {
+      return commits_at_gate_ == n;
+    };
+    gate_mu_.Await(absl::Condition(&arrived, &decltype(arrived)::operator()));
+  }
+
+  // The next `n` Commit calls succeed, the ones after fail until AllowCommits.
+  void FailCommitsAfter(int n) {
+    absl::MutexLock lock(&mu_);
+    successful_commits_left_ = n;
+  }
+  void AllowCommits() {
+    absl::MutexLock lock(&mu_);
+    successful_commits_left_.reset();
+  }
+
+  std::set<uint64_t> committed_granules() const {
+    absl::MutexLock lock(&mu_);
+    return committed_;
+  }
+  int successful_commits() const {
+    absl::MutexLock lock(&mu_);
+    return commits_;
+  }
+  std::vector<std::string> violations() const {
+    absl::MutexLock lock(&mu_);
+    return violations_;
+  }
+
+ private:
+  void CheckGranuleAligned(const char* what, uint64_t offset, uint64_t length)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (offset % kGranule != 0 || length % kGranule != 0 || length == 0) {
+      violations_.push_back(absl::StrCat(what, " of unaligned [", offset, ", +", length, ")"));
+    }
+  }
+
+  void CheckCommitted(const char* what, uint64_t offset, uint64_t length) {
+    if (length == 0) return;
+    absl::MutexLock lock(&mu_);
+    for (uint64_t g = offset / kGranule; g <= (offset + length - 1) / kGranule; ++g) {
+      if (!committed_.contains(g)) {
+        violations_.push_back(
+            absl::StrCat(what, " [", offset, ", +", length, ") touches uncommitted granule ", g));
+      }
+    }
+  }
+
+  std::unique_ptr<HostDevice> backing_;
+  mutable absl::Mutex mu_;
+  absl::Mutex gate_mu_;
+  bool gate_open_ ABSL_GUARDED_BY(gate_mu_) = true;
+  int commits_at_gate_ ABSL_GUARDED_BY(gate_mu_) = 0;
+  std::set<uint64_t> committed_ ABSL_GUARDED_BY(mu_);
+  std::optional<int> successful_commits_left_ ABSL_GUARDED_BY(mu_);
+  int commits_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> violations_ ABSL_GUARDED_BY(mu_);
+};
+
+std::set<uint64_t> GranulesUnder(const std::vector<Block>& blocks) {
+  std::set<uint64_t> granules;
+  for (const Block& block : blocks) {
+    for (uint64_t g = block.offset / kGranule; g <= (block.offset + block.size - 1) / kGranule;
+         ++g) {
+      granules.insert(g);
+    }
+  }
+  return granules;
+}
+
+std::vector<char> Pattern(size_t length, uint32_t seed) {
+  std::vector<char> bytes(length);
+  std::mt19937 rng(seed);
+  for (char& byte : bytes) byte = static_cast<char>(rng());
+  return bytes;
+}
+
+void ExpectSameBlockStats(const BuddyStats& actual, const BuddyStats& expected) {
+  EXPECT_EQ(actual.used, expected.used);
+  EXPECT_EQ(actual.free, expected.free);
+  EXPECT_EQ(actual.largest_free, expected.largest_free);
+  EXPECT_EQ(actual.allocated_blocks, expected.allocated_blocks);
+}
+
+class ArenaTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kGranules = 16;
+
+  void SetUp() override {
+    device_ = std::make_unique<RecordingDevice>(kGranules * kGranule);
+    arena_ = std::make_unique<Arena>(device_.get(), kMinBlock);
+  }
+
+  void TearDown() override {
+    for (const Block& block : live_) arena_->Free(block);
+    live_.clear();
+    ExpectCommittedGranulesFollowLiveBlocks();
+    arena_.reset();
+    for (const std::string& violation : device_->violations()) ADD_FAILURE() << violation;
+  }
+
+  Block MustAllocate(uint64_t size) {
+    absl::StatusOr<Block> block = arena_->Allocate(size);
+    EXPECT_TRUE(block.ok()) << block.status();
+    if (!block.ok()) return Block{};
+    EXPECT_EQ(block->size, size);
+    live_.push_back(*block);
+    return *block;
+  }
+
+  void FreeLive(size_t index) {
+    arena_->Free(live_[index]);
+    live_.erase(live_.begin() + index);
+  }
+
+  // The promise: a granule is committed exactly while some live block
+  // touches it, and the Arena's own accounting agrees with the device.
+  void ExpectCommittedGranulesFollowLiveBlocks() {
+    const std::set<uint64_t> expected = GranulesUnder(live_);
+    EXPECT_EQ(device_->committed_granules(), expected);
+    EXPECT_EQ(arena_->Stats().committed_bytes, expected.size() * kGranule);
+  }
+
+  std::unique_ptr<RecordingDevice> device_;
+  std::unique_ptr<Arena> arena_;
+  std::vector<Block> live_;  // allocated and not yet freed, freed in TearDown
+};
+
+TEST_F(ArenaTest, ManagesTheWholeDeviceArena) {
+  EXPECT_EQ(arena_->capacity(), device_->arena_size());
+  EXPECT_EQ(arena_->min_block(), kMinBlock);
+  EXPECT_EQ(&arena_->device(), device_.get());
+  const ArenaStats stats = arena_->Stats();
+  EXPECT_EQ(stats.blocks.capacity, device_->arena_size());
+  EXPECT_EQ(stats.blocks.used, 0u);
+  EXPECT_EQ(stats.committed_bytes, 0u) << "an empty arena must hold no memory";
+  EXPECT_EQ(arena_->LargestFree(), stats.blocks.largest_free);
+  EXPECT_EQ(arena_->LargestFree(), kGranules * kGranule);
+  EXPECT_TRUE(device_->committed_granules().empty());
+}
+
+// Issue 13: a mount's size= is its capacity to the min_block, even though
+// the device rounds its arena up to a granule. Blocks past the capacity are
+// never handed out (so never committed), whatever their size.
+TEST(ArenaCapacityTest, CapacityBelowTheDeviceArenaIsAHardLimit) {
+  // 2 granules + 12 KiB + 1 byte: rounded up to 2 granules + 16 KiB.
+  const uint64_t asked = 2 * kGranule + 12 * 1024 + 1;
+  const uint64_t capacity = 2 * kGranule + 16 * 1024;
+  RecordingDevice device(asked);
+  ASSERT_EQ(device.arena_size(), 3 * kGranule);
+  Arena arena(&device, kMinBlock, asked);
+  EXPECT_EQ(arena.capacity(), capacity);
+  EXPECT_EQ(arena.Stats().blocks.capacity, capacity);
+  EXPECT_EQ(arena.Stats().blocks.free, capacity);
+  EXPECT_EQ(arena.LargestFree(), 2 * kGranule);
+
+  // Largest blocks first, down to min_block: exactly the capacity fits.
+  std::vector<Block> blocks;
+  uint64_t allocated = 0;
+  for (uint64_t size = 4 * kGranule; size >= kMinBlock; size /= 2) {
+    for (absl::StatusOr<Block> block = arena.Allocate(size); block.ok();
+         block = arena.Allocate(size)) {
+      EXPECT_LE(block->offset + block->size, capacity);
+      blocks.push_back(*block);
+      allocated += size;
+    }
+  }
+  EXPECT_EQ(allocated, capacity);
+  EXPECT_EQ(arena.Stats().blocks.free, 0u);
+  EXPECT_EQ(arena.LargestFree(), 0u);
+  EXPECT_TRUE(absl::IsResourceExhausted(arena.Allocate(kMinBlock).status()));
+  EXPECT_EQ(device.committed_granules(), (std::set<uint64_t>{0, 1, 2}));
+  for (const Block& block : blocks) arena.Free(block);
+  EXPECT_TRUE(device.committed_granules().empty());
+  EXPECT_EQ(arena.LargestFree(), 2 * kGranule);
+}
+
+TEST(ArenaCapacityTest, CapacityIsRoundedToMinBlockAndCappedAtTheDeviceArena) {
+  RecordingDevice device(kGranule);
+  EXPECT_EQ(Arena(&device, kMinBlock, 4096).capacity(), 4096u);
+  EXPECT_EQ(Arena(&device, kMinBlock, 12 * 1024).capacity(), 12 * 1024u);
+  EXPECT_EQ(Arena(&device, kMinBlock, 5000).capacity(), 8192u);
+  EXPECT_EQ(Arena(&device, 64 * 1024, 100 * 1024).capacity(), 128 * 1024u);
+  EXPECT_EQ(Arena(&device, kMinBlock, 3 * kGranule).capacity(), kGranule);
+  EXPECT_EQ(Arena(&device, kMinBlock).capacity(), kGranule) << "the default: the whole arena";
+  Arena small(&device, kMinBlock, 12 * 1024);
+  EXPECT_EQ(small.LargestFree(), 8 * 1024u);
+  EXPECT_TRUE(absl::IsResourceExhausted(small.Allocate(16 * 1024).status()));
+}
+
+TEST_F(ArenaTest, FirstBlockInAGranuleCommitsIt) {
+  const Block block = MustAllocate(kMinBlock);
+  EXPECT_EQ(device_->committed_granules(), std::set<uint64_t>{block.offset / kGranule});
+  EXPECT_EQ(arena_->Stats().committed_bytes, kGranule);
+  EXPECT_EQ(arena_->Stats().blocks.used, kMinBlock);
+}
+
+TEST_F(ArenaTest, GranuleStaysCommittedUntilItsLastBlockIsFreed) {
+  // 17 blocks in 16 granules: two of them share a granule.
+  for (uint64_t i = 0; i <= kGranules; ++i) {
+    MustAllocate(kMinBlock);
+    ExpectCommittedGranulesFollowLiveBlocks();
+  }
+  // Each granule was committed once, however many blocks it got.
+  EXPECT_EQ(static_cast<uint64_t>(device_->successful_commits()), GranulesUnder(live_).size());
+
+  size_t first = 0, second = 0;
+  for (size_t i = 0; i < live_.size() && second == 0; ++i) {
+    for (size_t j = i + 1; j < live_.size(); ++j) {
+      if (live_[i].offset / kGranule == live_[j].offset / kGranule) {
+        first = i;
+        second = j;
+        break;
+      }
+    }
+  }
+  ASSERT_NE(second, 0u);
+  const Block a = live_[first];
+  const Block b = live_[second];
+  const uint64_t shared = a.offset / kGranule;
+  // Free everything else first.
+  for (size_t i = live_.size(); i-- > 0;) {
+    if (i != first && i != second) FreeLive(i);
+  }
+  ExpectCommittedGranulesFollowLiveBlocks();
+
+  arena_->Free(a);
+  live_.erase(live_.begin());  // only a and b are left, a first
+  EXPECT_EQ(device_->committed_granules(), std::set<uint64_t>{shared});
+  arena_->Free(b);
+  live_.clear();
+  EXPECT_TRUE(device_->committed_granules().empty());
+  EXPECT_EQ(arena_->Stats().committed_bytes, 0u);
+}
+
+TEST_F(ArenaTest, BlockLargerThanAGranuleCommitsEveryGranuleUnderIt) {
+  const Block block = MustAllocate(4 * kGranule);
+  std::set<uint64_t> expected;
+  for (uint64_t g = 0; g < 4; ++g) expected.insert(block.offset / kGranule + g);
+  EXPECT_EQ(device_->committed_granules(), expected);
+  EXPECT_EQ(arena_->Stats().committed_bytes, 4 * kGranule);
+  FreeLive(0);
+  EXPECT_TRUE(device_->committed_granules().empty());
+  EXPECT_EQ(arena_->Stats().committed_bytes, 0u);
+}
+
+TEST_F(ArenaTest, FailedCommitRollsBackAndLeavesTheArenaAsItWas) {
+  MustAllocate(kMinBlock);
+  const ArenaStats before = arena_->Stats();
+  const std::set<uint64_t> committed_before = device_->committed_granules();
+
+  // The third of four granules cannot be had.
+  device_->FailCommitsAfter(2);
+  absl::StatusOr<Block> block = arena_->Allocate(4 * kGranule);
+  EXPECT_TRUE(absl::IsResourceExhausted(block.status())) << block.status();
+  EXPECT_EQ(device_->committed_granules(), committed_before) << "rollback incomplete";
+  const ArenaStats after = arena_->Stats();
+  ExpectSameBlockStats(after.blocks, before.blocks);
+  EXPECT_EQ(after.committed_bytes, before.committed_bytes);
+
+  // The block went back to the allocator: it can be had once memory can.
+  device_->AllowCommits();
+  MustAllocate(4 * kGranule);
+  ExpectCommittedGranulesFollowLiveBlocks();
+}
+
+TEST_F(ArenaTest, FailedCommitOfASingleGranuleFailsTheAllocation) {
+  device_->FailCommitsAfter(0);
+  absl::StatusOr<Block> block = arena_->Allocate(kMinBlock);
+  EXPECT_TRUE(absl::IsResourceExhausted(block.status())) << block.status();
+  EXPECT_TRUE(device_->committed_granules().empty());
+  EXPECT_EQ(arena_->Stats().blocks.used, 0u);
+  EXPECT_EQ(arena_->Stats().blocks.allocated_blocks, 0u);
+  EXPECT_EQ(arena_->LargestFree(), kGranules * kGranule);
+}
+
+TEST_F(ArenaTest, BlocksInCommittedGranulesNeedNoCommit) {
+  MustAllocate(kMinBlock);
+  const std::set<uint64_t> committed = device_->committed_granules();
+  // With commits failing, whatever still succeeds must lie in granules that
+  // are already committed; the first failure is ResourceExhausted and leaves
+  // the arena's books as they were.
+  device_->FailCommitsAfter(0);
+  bool refused = false;
+  while (!refused) {
+    const BuddyStats before = arena_->Stats().blocks;
+    absl::StatusOr<Block> block = arena_->Allocate(kMinBlock);
+    if (block.ok()) {
+      live_.push_back(*block);
+      ASSERT_TRUE(committed.contains(block->offset / kGranule));
+    } else {
+      refused = true;
+      EXPECT_TRUE(absl::IsResourceExhausted(block.status())) << block.status();
+      ExpectSameBlockStats(arena_->Stats().blocks, before);
+    }
+  }
+  EXPECT_EQ(device_->committed_granules(), committed);
+  device_->AllowCommits();
+}
+
+TEST_F(ArenaTest, ExhaustionIsResourceExhaustedAndChangesNothing) {
+  MustAllocate(kGranules * kGranule);
+  EXPECT_EQ(arena_->LargestFree(), 0u);
+  const ArenaStats before = arena_->Stats();
+  EXPECT_EQ(before.blocks.free, 0u);
+  for (uint64_t size = kMinBlock; size <= kGranules * kGranule; size *= 2) {
+    absl::StatusOr<Block> block = arena_->Allocate(size);
+    EXPECT_TRUE(absl::IsResourceExhausted(block.status())) << "size " << size;
+  }
+  const ArenaStats after = arena_->Stats();
+  ExpectSameBlockStats(after.blocks, before.blocks);
+  EXPECT_EQ(after.committed_bytes, before.committed_bytes);
+  FreeLive(0);
+  EXPECT_EQ(arena_->LargestFree(), kGranules * kGranule);
+}
+
+TEST_F(ArenaTest, DataRoundTripsThroughBlocks) {
+  const std::vector<uint64_t> sizes = {kMinBlock, 64 * 1024, kGranule, 4 * kGranule, 2 * kMinBlock};
+  std::vector<std::vector<char>> contents;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const Block block = MustAllocate(sizes[i]);
+    contents.push_back(Pattern(block.size, static_cast<uint32_t>(i)));
+    ASSERT_TRUE(
+        arena_->device().Write({HostToDevice{block.offset, contents[i].data(), block.size}}).ok());
+  }
+  // Read every block back in one batch, after all writes: no block's bytes
+  // landed in another's.
+  std::vector<std::vector<char>> read_back;
+  std::vector<DeviceToHost> reads;
+  for (const Block& block : live_) read_back.emplace_back(block.size);
+  for (size_t i = 0; i < live_.size(); ++i) {
+    reads.push_back(DeviceToHost{read_back[i].data(), live_[i].offset, live_[i].size});
+  }
+  ASSERT_TRUE(arena_->device().Read(reads).ok());
+  for (size_t i = 0; i < live_.size(); ++i) EXPECT_EQ(read_back[i], contents[i]) << "block " << i;
+
+  // Block to block on the device: the first 4 KiB of the 64 KiB block take
+  // the 4 KiB block's bytes.
+  ASSERT_TRUE(
+      arena_->device().Copy({DeviceToDevice{live_[1].offset, live_[0].offset, kMinBlock}}).ok());
+  std::vector<char> copied(live_[1].size);
+  ASSERT_TRUE(
+      arena_->device().Read({DeviceToHost{copied.data(), live_[1].offset, copied.size()}}).ok());
+  EXPECT_EQ(std::memcmp(copied.data(), contents[0].data(), kMinBlock), 0);
+  EXPECT_EQ(std::memcmp(copied.data() + kMinBlock, contents[1].data() + kMinBlock,
+                        copied.size() - kMinBlock),
+            0);
+
+  // Zero a whole block that spans granules; its neighbours keep their bytes.
+  ASSERT_TRUE(arena_->device().Zero({DeviceRange{live_[3].offset, live_[3].size}}).ok());
+  std::vector<char> zeroed(live_[3].size, 1);
+  ASSERT_TRUE(
+      arena_->device().Read({DeviceToHost{zeroed.data(), live_[3].offset, zeroed.size()}}).ok());
+  EXPECT_EQ(zeroed, std::vector<char>(live_[3].size, 0));
+  for (size_t i : {size_t{0}, size_t{2}, size_t{4}}) {
+    std::vector<char> bytes(live_[i].size);
+    ASSERT_TRUE(
+        arena_->device().Read({DeviceToHost{bytes.data(), live_[i].offset, bytes.size()}}).ok());
+    EXPECT_EQ(bytes, contents[i]) << "block " << i;
+  }
+}
+
+TEST(ArenaLifetimeTest, DestroyingTheArenaDecommitsEverything) {
+  RecordingDevice device(8 * kGranule);
+  {
+    Arena arena(&device, kMinBlock);
+    ASSERT_TRUE(arena.Allocate(kMinBlock).ok());
+    ASSERT_TRUE(arena.Allocate(2 * kGranule).ok());
+    ASSERT_FALSE(device.committed_granules().empty());
+  }
+  EXPECT_TRUE(device.committed_granules().empty());
+  for (const std::string& violation : device.violations()) ADD_FAILURE() << violation;
+}
+
+uint64_t TestSeed() {
+  if (const char* seed = std::getenv("CUDAFS_TEST_SEED")) return std::strtoull(seed, nullptr, 10);
+  return std::random_device{}();
+}
+
+// Random allocations and frees of assorted sizes: after every step the
+// committed granules are exactly those under live blocks, and every live
+// block still holds the tag written into it (no overlap, no decommit under a
+// live block).
+TEST_F(ArenaTest, RandomWorkloadKeepsCommitmentAndDataConsistent) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(absl::StrCat("seed ", seed, " (replay with CUDAFS_TEST_SEED=", seed, ")"));
+  std::mt19937_64 rng(seed);
+  std::geometric_distribution<int> order_of(0.3);
+  const int max_order = std::countr_zero(kGranules * kGranule / kMinBlock);
+  std::vector<uint64_t> tags;  // parallel to live_
+
+  auto tag_block = [&](const Block& block, uint64_t tag) {
+    ASSERT_TRUE(
+        device_
+            ->Write({HostToDevice{block.offset, &tag, sizeof tag},
+                     HostToDevice{block.offset + block.size - sizeof tag, &tag, sizeof tag}})
+            .ok());
+  };
+  auto expect_tag = [&](const Block& block, uint64_t tag) {
+    uint64_t head = 0, tail = 0;
+    ASSERT_TRUE(
+        device_
+            ->Read({DeviceToHost{&head, block.offset, sizeof head},
+                    DeviceToHost{&tail, block.offset + block.size - sizeof tail, sizeof tail}})
+            .ok());
+    EXPECT_EQ(head, tag) << "block at " << block.offset;
+    EXPECT_EQ(tail, tag) << "block at " << block.offset;
+  };
+
+  double alloc_probability = 0.5;
+  constexpr int kOperations = 20'000;
+  for (int op = 0; op < kOperations; ++op) {
+    if (op % 2000 == 0) alloc_probability = std::uniform_real_distribution<double>(0.3, 0.8)(rng);
+    if (live_.empty() || std::bernoulli_distribution(alloc_probability)(rng)) {
+      const uint64_t size = kMinBlock << std::min(order_of(rng), max_order);
+      absl::StatusOr<Block> block = arena_->Allocate(size);
+      if (block.ok()) {
+        const uint64_t tag = rng();
+        live_.push_back(*block);
+        tags.push_back(tag);
+        tag_block(*block, tag);
+      } else {
+        ASSERT_TRUE(absl::IsResourceExhausted(block.status())) << block.status();
+        ASSERT_LT(arena_->LargestFree(), size) << "op " << op;
+      }
+    } else {
+      const size_t index = std::uniform_int_distribution<size_t>(0, live_.size() - 1)(rng);
+      expect_tag(live_[index], tags[index]);
+      FreeLive(index);
+      tags.erase(tags.begin() + index);
+    }
+    ExpectCommittedGranulesFollowLiveBlocks();
+    if (::testing::Test::HasFailure()) FAIL() << "op " << op;
+  }
+  for (size_t i = 0; i < live_.size(); ++i) expect_tag(live_[i], tags[i]);
+}
+
+TEST(ArenaConcurrencyTest, ConcurrentAllocateWriteReadFree) {
+  RecordingDevice device(16 * kGranule);
+  Arena arena(&device, kMinBlock);
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&arena, t] {
+      std::mt19937_64 rng(t);
+      std::vector<std::pair<Block, uint64_t>> held;
+      for (int round = 0; round < kRounds; ++round) {
+        if (held.size() < 8 && rng() % 2 == 0) {
+          absl::StatusOr<Block> block = arena.Allocate(kMinBlock << (rng() % 6));
+          if (!block.ok()) continue;
+          const uint64_t tag = rng();
+          EXPECT_TRUE(arena.device().Write({HostToDevice{block->offset, &tag, sizeof tag}}).ok());
+          held.emplace_back(*block, tag);
+        } else if (!held.empty()) {
+          auto [block, tag] = held.back();
+          held.pop_back();
+          uint64_t read = 0;
+          EXPECT_TRUE(arena.device().Read({DeviceToHost{&read, block.offset, sizeof read}}).ok());
+          EXPECT_EQ(read, tag) << "another thread wrote into this block";
+          arena.Free(block);
+        }
+      }
+      for (const auto& [block, tag] : held) arena.Free(block);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const ArenaStats stats = arena.Stats();
+  EXPECT_EQ(stats.blocks.used, 0u);
+  EXPECT_EQ(stats.blocks.allocated_blocks, 0u);
+  EXPECT_EQ(stats.committed_bytes, 0u);
+  EXPECT_TRUE(device.committed_granules().empty());
+  for (const std::string& violation : device.violations()) ADD_FAILURE() << violation;
+}
+
+TEST_F(ArenaTest, SplitHalvesKeepTheirGranuleUntilBothAreFreed) {
+  const Block block = MustAllocate(4 * kMinBlock);
+  live_.clear();
+  const auto [lower, upper] = arena_->Split(block);
+  EXPECT_EQ(lower.offset, block.offset);
+  EXPECT_EQ(upper.offset, block.offset + 2 * kMinBlock);
+  EXPECT_EQ(lower.size, 2 * kMinBlock);
+  EXPECT_EQ(upper.size, 2 * kMinBlock);
+  live_ = {lower, upper};
+  ExpectCommittedGranulesFollowLiveBlocks();
+  FreeLive(1);
+  ExpectCommittedGranulesFollowLiveBlocks();  // lower still holds the granule
+  FreeLive(0);
+  ExpectCommittedGranulesFollowLiveBlocks();
+  EXPECT_EQ(arena_->Stats().blocks.used, 0u);
+}
+
+TEST_F(ArenaTest, SplittingAMultiGranuleBlockLeavesEachHalfItsGranules) {
+  const Block block = MustAllocate(4 * kGranule);
+  live_.clear();
+  const auto [lower, upper] = arena_->Split(block);
+  live_ = {lower, upper};
+  FreeLive(1);
+  ExpectCommittedGranulesFollowLiveBlocks();  // the upper two granules went back
+  EXPECT_EQ(arena_->Stats().committed_bytes, 2 * kGranule);
+}
+
+// A slow commit holds up only allocations that need its granule.
+TEST_F(ArenaTest, AllocationsWaitForTheirGranulesCommitOnly) {
+  device_->CloseGate();
+  absl::StatusOr<Block> first, second;
+  std::thread committer([&] { first = arena_->Allocate(kMinBlock); });
+  device_->AwaitCommitsAtGate(1);
+  // The arena's lock is free while the commit runs.
+  EXPECT_EQ(arena_->Stats().blocks.used, kMinBlock);
+  // The next block lands in the same granule: it must wait for the commit.
+  std::thread waiter([&] { second = arena_->Allocate(kMinBlock); });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(arena_->Stats().committed_bytes, 0u);
+  device_->OpenGate();
+  committer.join();
+  waiter.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->offset / kGranule, second->offset / kGranule);
+  EXPECT_EQ(device_->successful_commits(), 1);
+  live_ = {*first, *second};
+  ExpectCommittedGranulesFollowLiveBlocks();
+}
+
+// When the commit fails, everyone waiting for that granule fails with it,
+// and the granule is tried afresh later.
+TEST_F(ArenaTest, AFailedCommitFailsItsWaitersAndIsRetriedLater) {
+  device_->FailCommitsAfter(0);
+  device_->CloseGate();
+  absl::StatusOr<Block> first, second;
+  std::thread committer([&] { first = arena_->Allocate(kMinBlock); });
+  device_->AwaitCommitsAtGate(1);
+  std::thread waiter([&] { second = arena_->Allocate(kMinBlock); });
+  absl::SleepFor(absl::Milliseconds(50));
+  device_->OpenGate();
+  committer.join();
+  waiter.join();
+  EXPECT_TRUE(absl::IsResourceExhausted(first.status())) << first.status();
+  EXPECT_TRUE(absl::IsResourceExhausted(second.status())) << second.status();
+  EXPECT_EQ(arena_->Stats().blocks.used, 0u);
+  EXPECT_EQ(arena_->Stats().committed_bytes, 0u);
+  device_->AllowCommits();
+  MustAllocate(kMinBlock);
+  ExpectCommittedGranulesFollowLiveBlocks();
+}
+
+}  // namespace
+}  // namespace cudafs

@@ -1,0 +1,146 @@
+// Mount tests only a GPU can run: VRAM use follows what is stored, ENOSPC
+// when the GPU's memory runs out below size=, recycled VRAM reads as zeros.
+// They skip where cudafs has no CUDA device or the machine has no GPU.
+#include "tests/mount/mount_fixture.h"
+
+#ifdef CUDAFS_WITH_CUDA
+
+#include <memory>
+
+#include "alloc/devices/cuda_device.h"
+
+namespace cudafs_test {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+uint64_t FreeVram() {
+  absl::StatusOr<std::vector<cudafs::CudaDeviceInfo>> devices = cudafs::ListCudaDevices();
+  if (!devices.ok() || devices->empty()) return 0;
+  return (*devices)[0].free_bytes;
+}
+
+class MountCudaTest : public BackendTest {
+ protected:
+  void SetUp() override {
+    BackendTest::SetUp();
+  }
+
+  void StartCuda(const std::vector<std::string>& extra) {
+    StartOrSkip(mount_, MountOptions(extra));
+  }
+  std::string Path(const std::string& name) const { return mount_.path() + "/" + name; }
+
+  Mount mount_;
+};
+
+// Writes `size` bytes of `seed`'s pattern to `path` in 1 MiB requests.
+testing::AssertionResult WriteLarge(const std::string& path, uint64_t size, uint64_t seed) {
+  Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  if (!fd.valid()) return testing::AssertionFailure() << "open " << path << ": " << ErrnoName(errno);
+  const std::string chunk = RandomBytes(kMiB, seed);
+  for (uint64_t done = 0; done < size; done += kMiB) {
+    if (testing::AssertionResult ok = WriteAll(fd.get(), chunk, done); !ok) return ok;
+  }
+  if (fdatasync(fd.get()) != 0) return testing::AssertionFailure() << "fdatasync";
+  return testing::AssertionSuccess();
+}
+
+TEST_P(MountCudaTest, VramUseFollowsFileContent) {
+  StartCuda({"size=8g"});
+  if (IsSkipped() || HasFatalFailure()) return;
+  const uint64_t empty = FreeVram();
+  ASSERT_TRUE(WriteLarge(Path("big"), 1 * kGiB, 1));
+  const uint64_t full = FreeVram();
+  EXPECT_GE(empty - full, 1 * kGiB - 32 * kMiB) << "1 GiB stored but VRAM barely moved";
+  EXPECT_LE(empty - full, 1 * kGiB + 64 * kMiB) << "storing 1 GiB took much more VRAM";
+  ASSERT_SYS_OK(unlink(Path("big").c_str()));
+  // FUSE may release the inode after unlink returns.
+  EXPECT_TRUE(Eventually([&] { return FreeVram() + 32 * kMiB >= empty; }, 5s))
+      << "VRAM not given back after unlink";
+}
+
+TEST_P(MountCudaTest, EnospcWhenTheGpuRunsOutBelowSize) {
+  // Hold all but ~512 MiB of the GPU in this process, then mount a larger
+  // filesystem: it must fail writes with ENOSPC, not corrupt anything.
+  absl::StatusOr<int> index = cudafs::ResolveCudaDevice("");
+  ASSERT_TRUE(index.ok());
+  absl::StatusOr<std::unique_ptr<cudafs::CudaDevice>> hog =
+      cudafs::CudaDevice::Create(*index, 256 * kGiB);
+  ASSERT_TRUE(hog.ok()) << hog.status();
+  StartCuda({"size=4g"});  // context first: it needs memory too
+  if (IsSkipped() || HasFatalFailure()) return;
+  const uint64_t granule = (*hog)->granule_size();
+  const uint64_t to_take = (FreeVram() - 512 * kMiB) / granule * granule;
+  ASSERT_TRUE((*hog)->Commit(0, to_take).ok());
+
+  ASSERT_TRUE(WriteLarge(Path("keep"), 64 * kMiB, 2));
+  Fd fd(open(Path("fill").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  ASSERT_TRUE(fd.valid());
+  const std::string chunk = RandomBytes(kMiB, 3);
+  uint64_t written = 0;
+  int error = 0;
+  while (written < 4 * kGiB) {
+    const ssize_t n = pwrite(fd.get(), chunk.data(), chunk.size(), written);
+    if (n < 0) {
+      error = errno;
+      break;
+    }
+    written += n;
+  }
+  if (error == 0 && fdatasync(fd.get()) != 0) error = errno;
+  EXPECT_EQ(error, ENOSPC) << "wrote " << written << " bytes";
+  EXPECT_LT(written, 1 * kGiB);
+  fd.Reset();
+
+  // Earlier data is intact; freeing space makes writes work again.
+  const std::optional<std::string> kept = ReadFile(Path("keep"));
+  ASSERT_TRUE(kept.has_value());
+  std::string expected;
+  const std::string pattern = RandomBytes(kMiB, 2);
+  for (int i = 0; i < 64; ++i) expected += pattern;
+  EXPECT_TRUE(BytesEqual(*kept, expected));
+  ASSERT_SYS_OK(unlink(Path("fill").c_str()));
+  EXPECT_TRUE(Eventually([&] { return WriteLarge(Path("again"), 64 * kMiB, 4); }, 5s));
+  ASSERT_TRUE((*hog)->Decommit(0, to_take).ok());
+}
+
+TEST_P(MountCudaTest, RecycledVramReadsAsZeros) {
+  StartCuda({"size=2g"});
+  if (IsSkipped() || HasFatalFailure()) return;
+  ASSERT_TRUE(WriteLarge(Path("old"), 512 * kMiB, 5));
+  ASSERT_SYS_OK(unlink(Path("old").c_str()));
+  // A sparse file over the same VRAM: everything but the written bytes is 0.
+  Fd fd(open(Path("new").c_str(), O_RDWR | O_CREAT, 0644));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_SYS_OK(ftruncate(fd.get(), 512 * kMiB));
+  for (uint64_t at = 4096 + 17; at < 512 * kMiB; at += 3 * kMiB + 4099) {
+    ASSERT_TRUE(WriteAll(fd.get(), "x", at));
+  }
+  ASSERT_SYS_OK(fallocate(fd.get(), 0, 0, 256 * kMiB));
+  std::string buffer(kMiB, '\0');
+  for (uint64_t at = 0; at < 512 * kMiB; at += kMiB) {
+    const std::optional<std::string> got = ReadAt(fd.get(), at, kMiB);
+    ASSERT_TRUE(got.has_value());
+    for (size_t i = 0; i < got->size(); ++i) {
+      if ((*got)[i] == 0) continue;
+      const uint64_t offset = at + i;
+      ASSERT_EQ((*got)[i], 'x') << "old bytes at " << offset;
+      ASSERT_EQ((offset - (4096 + 17)) % (3 * kMiB + 4099), 0u) << "stray byte at " << offset;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, MountCudaTest, testing::Values("cuda"), BackendName);
+
+}  // namespace
+}  // namespace cudafs_test
+
+#else  // !CUDAFS_WITH_CUDA
+
+TEST(MountCudaTest, Skipped) {
+  GTEST_SKIP() << "cudafs was built without the CUDA headers: no GPU tests";
+}
+
+#endif  // CUDAFS_WITH_CUDA
