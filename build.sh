@@ -22,6 +22,10 @@ packages=(build-essential cmake pkg-config libfuse3-dev fuse3 libabsl-dev libgte
 # a word, when liburing or libnuma is missing.
 libfuse_build_packages=(dpkg-dev meson ninja-build liburing-dev libnuma-dev)
 libfuse_prefix=$PWD/build/libfuse
+# Our patches to that build, each saying why (upstreamable, for what
+# libfuse lacks); a build made with another set is made again.
+libfuse_patches=(fs/daemon/libfuse/*.patch)
+libfuse_patches_hash() { cat "${libfuse_patches[@]}" | sha256sum | cut -d' ' -f1; }
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -78,13 +82,15 @@ fetch_debian_source() {
 # libfuse runs fusermount3 from its own bindir ($libfuse_prefix/bin) before
 # the one on PATH, and a root mount with auto_unmount needs one as new as
 # libfuse (`fusermount3 --auto-unmount`; Debian 12's 3.14 lacks it), so the
-# fusermount3 of the same source goes there: setuid root like the system's,
+# fusermount3 of the same source goes there, with our patch for FUSE over
+# io_uring (fs/daemon/libfuse/): setuid root like the system's,
 # so that users' mounts keep working, and reading /etc/fuse.conf. Only
 # installed when building as root; otherwise cudafs refuses auto_unmount
 # for root (see CheckAutoUnmount in fs/daemon/main.cc).
 obtain_libfuse() {
   if pkg-config --atleast-version=3.18 fuse3; then return; fi
   if [ -f "$libfuse_prefix/lib/pkgconfig/fuse3.pc" ] &&
+     [ "$(cat "$libfuse_prefix/patches.sha256" 2>/dev/null)" = "$(libfuse_patches_hash)" ] &&
      { [ -x "$libfuse_prefix/bin/fusermount3" ] || [ "$(id -u)" -ne 0 ]; }; then
     return
   fi
@@ -105,6 +111,13 @@ obtain_libfuse() {
     echo "build.sh: Debian's libfuse source is older than 3.18; using the system libfuse"
     return
   fi
+  local patch
+  for patch in "${libfuse_patches[@]}"; do
+    if ! patch -p1 -s -d "$source" <"$patch"; then
+      echo "build.sh: $patch does not apply to libfuse ${source##*/fuse3-}; using the system libfuse"
+      return
+    fi
+  done
   # `meson install` runs no install scripts when given --tags: libfuse's
   # would write /etc/fuse.conf, udev rules and an init script.
   if ! (meson setup "$work/build" "$source" --prefix="$libfuse_prefix" --libdir=lib \
@@ -123,6 +136,7 @@ obtain_libfuse() {
   else
     rm -f "$libfuse_prefix/bin/fusermount3"
   fi
+  libfuse_patches_hash >"$libfuse_prefix/patches.sha256"
   grep -q '^#define HAVE_URING' "$work/build/fuse_config.h" ||
     echo "build.sh: warning: libfuse ${source##*/fuse3-} was built without FUSE over io_uring"
 }
