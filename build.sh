@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian/Ubuntu clone:
-#   ./build.sh mount MOUNTPOINT [cudafs options...]   install deps, build, mount
+#   ./build.sh mount MOUNTPOINT [cudafs options...]   install deps, build cudafs alone, mount
 #   ./build.sh test                                   install deps, build, run every test
 #                                                     (over /dev/fuse, then over io_uring)
 #   ./build.sh build                                  install deps, build
@@ -141,11 +141,15 @@ obtain_libfuse() {
     echo "build.sh: warning: libfuse ${source##*/fuse3-} was built without FUSE over io_uring"
 }
 
+# build [TARGET...]: configures ./build and builds the CMake targets named
+# (mounting needs only `cudafs`, not the tests and benchmarks), or all.
 build() {
   install_dependencies
   cmake -S . -B build -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
     -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" ${CMAKE_ARGS:-}
-  cmake --build build -j "$(nproc)"
+  local targets=()
+  if (($#)); then targets=(--target "$@"); fi
+  cmake --build build -j "$(nproc)" "${targets[@]}"
 }
 
 # Runs ctest "$@" in the current directory once per FUSE transport: over
@@ -259,7 +263,7 @@ case "$command" in
   mount)
     mountpoint=${2:?usage: ./build.sh mount MOUNTPOINT [cudafs options...]}
     shift 2
-    build
+    build cudafs
     mkdir -p "$mountpoint"
     as_root ./build/cudafs "$mountpoint" "$@"
     echo "build.sh: cudafs mounted on $mountpoint (unmount: umount $mountpoint)"

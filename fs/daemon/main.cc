@@ -32,8 +32,10 @@
 #include "alloc/devices/open_device.h"
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
+#include "fs/daemon/control_plane.h"
 #include "fs/daemon/memory_trimmer.h"
 #include "fs/daemon/mount_options.h"
+#include "fs/daemon/option_table.h"
 #include "fs/fuse/fuse_ops.h"
 #include "fs/fuse/session_loop.h"
 #ifdef CUDAFS_WITH_CUDA
@@ -296,10 +298,10 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   };
   Filesystem filesystem(&arena, config);
   context.filesystem = &filesystem;
-  context.owner_uid = getuid();
   context.requested_direct_io_min = options.direct_io_min;
   context.zero_message_open = options.zero_message_open;
-  context.faults = faults;
+  ControlPlane control(&context, getuid(), faults);
+  context.control = &control;
   context.cache = filesystem.CacheStats().budget_bytes > 0;
   absl::StatusOr<bool> uring = UseUring(options.uring);
   if (!uring.ok()) return fail(std::string(uring.status().message()));
@@ -377,6 +379,9 @@ int Main(int argc, char** argv) {
       return 0;
     case MountOptions::Action::kListDevices:
       return ListDevices();
+    case MountOptions::Action::kOptionsMarkdown:
+      std::printf("%s", MountOptionsMarkdown().c_str());
+      return 0;
     case MountOptions::Action::kStats:
       return PrintStats(options.mountpoint);
     case MountOptions::Action::kMount:

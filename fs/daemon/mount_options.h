@@ -2,6 +2,7 @@
 //
 //   cudafs [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
 //   cudafs --help | --version | --list-devices | --stats MOUNTPOINT
+//   cudafs --options-markdown   (not in --help: the README's option table)
 //
 // Options may come in any order and -o may repeat (mount.fuse3 runs
 // `cudafs SOURCE MOUNTPOINT -o rw,size=8G,...`). Parsing is pure: nothing
@@ -33,10 +34,11 @@ struct SizeSpec {
   // Bytes for a device with `device_memory` bytes; `default_percent` when
   // neither is set.
   uint64_t Resolve(uint64_t device_memory, double default_percent) const;
+  friend bool operator==(const SizeSpec&, const SizeSpec&) = default;
 };
 
 struct MountOptions {
-  enum class Action { kMount, kHelp, kVersion, kListDevices, kStats };
+  enum class Action { kMount, kHelp, kVersion, kListDevices, kStats, kOptionsMarkdown };
   Action action = Action::kMount;
 
   std::string source = "cudafs";  // shown in /proc/mounts and df
@@ -45,6 +47,8 @@ struct MountOptions {
   bool debug = false;          // -d (implies foreground)
   bool single_threaded = false;  // -s
 
+  // What each -o option sets: fs/daemon/option_table.cc, whose defaults
+  // (shown in --help) are the ones here (tested).
   SizeSpec size;
   std::optional<uint64_t> nr_inodes;  // 0: unlimited
   mode_t mode = 01777;
@@ -80,6 +84,8 @@ struct MountOptions {
   // Options handed to libfuse unchanged (allow_other, auto_unmount, ro,
   // nosuid, ...), without the leading "-o".
   std::vector<std::string> fuse_options;
+
+  friend bool operator==(const MountOptions&, const MountOptions&) = default;
 };
 
 // Parses argv (argv[0] is the program name). On error the status message is

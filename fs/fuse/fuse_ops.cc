@@ -11,14 +11,11 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <string_view>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "alloc/base/errors.h"
 #include "alloc/base/log.h"
-#include "alloc/devices/faulty_device.h"
 
 namespace cudafs {
 namespace {
@@ -516,27 +513,18 @@ void StatFs(fuse_req_t req, fuse_ino_t) {
   fuse_reply_statfs(req, &st);
 }
 
-bool IsStatsAttribute(fuse_ino_t ino, const char* name) {
-  return ino == FUSE_ROOT_ID && std::string_view(name) == kStatsAttribute;
+// The control plane, for an attribute of the root directory; else null.
+ControlAttributes* ControlOf(fuse_req_t req, fuse_ino_t ino) {
+  return ino == FUSE_ROOT_ID ? Context(req).control : nullptr;
 }
 
 void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
               int flags) {
-  if (IsStatsAttribute(ino, name)) {
-    fuse_reply_err(req, EPERM);  // read-only, like a file in /proc
-    return;
-  }
-  FaultyDevice* const faults = Context(req).faults;
-  if (faults != nullptr && ino == FUSE_ROOT_ID && std::string_view(name) == kFaultsAttribute) {
-    if (fuse_req_ctx(req)->uid != 0) return (void)fuse_reply_err(req, EPERM);
-    absl::StatusOr<FaultPlan> plan = ParseFaultPlan(absl::string_view(value, size));
-    if (!plan.ok()) {
-      LogError(absl::StrCat(kFaultsAttribute, ": ", plan.status().message()));
-      return (void)fuse_reply_err(req, EINVAL);
+  if (ControlAttributes* control = ControlOf(req, ino)) {
+    if (std::optional<absl::Status> status =
+            control->Set(name, absl::string_view(value, size), fuse_req_ctx(req)->uid)) {
+      return ReplyStatus(req, *status);
     }
-    faults->SetPlan(*plan);
-    LogInfo(absl::StrCat("fault injection: ", absl::string_view(value, size)));
-    return (void)fuse_reply_err(req, 0);
   }
   ReplyStatus(req, Fs(req).SetExtendedAttribute(ino, name, absl::string_view(value, size), flags));
 }
@@ -551,21 +539,11 @@ void ReplySized(fuse_req_t req, const absl::StatusOr<std::string>& value, size_t
 }
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  if (IsStatsAttribute(ino, name)) {
-    const FuseContext& context = Context(req);
-    // The counters follow everyone's activity on the mount (a side channel
-    // on other users' I/O): for root and the user who mounted it only.
-    const uid_t uid = fuse_req_ctx(req)->uid;
-    if (uid != 0 && uid != context.owner_uid) return (void)fuse_reply_err(req, EACCES);
-    std::string stats = absl::StrCat("transport ", context.transport.load(),
-                                     "\nuring_buffer_bytes ", context.uring_buffer_bytes.load(),
-                                     "\n", Fs(req).CacheStats().ToText());
-    if (context.faults != nullptr) {
-      absl::StrAppend(&stats, "faults_injected ", context.faults->injected(), "\n");
+  if (ControlAttributes* control = ControlOf(req, ino)) {
+    if (std::optional<absl::StatusOr<std::string>> value =
+            control->Get(name, fuse_req_ctx(req)->uid)) {
+      return ReplySized(req, *value, size);
     }
-    // This very request is among those counted.
-    absl::StrAppend(&stats, context.requests.ToText());
-    return ReplySized(req, stats, size);
   }
   ReplySized(req, Fs(req).GetExtendedAttribute(ino, name), size);
 }
@@ -575,9 +553,10 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  if (IsStatsAttribute(ino, name)) {
-    fuse_reply_err(req, EPERM);
-    return;
+  if (ControlAttributes* control = ControlOf(req, ino)) {
+    if (std::optional<absl::Status> status = control->Remove(name)) {
+      return ReplyStatus(req, *status);
+    }
   }
   ReplyStatus(req, Fs(req).RemoveExtendedAttribute(ino, name));
 }

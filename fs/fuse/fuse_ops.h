@@ -13,13 +13,12 @@
 #include <optional>
 
 #include "fs/core/filesystem.h"
+#include "fs/fuse/control_attributes.h"
 #include "fs/fuse/open_policy.h"
 #include "fs/fuse/request_counters.h"
 #include "fs/fuse/uring_buffers.h"
 
 namespace cudafs {
-
-class FaultyDevice;
 
 // The session's userdata.
 struct FuseContext {
@@ -70,23 +69,12 @@ struct FuseContext {
   std::atomic<uint64_t> uring_buffer_bytes{0};
   // Requests served, by type, over either transport: for the stats.
   RequestCounters requests;
-  // The user who mounted (the daemon's uid): reads the stats, with root.
-  uid_t owner_uid = 0;
   // The mounted session, once there is one: for notifications.
   std::atomic<fuse_session*> session{nullptr};
-  // The device's fault injector when the daemon was started with
-  // CUDAFS_FAULT_INJECTION=1 (a testing aid), else null.
-  FaultyDevice* faults = nullptr;
+  // Asked first about the root directory's extended attributes (the
+  // stats, fault injection); null: every attribute is the Filesystem's.
+  ControlAttributes* control = nullptr;
 };
-
-// The virtual extended attribute of the root directory that holds the
-// mount's counters as "name value" lines (cudafs --stats reads it).
-inline constexpr char kStatsAttribute[] = "user.cudafs.stats";
-// With fault injection on, root (uid 0) sets the plan by setting this
-// attribute of the root directory to ParseFaultPlan's text ("off" stops
-// it); the stats then count the faults injected. Otherwise it is an
-// ordinary attribute.
-inline constexpr char kFaultsAttribute[] = "user.cudafs.faults";
 
 const fuse_lowlevel_ops& FuseOperations();
 

@@ -1,0 +1,47 @@
+#include "fs/daemon/control_plane.h"
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "alloc/base/errors.h"
+#include "alloc/base/log.h"
+
+namespace cudafs {
+
+std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view name,
+                                                             uid_t caller) {
+  if (name != kStatsAttribute) return std::nullopt;
+  // The counters follow everyone's activity on the mount (a side channel
+  // on other users' I/O): for root and the user who mounted it only.
+  if (caller != 0 && caller != owner_) return PosixError(EACCES, "the stats are the owner's");
+  std::string stats = absl::StrCat("transport ", context_->transport.load(),
+                                   "\nuring_buffer_bytes ", context_->uring_buffer_bytes.load(),
+                                   "\n", context_->filesystem->CacheStats().ToText());
+  if (faults_ != nullptr) absl::StrAppend(&stats, "faults_injected ", faults_->injected(), "\n");
+  // This very request is among those counted.
+  absl::StrAppend(&stats, context_->requests.ToText());
+  return stats;
+}
+
+std::optional<absl::Status> ControlPlane::Set(absl::string_view name, absl::string_view value,
+                                              uid_t caller) {
+  // Read-only, like a file in /proc.
+  if (name == kStatsAttribute) return PosixError(EPERM, "the stats are read-only");
+  if (faults_ == nullptr || name != kFaultsAttribute) return std::nullopt;
+  if (caller != 0) return PosixError(EPERM, "only root sets the fault plan");
+  absl::StatusOr<FaultPlan> plan = ParseFaultPlan(value);
+  if (!plan.ok()) {
+    LogError(absl::StrCat(kFaultsAttribute, ": ", plan.status().message()));
+    return PosixError(EINVAL, plan.status().message());
+  }
+  faults_->SetPlan(*plan);
+  LogInfo(absl::StrCat("fault injection: ", value));
+  return absl::OkStatus();
+}
+
+std::optional<absl::Status> ControlPlane::Remove(absl::string_view name) {
+  if (name == kStatsAttribute) return PosixError(EPERM, "the stats are read-only");
+  return std::nullopt;
+}
+
+}  // namespace cudafs

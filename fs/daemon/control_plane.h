@@ -1,0 +1,51 @@
+// The control attributes of a cudafs mount's root directory:
+//
+//   user.cudafs.stats   the mount's counters as "name value" lines (cudafs
+//                       --stats reads it); read-only
+//   user.cudafs.faults  with fault injection on (CUDAFS_FAULT_INJECTION=1, a
+//                       testing aid), root sets the device's fault plan by
+//                       setting it to ParseFaultPlan's text ("off" stops it);
+//                       the stats then count the faults injected. Otherwise
+//                       it is an ordinary attribute.
+#ifndef CUDAFS_FS_DAEMON_CONTROL_PLANE_H_
+#define CUDAFS_FS_DAEMON_CONTROL_PLANE_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "alloc/devices/faulty_device.h"
+#include "fs/fuse/control_attributes.h"
+#include "fs/fuse/fuse_ops.h"
+
+namespace cudafs {
+
+inline constexpr char kStatsAttribute[] = "user.cudafs.stats";
+inline constexpr char kFaultsAttribute[] = "user.cudafs.faults";
+
+class ControlPlane final : public ControlAttributes {
+ public:
+  // The stats come from `context` (the glue's counters) and its filesystem;
+  // `owner` mounted (the daemon's uid); `faults` is null without fault
+  // injection. All must outlive the plane.
+  ControlPlane(const FuseContext* context, uid_t owner, FaultyDevice* faults)
+      : context_(context), owner_(owner), faults_(faults) {}
+
+  std::optional<absl::StatusOr<std::string>> Get(absl::string_view name, uid_t caller) override;
+  std::optional<absl::Status> Set(absl::string_view name, absl::string_view value,
+                                  uid_t caller) override;
+  std::optional<absl::Status> Remove(absl::string_view name) override;
+
+ private:
+  const FuseContext* const context_;
+  const uid_t owner_;
+  FaultyDevice* const faults_;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_DAEMON_CONTROL_PLANE_H_
