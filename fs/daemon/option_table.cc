@@ -241,8 +241,7 @@ const std::vector<MountOptionSpec>& Table() {
                   .readme = "Falling back to host memory, `auto` says so in a one-line notice"},
                  {.syntax = "backend=null",
                   .help = "store nothing (reads return zeros): measures FUSE's own cost",
-                  .readme = "Writes are dropped. Only for measuring what FUSE itself costs "
-                            "(the benchmarks' floor)"}},
+                  .readme = "Writes are dropped: the benchmarks' floor"}},
        .default_value = "auto"},
       {.names = "device",
        .value = kRequired,
@@ -282,8 +281,8 @@ const std::vector<MountOptionSpec>& Table() {
        .forms = {{.help = "opening and closing an existing file cost no request, so it\n"
                           "goes through the page cache whatever its size: re-reading a\n"
                           "tree is nearly as fast as on tmpfs, reading large files is\n"
-                          "slower (see the README)",
-                  .readme = "Not with `direct_io` or `direct_io_min=` (see *Data path*)"}}},
+                          "slower; not with direct_io or direct_io_min=",
+                  .readme = "See *Data path*"}}},
       {.names = "cache",
        .value = kRequired,
        .apply = Into<&MountOptions::cache_bytes>(
