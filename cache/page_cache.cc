@@ -18,11 +18,11 @@ std::string PageCacheStats::ToText() const {
       flushed_bytes, flush_copies, bytes_per_batch);
 }
 
-PageCache::PageCache(Device* device, uint64_t budget_bytes) : device_(device) {
+PageCache::PageCache(Device* device, uint64_t budget_bytes) : staging_(device, kFillBytes) {
   const uint64_t frames = std::min<uint64_t>(budget_bytes / kPageSize, kNoFrame - 1);
   if (frames > 0) {
-    frames_ = static_cast<char*>(device->AllocateHostBuffer(frames * kPageSize));
-    if (frames_ != nullptr) frame_count_ = static_cast<uint32_t>(frames);
+    frames_ = PinnedBuffer(device, frames * kPageSize);
+    if (frames_.data() != nullptr) frame_count_ = static_cast<uint32_t>(frames);
   }
   absl::MutexLock lock(&mu_);
   stats_.budget_bytes = uint64_t{frame_count_} * kPageSize;
@@ -30,12 +30,6 @@ PageCache::PageCache(Device* device, uint64_t budget_bytes) : device_(device) {
   free_.reserve(frame_count_);
   // Taken from the back: frames are used from the start of the pool.
   for (Frame frame = frame_count_; frame > 0; --frame) free_.push_back(frame - 1);
-}
-
-PageCache::~PageCache() {
-  if (frames_ != nullptr) device_->FreeHostBuffer(frames_, uint64_t{frame_count_} * kPageSize);
-  absl::MutexLock lock(&staging_mu_);
-  for (char* buffer : staging_) device_->FreeHostBuffer(buffer, kFillBytes);
 }
 
 PageCacheStats PageCache::Stats() const {
@@ -144,23 +138,6 @@ void PageCache::Touch(Frame frame) {
   Page& page = pages_[frame];
   if (page.lru == lru_.end()) return;
   lru_.splice(lru_.end(), lru_, page.lru);
-}
-
-char* PageCache::AcquireStaging() {
-  {
-    absl::MutexLock lock(&staging_mu_);
-    if (!staging_.empty()) {
-      char* buffer = staging_.back();
-      staging_.pop_back();
-      return buffer;
-    }
-  }
-  return static_cast<char*>(device_->AllocateHostBuffer(kFillBytes));
-}
-
-void PageCache::ReleaseStaging(char* buffer) {
-  absl::MutexLock lock(&staging_mu_);
-  staging_.push_back(buffer);
 }
 
 }  // namespace cudafs

@@ -35,6 +35,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "alloc/devices/device.h"
+#include "alloc/devices/pinned_buffer.h"
+#include "alloc/devices/pinned_buffer_pool.h"
 
 namespace cudafs {
 
@@ -73,7 +75,6 @@ class PageCache {
   // A cache of `budget_bytes` (rounded down to pages) over `device`'s
   // host buffers; 0 disables it.
   PageCache(Device* device, uint64_t budget_bytes);
-  ~PageCache();
   PageCache(const PageCache&) = delete;
   PageCache& operator=(const PageCache&) = delete;
 
@@ -102,7 +103,7 @@ class PageCache {
     std::list<Frame>::iterator lru;  // valid while clean and owned
   };
 
-  char* FrameData(Frame frame) const { return frames_ + uint64_t{frame} * kPageSize; }
+  char* FrameData(Frame frame) const { return frames_.data() + uint64_t{frame} * kPageSize; }
   // A free frame for page `index` of `owner`, evicting the least recently
   // used clean page if needed; kNoFrame when every frame is dirty or pinned.
   // The new page is clean and not yet in the LRU list.
@@ -120,14 +121,13 @@ class PageCache {
   void Touch(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Pinned buffers of kFillBytes for read fills.
-  char* AcquireStaging();
-  void ReleaseStaging(char* buffer);
+  char* AcquireStaging() { return staging_.Acquire(); }
+  void ReleaseStaging(char* buffer) { staging_.Release(buffer); }
 
-  Device* const device_;
   // Set once in the constructor; 0 frames when the budget is 0 or its
   // memory could not be had.
   uint32_t frame_count_ = 0;
-  char* frames_ = nullptr;
+  PinnedBuffer frames_;
 
   mutable absl::Mutex mu_;
   absl::CondVar pressure_;
@@ -138,8 +138,7 @@ class PageCache {
   absl::flat_hash_set<CachedFile*> dirty_files_ ABSL_GUARDED_BY(mu_);
   PageCacheStats stats_ ABSL_GUARDED_BY(mu_);
 
-  absl::Mutex staging_mu_;
-  std::vector<char*> staging_ ABSL_GUARDED_BY(staging_mu_);
+  PinnedBufferPool staging_;
 };
 
 }  // namespace cudafs

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "alloc/base/sizes.h"
 
 namespace cudafs {
 
@@ -52,6 +53,11 @@ struct DeviceRange {
   size_t length;
 };
 
+// The granule of the devices free to choose one (host, null): what the CUDA
+// driver recommends for VRAM, so that every backend commits and accounts
+// alike.
+inline constexpr uint64_t kDefaultGranuleBytes = 2 * kMiB;
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -81,7 +87,8 @@ class Device {
 
   // Called with a buffer the caller will pass to Write/Read many times, so a
   // device that copies faster from registered memory can ask for pinned host
-  // memory. The default is plain heap memory. Freed with FreeHostBuffer.
+  // memory. The default is plain heap memory. Page-aligned; null when the
+  // memory cannot be had. Freed with FreeHostBuffer (see PinnedBuffer).
   virtual void* AllocateHostBuffer(size_t length);
   virtual void FreeHostBuffer(void* buffer, size_t length);
 

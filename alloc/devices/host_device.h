@@ -16,8 +16,7 @@ namespace cudafs {
 
 class HostDevice final : public Device {
  public:
-  // Same granule as the CUDA device, so both backends account alike.
-  static constexpr uint64_t kGranule = 2 << 20;
+  static constexpr uint64_t kGranule = kDefaultGranuleBytes;
 
   // Reserves `arena_size` bytes of address space (rounded up to a granule).
   static absl::StatusOr<std::unique_ptr<HostDevice>> Create(uint64_t arena_size);

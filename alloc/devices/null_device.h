@@ -2,6 +2,7 @@
 // commits always succeed, so a mount on it (backend=null) measures what
 // FUSE and the filesystem core cost without any data movement: the floor
 // against which the real devices' throughput is reported. Not for data.
+// Tests derive from it for a device whose storage they do not use.
 #ifndef CUDAFS_ALLOC_DEVICES_NULL_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_NULL_DEVICE_H_
 
@@ -9,7 +10,7 @@
 
 namespace cudafs {
 
-class NullDevice final : public Device {
+class NullDevice : public Device {
  public:
   explicit NullDevice(uint64_t arena_size);
 
@@ -25,7 +26,7 @@ class NullDevice final : public Device {
   absl::Status Zero(absl::Span<const DeviceRange>) override { return absl::OkStatus(); }
 
  private:
-  static constexpr uint64_t kGranule = 2 << 20;  // as the other devices
+  static constexpr uint64_t kGranule = kDefaultGranuleBytes;
   const uint64_t arena_size_;
 };
 

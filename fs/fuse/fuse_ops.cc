@@ -16,6 +16,8 @@
 #include "absl/strings/str_format.h"
 #include "alloc/base/errors.h"
 #include "alloc/base/log.h"
+#include "alloc/base/sizes.h"
+#include "alloc/devices/pinned_buffer.h"
 
 namespace cudafs {
 namespace {
@@ -102,22 +104,11 @@ void ReplyEntry(fuse_req_t req, const absl::StatusOr<struct stat>& st) {
 // A per-thread buffer for read replies, from the device so that a GPU
 // device can fill it with one DMA (pinned memory).
 char* ReadBuffer(Device& device, size_t size) {
-  struct Buffer {
-    Device* device = nullptr;
-    char* data = nullptr;
-    size_t size = 0;
-    ~Buffer() {
-      if (data) device->FreeHostBuffer(data, size);
-    }
-  };
-  thread_local Buffer buffer;
-  if (buffer.size < size || buffer.device != &device) {
-    if (buffer.data) buffer.device->FreeHostBuffer(buffer.data, buffer.size);
-    buffer.device = &device;
-    buffer.size = std::max<size_t>(size, 1 << 20);
-    buffer.data = static_cast<char*>(device.AllocateHostBuffer(buffer.size));
+  thread_local PinnedBuffer buffer;
+  if (buffer.size() < size || buffer.device() != &device) {
+    buffer = PinnedBuffer(&device, std::max<size_t>(size, kMaxRequestBytes));
   }
-  return buffer.data;
+  return buffer.data();
 }
 
 // Declines a capability libfuse may ask for by default.
@@ -145,8 +136,8 @@ void Init(void* userdata, fuse_conn_info* conn) {
 #endif
   context.transport = uring ? "io_uring" : "/dev/fuse";
   // Large requests: FUSE's per-request cost, not the copy, is the limit.
-  conn->max_write = 1 << 20;
-  conn->max_readahead = 1 << 20;
+  conn->max_write = kMaxRequestBytes;
+  conn->max_readahead = kMaxRequestBytes;
   if (uring) {
     context.uring_buffer_bytes =
         uint64_t{static_cast<uint32_t>(get_nprocs_conf())} * context.uring_depth * conn->max_write;

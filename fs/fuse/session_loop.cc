@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "alloc/base/log.h"
+#include "alloc/devices/pinned_buffer.h"
 
 namespace cudafs {
 namespace {
@@ -94,11 +95,11 @@ class Workers {
  private:
   void Serve() {
     const size_t capacity = kRequestOffset + ReceiveBufferSize();
-    char* buffer = static_cast<char*>(device_.AllocateHostBuffer(capacity));
+    const PinnedBuffer buffer(&device_, capacity);
     int error = 0;
-    while (buffer != nullptr && !fuse_session_exited(session_)) {
+    while (buffer.data() != nullptr && !fuse_session_exited(session_)) {
       fuse_buf request = {};
-      request.mem = buffer + kRequestOffset;
+      request.mem = buffer.data() + kRequestOffset;
       request.size = capacity - kRequestOffset;
       const int received = fuse_session_receive_buf(session_, &request);
       if (received == -EINTR || received == -EAGAIN) continue;
@@ -110,8 +111,7 @@ class Workers {
       }
       fuse_session_process_buf(session_, &request);
     }
-    if (buffer == nullptr) error = -ENOMEM;
-    if (buffer != nullptr) device_.FreeHostBuffer(buffer, capacity);
+    if (buffer.data() == nullptr) error = -ENOMEM;
     fuse_session_exit(session_);
     absl::MutexLock lock(&mu_);
     if (error < 0 && error_ == 0) error_ = error;
