@@ -22,7 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "alloc/devices/open_device.h"
-#include "fs/fuse/open_policy.h"
+#include "fs/fuse/kernel_settings.h"
 
 namespace cudafs {
 

@@ -16,7 +16,6 @@
 #include "absl/strings/str_format.h"
 #include "alloc/base/errors.h"
 #include "alloc/base/log.h"
-#include "alloc/base/sizes.h"
 #include "alloc/devices/pinned_buffer.h"
 
 namespace cudafs {

@@ -14,7 +14,7 @@
 
 #include "fs/core/filesystem.h"
 #include "fs/fuse/control_attributes.h"
-#include "fs/fuse/open_policy.h"
+#include "fs/fuse/kernel_settings.h"
 #include "fs/fuse/request_counters.h"
 #include "fs/fuse/uring_buffers.h"
 
