@@ -1,5 +1,6 @@
 #include "fs/core/filesystem_state.h"
 
+#include <cassert>
 #include <cerrno>
 
 #include "alloc/base/errors.h"
@@ -16,8 +17,10 @@ bool Before(const timespec& a, const timespec& b) {
 }  // namespace
 
 FilesystemState::FilesystemState(Arena* arena, const FilesystemConfig& config, PageCache* cache)
-    : arena(arena), config(config), cache(cache), table(config.max_inodes) {
+    : arena(arena), config(config), cache(cache), table(config.max_inodes, &namespace_mu) {
   std::shared_ptr<Inode> root = table.CreateRoot(S_IFDIR | (config.root_mode & 07777));
+  absl::MutexLock namespace_lock(&namespace_mu);
+  WritesNamespaceOf(*root);
   absl::MutexLock lock(&root->mu);
   root->mode = S_IFDIR | (config.root_mode & 07777);
   root->nlink = 2;
@@ -54,6 +57,16 @@ bool FilesystemState::TouchAtime(Inode& inode) {
 
 void FilesystemState::AttributesChanged(InodeNumber ino) const {
   if (config.attributes_changed) config.attributes_changed(ino);
+}
+
+void FilesystemState::ReadsNamespaceOf(const Inode& inode) const {
+  assert(inode.namespace_mu == &namespace_mu);
+  namespace_mu.AssertReaderHeld();
+}
+
+void FilesystemState::WritesNamespaceOf(const Inode& inode) const {
+  assert(inode.namespace_mu == &namespace_mu);
+  namespace_mu.AssertHeld();
 }
 
 timespec Now() {

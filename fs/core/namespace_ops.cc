@@ -61,10 +61,12 @@ absl::StatusOr<struct stat> CreateNamed(FilesystemState& state, InodeNumber pare
   absl::MutexLock namespace_lock(&state.namespace_mu);
   absl::StatusOr<std::shared_ptr<Inode>> dir = state.GetDirectory(parent);
   if (!dir.ok()) return dir.status();
+  state.WritesNamespaceOf(**dir);
   if (IsDotOrDotDot(name) || (*dir)->directory->Find(name)) return PosixError(EEXIST);
   absl::StatusOr<std::shared_ptr<Inode>> created = state.table.Create(mode);
   if (!created.ok()) return created.status();
   Inode& inode = **created;
+  state.WritesNamespaceOf(inode);
   const timespec now = Now();
   struct stat st;
   {
@@ -124,6 +126,7 @@ absl::Status RemoveNamed(FilesystemState& state, InodeNumber parent, absl::strin
     absl::MutexLock namespace_lock(&state.namespace_mu);
     absl::StatusOr<std::shared_ptr<Inode>> dir = state.GetDirectory(parent);
     if (!dir.ok()) return dir.status();
+    state.WritesNamespaceOf(**dir);
     std::optional<Directory::Entry> entry = (*dir)->directory->Find(name);
     if (!entry) return PosixError(ENOENT);
     if (directory && entry->type != S_IFDIR) return PosixError(ENOTDIR);
@@ -131,6 +134,7 @@ absl::Status RemoveNamed(FilesystemState& state, InodeNumber parent, absl::strin
     absl::StatusOr<std::shared_ptr<Inode>> found = state.Get(entry->ino);
     if (!found.ok()) return found.status();
     victim = *found;
+    state.ReadsNamespaceOf(*victim);
     if (directory && !victim->directory->empty()) return PosixError(ENOTEMPTY);
     const timespec now = Now();
     InodePairLock lock(**dir, *victim);
@@ -150,6 +154,7 @@ bool IsAncestor(const FilesystemState& state, InodeNumber ancestor, InodeNumber 
     if (current == kRootInode) return false;
     std::shared_ptr<Inode> inode = state.table.Get(current);
     if (!inode) return false;
+    state.ReadsNamespaceOf(*inode);
     current = inode->parent;
   }
 }
@@ -206,6 +211,7 @@ absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_
     absl::ReaderMutexLock namespace_lock(&state_->namespace_mu);
     absl::StatusOr<std::shared_ptr<Inode>> dir = state_->GetDirectory(parent);
     if (!dir.ok()) return dir.status();
+    state_->ReadsNamespaceOf(**dir);
     InodeNumber ino;
     if (name == ".") {
       ino = parent;
@@ -295,6 +301,7 @@ absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_pa
   if (inode.is_directory()) return PosixError(EPERM);
   absl::StatusOr<std::shared_ptr<Inode>> dir = state_->GetDirectory(new_parent);
   if (!dir.ok()) return dir.status();
+  state_->WritesNamespaceOf(**dir);
   if (IsDotOrDotDot(new_name) || (*dir)->directory->Find(new_name)) return PosixError(EEXIST);
   const timespec now = Now();
   struct stat st;
@@ -341,6 +348,8 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
     if (!from_dir.ok()) return from_dir.status();
     absl::StatusOr<std::shared_ptr<Inode>> to_dir = state_->GetDirectory(new_parent);
     if (!to_dir.ok()) return to_dir.status();
+    state_->ReadsNamespaceOf(**from_dir);
+    state_->ReadsNamespaceOf(**to_dir);
     std::optional<Directory::Entry> source = (*from_dir)->directory->Find(name);
     if (!source) return PosixError(ENOENT);
     std::optional<Directory::Entry> target = (*to_dir)->directory->Find(new_name);
@@ -369,7 +378,10 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
     if (!exchange && replaced) {
       if (moved_is_dir && !replaced_is_dir) return PosixError(ENOTDIR);
       if (!moved_is_dir && replaced_is_dir) return PosixError(EISDIR);
-      if (replaced_is_dir && !replaced->directory->empty()) return PosixError(ENOTEMPTY);
+      if (replaced_is_dir) {
+        state_->ReadsNamespaceOf(*replaced);
+        if (!replaced->directory->empty()) return PosixError(ENOTEMPTY);
+      }
     }
 
     // Lock every inode involved, in inode-number order; safe because the
@@ -405,6 +417,7 @@ absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool pl
   if (!found.ok()) return found.status();
   Inode& dir = **found;
   if (!dir.is_directory()) return PosixError(ENOTDIR);
+  state_->ReadsNamespaceOf(dir);
   // Fills an entry's attributes; "." and ".." never carry a reference.
   auto describe = [&](Inode& inode, DirectoryEntry& entry) {
     absl::ReaderMutexLock lock(&inode.mu);
