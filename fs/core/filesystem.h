@@ -5,7 +5,7 @@
 // operation is testable without mounting.
 //
 // Semantics follow tmpfs: setgid directories, suid/sgid dropped on write
-// and chown (permissions are the kernel's business: see Caller),
+// and chown (permissions are the kernel's business: see permissions.h),
 // nanosecond timestamps with tmpfs' ctime/mtime rules and relatime atime,
 // holes that read as zeros, data that lives until the last lookup reference
 // and open handle of an unlinked file are gone.
@@ -35,57 +35,14 @@
 #include "absl/synchronization/mutex.h"
 #include "alloc/storage/arena.h"
 #include "cache/page_cache.h"
+#include "fs/core/permissions.h"
 
 namespace cudafs {
 
 using InodeNumber = uint64_t;
 inline constexpr InodeNumber kRootInode = 1;  // FUSE_ROOT_ID
 
-// Who asks. The mount always has default_permissions, so the kernel has
-// already checked every request against the POSIX permission bits and the
-// caller's capabilities (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN,
-// CAP_MKNOD, CAP_SYS_ADMIN for trusted.*, ...) before it reaches the core,
-// and the core applies no permission rule of its own: it could only
-// approximate the kernel's with uid 0, and a FUSE request carries no
-// capabilities. What the core still needs from the caller: the owner of
-// what it creates, and whether a change of a file's data removes the
-// file's set-user-ID and set-group-ID bits, which the kernel decides from
-// CAP_FSETID and passes along (FUSE_HANDLE_KILLPRIV_V2).
-class Caller {
- public:
-  // Supplementary groups are fetched only when needed (for FUSE that means
-  // reading /proc), and at most once.
-  using GroupsFetcher = std::function<std::vector<gid_t>()>;
-  // `drops_set_id` defaults to the rule used where the kernel gives no
-  // verdict: everyone but uid 0.
-  Caller(uid_t uid, gid_t gid, GroupsFetcher groups = nullptr)
-      : uid_(uid), gid_(gid), drops_set_id_(uid != 0), fetch_groups_(std::move(groups)) {}
-  static Caller Root() { return Caller(0, 0); }
-
-  uid_t uid() const { return uid_; }
-  gid_t gid() const { return gid_; }
-  // True when gid is the caller's primary or a supplementary group.
-  bool InGroup(gid_t gid) const;
-  // uid 0. Only for what the kernel cannot decide: listing trusted.* names
-  // (listxattr reaches the filesystem without a capability check).
-  bool is_root() const { return uid_ == 0; }
-  // True when a write, truncate, fallocate or copy into a regular file by
-  // this caller clears its set-user-ID bit, and its set-group-ID bit when
-  // the group may execute or the caller is not in the group, as the
-  // kernel's file_remove_privs() does for a caller without CAP_FSETID.
-  bool drops_set_id() const { return drops_set_id_; }
-  Caller& set_drops_set_id(bool drops) {
-    drops_set_id_ = drops;
-    return *this;
-  }
-
- private:
-  uid_t uid_;
-  gid_t gid_;
-  bool drops_set_id_;
-  GroupsFetcher fetch_groups_;
-  mutable std::optional<std::vector<gid_t>> groups_;
-};
+struct FilesystemState;
 
 struct FilesystemConfig {
   mode_t root_mode = 01777;  // like tmpfs
@@ -225,8 +182,13 @@ class Filesystem {
   Arena& arena() { return *arena_; }
 
  private:
+  // Owns the state below and the page cache with its write-back thread
+  // (filesystem.cc).
   class Impl;
   std::unique_ptr<Impl> impl_;
+  // impl_'s inodes, namespace and configuration, which every operation
+  // works on (fs/core/filesystem_state.h).
+  FilesystemState* state_;
   Arena* arena_;
 };
 

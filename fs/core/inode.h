@@ -3,8 +3,14 @@
 // Locking (see the overview in fs/core/filesystem.cc):
 //  - `mu` guards the attributes, the extended attributes and the file data;
 //  - `directory` and `parent` belong to the namespace and are guarded by the
-//    Filesystem's namespace lock;
-//  - `lookups` and `opens` are guarded by the InodeTable's lock.
+//    Filesystem's namespace lock, which every inode names (`namespace_mu`);
+//  - `lookups` and `opens` are guarded by the InodeTable's lock, which every
+//    inode names too (`table_mu`).
+// Both locks are shared by all inodes of a filesystem, so the analysis
+// cannot tell that a lock held through the Filesystem or the InodeTable is
+// the one an inode names: FilesystemState::ReadsNamespaceOf and
+// WritesNamespaceOf, and InodeTable::CountsOf, say so (and check it) before
+// such a field is used.
 #ifndef CUDAFS_FS_CORE_INODE_H_
 #define CUDAFS_FS_CORE_INODE_H_
 
@@ -26,7 +32,12 @@
 namespace cudafs {
 
 struct Inode {
-  Inode(uint64_t number, mode_t initial_mode) : ino(number), type(initial_mode & S_IFMT) {}
+  // `namespace_mu` and `table_mu`: see the locking above.
+  Inode(uint64_t number, mode_t initial_mode, absl::Mutex* namespace_lock, absl::Mutex* table_lock)
+      : ino(number),
+        type(initial_mode & S_IFMT),
+        namespace_mu(namespace_lock),
+        table_mu(table_lock) {}
 
   bool is_directory() const { return type == S_IFDIR; }
   bool is_regular() const { return type == S_IFREG; }
@@ -34,6 +45,8 @@ struct Inode {
 
   const uint64_t ino;
   const mode_t type;  // S_IFMT bits; never change
+  absl::Mutex* const namespace_mu;
+  absl::Mutex* const table_mu;
 
   mutable absl::Mutex mu;
   mode_t mode ABSL_GUARDED_BY(mu) = 0;  // type and permission bits
@@ -49,9 +62,12 @@ struct Inode {
   std::unique_ptr<CachedFile> data ABSL_GUARDED_BY(mu);  // regular files only
   std::string symlink_target;  // set before the inode is published
 
-  // Namespace (Filesystem's namespace lock).
-  std::unique_ptr<Directory> directory;  // directories only
-  uint64_t parent = 0;                   // directories only
+  // Namespace; directories only. Both are set when the directory is made,
+  // under the namespace lock; `parent` changes when a rename moves the
+  // directory, under the namespace lock held exclusively.
+  std::unique_ptr<Directory> directory ABSL_GUARDED_BY(namespace_mu)
+      ABSL_PT_GUARDED_BY(namespace_mu);
+  uint64_t parent ABSL_GUARDED_BY(namespace_mu) = 0;
 
   // The inode space (InodeTable) its extended attributes take.
   uint64_t XattrSpace() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
@@ -65,9 +81,9 @@ struct Inode {
     return 64 + name.size() + 1 + value.size();
   }
 
-  // Lifetime counts (InodeTable's lock).
-  uint64_t lookups = 0;
-  uint64_t opens = 0;
+  // Lifetime counts.
+  uint64_t lookups ABSL_GUARDED_BY(table_mu) = 0;
+  uint64_t opens ABSL_GUARDED_BY(table_mu) = 0;
 };
 
 }  // namespace cudafs

@@ -13,13 +13,27 @@
 namespace cudafs {
 namespace {
 
+// The tables here belong to no filesystem; this stands for its namespace
+// lock.
+absl::Mutex namespace_mu;
+
+uint64_t Lookups(const Inode& inode) {
+  absl::MutexLock lock(inode.table_mu);
+  return inode.lookups;
+}
+
+uint64_t Opens(const Inode& inode) {
+  absl::MutexLock lock(inode.table_mu);
+  return inode.opens;
+}
+
 void SetNlink(Inode& inode, nlink_t nlink) {
   absl::MutexLock lock(&inode.mu);
   inode.nlink = nlink;
 }
 
 TEST(InodeTableTest, CreateRootAndGet) {
-  InodeTable table(0);
+  InodeTable table(0, &namespace_mu);
   std::shared_ptr<Inode> root = table.CreateRoot(S_IFDIR | 0755);
   ASSERT_NE(root, nullptr);
   EXPECT_EQ(root->ino, 1u);
@@ -31,7 +45,7 @@ TEST(InodeTableTest, CreateRootAndGet) {
 }
 
 TEST(InodeTableTest, CreateAssignsIncreasingNumbersFromTwo) {
-  InodeTable table(0);
+  InodeTable table(0, &namespace_mu);
   table.CreateRoot(S_IFDIR | 0755);
   absl::StatusOr<std::shared_ptr<Inode>> a = table.Create(S_IFREG | 0644);
   absl::StatusOr<std::shared_ptr<Inode>> b = table.Create(S_IFDIR | 0755);
@@ -50,12 +64,12 @@ TEST(InodeTableTest, CreateAssignsIncreasingNumbersFromTwo) {
   EXPECT_EQ(table.Get(3), *b);
   EXPECT_EQ(table.Get(4), *c);
   EXPECT_EQ(table.size(), 4u);
-  EXPECT_EQ((*a)->lookups, 0u);
-  EXPECT_EQ((*a)->opens, 0u);
+  EXPECT_EQ(Lookups(**a), 0u);
+  EXPECT_EQ(Opens(**a), 0u);
 }
 
 TEST(InodeTableTest, MaxInodesCountsRootAndGivesEnospc) {
-  InodeTable table(3);
+  InodeTable table(3, &namespace_mu);
   EXPECT_EQ(table.max_inodes(), 3u);
   table.CreateRoot(S_IFDIR | 0755);
   absl::StatusOr<std::shared_ptr<Inode>> a = table.Create(S_IFREG | 0644);
@@ -76,7 +90,7 @@ TEST(InodeTableTest, MaxInodesCountsRootAndGivesEnospc) {
 }
 
 TEST(InodeTableTest, MaxInodesZeroIsUnlimited) {
-  InodeTable table(0);
+  InodeTable table(0, &namespace_mu);
   table.CreateRoot(S_IFDIR | 0755);
   std::vector<std::shared_ptr<Inode>> keep;
   for (int i = 0; i < 10000; ++i) {
@@ -88,16 +102,16 @@ TEST(InodeTableTest, MaxInodesZeroIsUnlimited) {
 }
 
 TEST(InodeTableTest, InodeWithNameStays) {
-  InodeTable table(0);
+  InodeTable table(0, &namespace_mu);
   auto inode = *table.Create(S_IFREG | 0644);
   SetNlink(*inode, 1);
   table.DropIfUnused(inode);
   EXPECT_EQ(table.Get(inode->ino), inode);
   table.Forget(inode, 5);  // more than it has: clamps, still named
-  EXPECT_EQ(inode->lookups, 0u);
+  EXPECT_EQ(Lookups(*inode), 0u);
   EXPECT_EQ(table.Get(inode->ino), inode);
   table.Release(inode);  // no open: no underflow
-  EXPECT_EQ(inode->opens, 0u);
+  EXPECT_EQ(Opens(*inode), 0u);
   EXPECT_EQ(table.Get(inode->ino), inode);
   SetNlink(*inode, 0);
   table.DropIfUnused(inode);
@@ -105,54 +119,54 @@ TEST(InodeTableTest, InodeWithNameStays) {
 }
 
 TEST(InodeTableTest, LookupsKeepUnlinkedInode) {
-  InodeTable table(0);
+  InodeTable table(0, &namespace_mu);
   auto inode = *table.Create(S_IFREG | 0644);
   SetNlink(*inode, 1);
   table.AddLookup(*inode);
   table.AddLookup(*inode, 2);
-  EXPECT_EQ(inode->lookups, 3u);
+  EXPECT_EQ(Lookups(*inode), 3u);
   SetNlink(*inode, 0);  // unlinked
   table.DropIfUnused(inode);
   EXPECT_NE(table.Get(inode->ino), nullptr);
   table.Forget(inode, 1);
-  EXPECT_EQ(inode->lookups, 2u);
+  EXPECT_EQ(Lookups(*inode), 2u);
   EXPECT_NE(table.Get(inode->ino), nullptr);
   table.Forget(inode, 1);
   EXPECT_NE(table.Get(inode->ino), nullptr);
   table.Forget(inode, 1);
-  EXPECT_EQ(inode->lookups, 0u);
+  EXPECT_EQ(Lookups(*inode), 0u);
   EXPECT_EQ(table.Get(inode->ino), nullptr);
 }
 
 TEST(InodeTableTest, ForgetMoreThanHeldClampsAndDrops) {
-  InodeTable table(0);
+  InodeTable table(0, &namespace_mu);
   auto inode = *table.Create(S_IFREG | 0644);
   table.AddLookup(*inode, 2);
   table.Forget(inode, 100);
-  EXPECT_EQ(inode->lookups, 0u);
+  EXPECT_EQ(Lookups(*inode), 0u);
   EXPECT_EQ(table.Get(inode->ino), nullptr);
 }
 
 TEST(InodeTableTest, OpensKeepUnlinkedInode) {
-  InodeTable table(0);
+  InodeTable table(0, &namespace_mu);
   auto inode = *table.Create(S_IFREG | 0644);
   SetNlink(*inode, 1);
   table.AddOpen(*inode);
   table.AddOpen(*inode);
-  EXPECT_EQ(inode->opens, 2u);
+  EXPECT_EQ(Opens(*inode), 2u);
   SetNlink(*inode, 0);
   table.DropIfUnused(inode);
   EXPECT_NE(table.Get(inode->ino), nullptr);
   table.Release(inode);
-  EXPECT_EQ(inode->opens, 1u);
+  EXPECT_EQ(Opens(*inode), 1u);
   EXPECT_NE(table.Get(inode->ino), nullptr);
   table.Release(inode);
-  EXPECT_EQ(inode->opens, 0u);
+  EXPECT_EQ(Opens(*inode), 0u);
   EXPECT_EQ(table.Get(inode->ino), nullptr);
 }
 
 TEST(InodeTableTest, NeedsAllCountsZero) {
-  InodeTable table(0);
+  InodeTable table(0, &namespace_mu);
   auto inode = *table.Create(S_IFREG | 0644);
   table.AddLookup(*inode);
   table.AddOpen(*inode);
@@ -176,7 +190,7 @@ TEST(InodeTableTest, NeedsAllCountsZero) {
 }
 
 TEST(InodeTableTest, RootIsNeverDropped) {
-  InodeTable table(0);
+  InodeTable table(0, &namespace_mu);
   auto root = table.CreateRoot(S_IFDIR | 0755);
   table.AddLookup(*root);
   table.Forget(root, 1);
@@ -185,7 +199,7 @@ TEST(InodeTableTest, RootIsNeverDropped) {
 }
 
 TEST(InodeTableTest, DroppedInodeSurvivesWhileReferenced) {
-  InodeTable table(0);
+  InodeTable table(0, &namespace_mu);
   std::shared_ptr<Inode> inode = *table.Create(S_IFREG | 0644);
   std::weak_ptr<Inode> weak = inode;
   table.DropIfUnused(inode);
@@ -196,7 +210,7 @@ TEST(InodeTableTest, DroppedInodeSurvivesWhileReferenced) {
 }
 
 TEST(InodeTableTest, NumbersNeverReused) {
-  InodeTable table(0);
+  InodeTable table(0, &namespace_mu);
   table.CreateRoot(S_IFDIR | 0755);
   std::set<uint64_t> seen;
   uint64_t last = 1;

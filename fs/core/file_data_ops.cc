@@ -1,0 +1,229 @@
+// The file-data operations of Filesystem: opening, reading, writing,
+// allocating, seeking and copying the data of regular files (see
+// filesystem_state.h for the one-place rule, filesystem.cc for the locking;
+// Fsync is there, beside the write-back).
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <optional>
+#include <vector>
+
+#include "alloc/base/errors.h"
+#include "fs/core/filesystem.h"
+#include "fs/core/filesystem_state.h"
+
+namespace cudafs {
+namespace {
+
+absl::StatusOr<size_t> CopyLocked(
+    FilesystemState& state, Inode& from, uint64_t in_offset, Inode& to, uint64_t out_offset,
+    size_t length, const Caller& caller, bool* set_id_dropped,
+    bool* source_accessed) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // both locked by the caller
+  if (in_offset >= from.size) return 0;
+  const uint64_t count = std::min<uint64_t>(length, from.size - in_offset);
+  if (out_offset > kMaxFileSize || count > kMaxFileSize - out_offset) return PosixError(EFBIG);
+  if (absl::Status status = to.data->CopyFrom(*from.data, in_offset, out_offset, count);
+      !status.ok()) {
+    return status;
+  }
+  to.size = std::max<uint64_t>(to.size, out_offset + count);
+  to.mtime = to.ctime = Now();
+  *set_id_dropped = DropSetIdOnWrite(to, caller);
+  if (state.config.update_atime && NeedsAtimeUpdate(from, to.mtime)) {
+    from.atime = to.mtime;
+    *source_accessed = true;
+  }
+  return count;
+}
+
+absl::Status AllocateLocked(Inode& inode, int operation, bool keep_size, uint64_t offset,
+                            uint64_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inode.mu) {
+  if (inode.is_directory()) return PosixError(EISDIR);
+  if (!inode.is_regular()) return PosixError(ENODEV);
+  const uint64_t end = offset + length;
+  if (operation != 0) {
+    // Punching past the end has nothing to do; zeroing past it with
+    // KEEP_SIZE only preallocates.
+    if (offset < inode.size) {
+      const uint64_t punch_end = std::min(end, inode.size);
+      if (absl::Status status = inode.data->PunchHole(offset, punch_end - offset); !status.ok()) {
+        return status;
+      }
+    }
+  }
+  if (operation != FALLOC_FL_PUNCH_HOLE) {
+    if (absl::Status status = inode.data->Reserve(offset, length); !status.ok()) return status;
+    if (!keep_size && end > inode.size) inode.size = end;
+  }
+  // tmpfs marks every successful fallocate as a modification, KEEP_SIZE
+  // included (file_modified() in shmem_fallocate).
+  inode.mtime = inode.ctime = Now();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> Filesystem::Open(InodeNumber ino, int flags, const Caller& caller) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  const int access = flags & O_ACCMODE;
+  bool set_id_dropped = false;
+  uint64_t size;
+  {
+    absl::MutexLock lock(&inode.mu);
+    if (inode.is_directory() && (access != O_RDONLY || (flags & O_TRUNC))) {
+      return PosixError(EISDIR);
+    }
+    if ((flags & O_TRUNC) && inode.is_regular()) {
+      if (absl::Status status = inode.data->Truncate(0); !status.ok()) return status;
+      inode.size = 0;
+      inode.mtime = inode.ctime = Now();
+      set_id_dropped = DropSetIdOnWrite(inode, caller);
+    }
+    size = inode.size;
+  }
+  if (set_id_dropped) state_->AttributesChanged(ino);
+  state_->table.AddOpen(inode);
+  return size;
+}
+
+void Filesystem::Release(InodeNumber ino) {
+  std::shared_ptr<Inode> inode = state_->table.Get(ino);
+  if (!inode || !state_->table.Release(inode) || !inode->is_regular()) return;
+  // The last writer is gone: what growth reserved past the end goes back
+  // (see ExtentMap). A file opened again and appended to grows anew.
+  absl::MutexLock lock(&inode->mu);
+  if (inode->data) inode->data->TrimTail(inode->size);
+}
+
+void Filesystem::MarkAccessed(InodeNumber ino) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
+  if (found.ok() && state_->TouchAtime(**found)) state_->AttributesChanged(ino);
+}
+
+absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t size, char* out,
+                                        bool update_atime) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  size_t length = 0;
+  bool touch_atime = false;
+  const timespec now = Now();
+  {
+    absl::ReaderMutexLock lock(&inode.mu);
+    if (inode.is_directory()) return PosixError(EISDIR);
+    if (!inode.is_regular()) return PosixError(EINVAL);
+    if (offset < inode.size) length = std::min<uint64_t>(size, inode.size - offset);
+    if (length > 0) {
+      if (absl::Status status = inode.data->Read(offset, length, out, inode.size); !status.ok()) {
+        return status;
+      }
+    }
+    touch_atime = update_atime && state_->config.update_atime && NeedsAtimeUpdate(inode, now);
+  }
+  if (touch_atime) {
+    absl::MutexLock lock(&inode.mu);
+    inode.atime = now;
+  }
+  return length;
+}
+
+absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const char* data,
+                                         size_t size, bool append, const Caller& caller) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  bool set_id_dropped;
+  {
+    absl::MutexLock lock(&inode.mu);
+    if (inode.is_directory()) return PosixError(EISDIR);
+    if (!inode.is_regular()) return PosixError(EINVAL);
+    if (append) offset = inode.size;
+    if (offset > kMaxFileSize || size > kMaxFileSize - offset) return PosixError(EFBIG);
+    if (size == 0) return 0;
+    if (absl::Status status = inode.data->Write(offset, data, size, inode.size); !status.ok()) {
+      return status;
+    }
+    inode.size = std::max<uint64_t>(inode.size, offset + size);
+    inode.mtime = inode.ctime = Now();
+    set_id_dropped = DropSetIdOnWrite(inode, caller);
+  }
+  if (set_id_dropped) state_->AttributesChanged(ino);
+  return size;
+}
+
+absl::Status Filesystem::Allocate(InodeNumber ino, int mode, uint64_t offset, uint64_t length,
+                                  const Caller& caller) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  if (length == 0) return PosixError(EINVAL);
+  if (offset > kMaxFileSize || length > kMaxFileSize - offset) return PosixError(EFBIG);
+  const bool keep_size = mode & FALLOC_FL_KEEP_SIZE;
+  const int operation = mode & ~FALLOC_FL_KEEP_SIZE;
+  if (operation != 0 && operation != FALLOC_FL_PUNCH_HOLE && operation != FALLOC_FL_ZERO_RANGE) {
+    return PosixError(EOPNOTSUPP);
+  }
+  if (operation == FALLOC_FL_PUNCH_HOLE && !keep_size) return PosixError(EOPNOTSUPP);
+  bool set_id_dropped;
+  {
+    absl::MutexLock lock(&inode.mu);
+    absl::Status status = AllocateLocked(inode, operation, keep_size, offset, length);
+    if (!status.ok()) return status;
+    set_id_dropped = DropSetIdOnWrite(inode, caller);
+  }
+  if (set_id_dropped) state_->AttributesChanged(ino);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Filesystem::Seek(InodeNumber ino, uint64_t offset, int whence) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  absl::ReaderMutexLock lock(&inode.mu);
+  if (!inode.is_regular()) return PosixError(EINVAL);
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) return PosixError(EINVAL);
+  if (offset >= inode.size) return PosixError(ENXIO);
+  if (whence == SEEK_HOLE) return std::min(inode.data->NextHole(offset), inode.size);
+  std::optional<uint64_t> data = inode.data->NextData(offset);
+  if (!data || *data >= inode.size) return PosixError(ENXIO);
+  return *data;
+}
+
+// Copies on the device, extent to extent: no byte goes through the host.
+absl::StatusOr<size_t> Filesystem::CopyFileRange(InodeNumber in, uint64_t in_offset,
+                                                 InodeNumber out, uint64_t out_offset,
+                                                 size_t length, const Caller& caller) {
+  absl::StatusOr<std::shared_ptr<Inode>> source = state_->Get(in);
+  if (!source.ok()) return source.status();
+  absl::StatusOr<std::shared_ptr<Inode>> target = state_->Get(out);
+  if (!target.ok()) return target.status();
+  Inode& from = **source;
+  Inode& to = **target;
+  if (from.is_directory() || to.is_directory()) return PosixError(EISDIR);
+  if (!from.is_regular() || !to.is_regular()) return PosixError(EINVAL);
+  if (&from == &to && in_offset < out_offset + length && out_offset < in_offset + length) {
+    return PosixError(EINVAL);
+  }
+  // Two inodes lock in number order, like rename; one locks once.
+  std::vector<Inode*> involved = {&from, &to};
+  if (&from == &to) involved.pop_back();
+  std::sort(involved.begin(), involved.end(), [](Inode* a, Inode* b) { return a->ino < b->ino; });
+  LockAll(involved);
+  bool set_id_dropped = false;
+  bool source_accessed = false;
+  absl::StatusOr<size_t> copied = CopyLocked(*state_, from, in_offset, to, out_offset, length,
+                                             caller, &set_id_dropped, &source_accessed);
+  UnlockAll(involved);
+  if (set_id_dropped) state_->AttributesChanged(out);
+  // The kernel refreshes the target's attributes after a copy, not the
+  // source's, whose atime the copy may have moved.
+  if (source_accessed && in != out) state_->AttributesChanged(in);
+  return copied;
+}
+
+}  // namespace cudafs

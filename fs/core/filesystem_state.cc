@@ -1,0 +1,115 @@
+#include "fs/core/filesystem_state.h"
+
+#include <cassert>
+#include <cerrno>
+
+#include "alloc/base/errors.h"
+
+namespace cudafs {
+namespace {
+
+constexpr int64_t kRelatimeInterval = 24 * 3600;  // seconds
+
+bool Before(const timespec& a, const timespec& b) {
+  return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec <= b.tv_nsec);
+}
+
+}  // namespace
+
+FilesystemState::FilesystemState(Arena* arena, const FilesystemConfig& config, PageCache* cache)
+    : arena(arena), config(config), cache(cache), table(config.max_inodes, &namespace_mu) {
+  std::shared_ptr<Inode> root = table.CreateRoot(S_IFDIR | (config.root_mode & 07777));
+  absl::MutexLock namespace_lock(&namespace_mu);
+  WritesNamespaceOf(*root);
+  absl::MutexLock lock(&root->mu);
+  root->mode = S_IFDIR | (config.root_mode & 07777);
+  root->nlink = 2;
+  root->uid = config.root_uid;
+  root->gid = config.root_gid;
+  root->atime = root->mtime = root->ctime = Now();
+  root->directory = std::make_unique<Directory>();
+  root->parent = kRootInode;
+}
+
+absl::StatusOr<std::shared_ptr<Inode>> FilesystemState::Get(InodeNumber ino) const {
+  std::shared_ptr<Inode> inode = table.Get(ino);
+  if (!inode) return PosixError(ENOENT, "stale inode");
+  return inode;
+}
+
+absl::StatusOr<std::shared_ptr<Inode>> FilesystemState::GetDirectory(InodeNumber ino) const {
+  absl::StatusOr<std::shared_ptr<Inode>> dir = Get(ino);
+  if (!dir.ok()) return dir.status();
+  if (!(*dir)->is_directory()) return PosixError(ENOTDIR);
+  absl::ReaderMutexLock lock(&(*dir)->mu);
+  if ((*dir)->nlink == 0) return PosixError(ENOENT, "directory was removed");
+  return dir;
+}
+
+bool FilesystemState::TouchAtime(Inode& inode) {
+  if (!config.update_atime) return false;
+  const timespec now = Now();
+  absl::MutexLock lock(&inode.mu);
+  if (!NeedsAtimeUpdate(inode, now)) return false;
+  inode.atime = now;
+  return true;
+}
+
+void FilesystemState::AttributesChanged(InodeNumber ino) const {
+  if (config.attributes_changed) config.attributes_changed(ino);
+}
+
+void FilesystemState::ReadsNamespaceOf(const Inode& inode) const {
+  assert(inode.namespace_mu == &namespace_mu);
+  namespace_mu.AssertReaderHeld();
+}
+
+void FilesystemState::WritesNamespaceOf(const Inode& inode) const {
+  assert(inode.namespace_mu == &namespace_mu);
+  namespace_mu.AssertHeld();
+}
+
+timespec Now() {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return now;
+}
+
+void FillStat(const Inode& inode, struct stat* st) {
+  *st = {};
+  st->st_ino = inode.ino;
+  st->st_mode = inode.mode;
+  st->st_nlink = inode.nlink;
+  st->st_uid = inode.uid;
+  st->st_gid = inode.gid;
+  st->st_rdev = inode.rdev;
+  st->st_size = static_cast<off_t>(inode.size);
+  st->st_blksize = 4096;
+  st->st_blocks = inode.data ? static_cast<blkcnt_t>(inode.data->allocated_bytes() / 512) : 0;
+  st->st_atim = inode.atime;
+  st->st_mtim = inode.mtime;
+  st->st_ctim = inode.ctime;
+}
+
+bool NeedsAtimeUpdate(const Inode& inode, const timespec& now) {
+  // relatime, the Linux default: update when atime is not newer than
+  // mtime/ctime, or is a day old.
+  return Before(inode.atime, inode.mtime) || Before(inode.atime, inode.ctime) ||
+         now.tv_sec - inode.atime.tv_sec >= kRelatimeInterval;
+}
+
+bool DropSetIdOnWrite(Inode& inode, const Caller& caller) {
+  const mode_t before = inode.mode;
+  inode.mode = ModeAfterDataChange(inode.mode, inode.gid, caller);
+  return inode.mode != before;
+}
+
+void LockAll(const std::vector<Inode*>& inodes) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  for (Inode* inode : inodes) inode->mu.Lock();
+}
+
+void UnlockAll(const std::vector<Inode*>& inodes) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  for (Inode* inode : inodes) inode->mu.Unlock();
+}
+
+}  // namespace cudafs

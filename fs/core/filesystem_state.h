@@ -1,0 +1,93 @@
+// FilesystemState: what every operation of the Filesystem works on (the
+// inode table, the namespace lock, the arena, the configuration and the page
+// cache), and the helpers on inodes that operations in several files share.
+// Private to fs/core: nothing outside it includes this header.
+//
+// One place per operation: each public Filesystem method holds its whole
+// operation, in the file of its concept (namespace_ops.cc, file_data_ops.cc,
+// xattrs.cc, attributes.cc); a helper that one file alone needs is a free
+// function there, one that several need is here. No method forwards to
+// another class: Fsync is in filesystem.cc because its work is the
+// write-back's FlushFile, which the flusher thread shares.
+#ifndef CUDAFS_FS_CORE_FILESYSTEM_STATE_H_
+#define CUDAFS_FS_CORE_FILESYSTEM_STATE_H_
+
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "alloc/storage/arena.h"
+#include "cache/page_cache.h"
+#include "fs/core/filesystem.h"
+#include "fs/core/inode.h"
+#include "fs/core/inode_table.h"
+#include "fs/core/permissions.h"
+
+namespace cudafs {
+
+inline constexpr size_t kNameMax = 255;
+inline constexpr uint64_t kMaxFileSize = std::numeric_limits<int64_t>::max();
+
+struct FilesystemState {
+  // Makes the root directory. `arena` and `cache` must outlive the state.
+  FilesystemState(Arena* arena, const FilesystemConfig& config, PageCache* cache);
+
+  FilesystemState(const FilesystemState&) = delete;
+  FilesystemState& operator=(const FilesystemState&) = delete;
+
+  absl::StatusOr<std::shared_ptr<Inode>> Get(InodeNumber ino) const;
+  // The directory `ino`, still linked into the tree.
+  absl::StatusOr<std::shared_ptr<Inode>> GetDirectory(InodeNumber ino) const;
+
+  // Sets the atime to now where relatime (or strictatime) says a read
+  // should, unless the mount is noatime. True when it moved.
+  bool TouchAtime(Inode& inode);
+  // Tells whoever caches attributes that those of `ino` changed (see
+  // FilesystemConfig::attributes_changed). Call with no lock held.
+  void AttributesChanged(InodeNumber ino) const;
+
+  // Tell the analysis that `inode`'s namespace_mu is this namespace_mu,
+  // which is true of every inode of `table`, so that the namespace fields of
+  // `inode` may be read, or changed. Checked: that the lock is held, and in
+  // debug builds that it is the inode's.
+  void ReadsNamespaceOf(const Inode& inode) const ABSL_SHARED_LOCKS_REQUIRED(namespace_mu)
+      ABSL_ASSERT_SHARED_LOCK(inode.namespace_mu);
+  void WritesNamespaceOf(const Inode& inode) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(namespace_mu)
+      ABSL_ASSERT_EXCLUSIVE_LOCK(inode.namespace_mu);
+
+  Arena* const arena;
+  const FilesystemConfig config;
+  PageCache* const cache;
+  // Guards every Directory and Inode::parent (see the overview in
+  // filesystem.cc).
+  mutable absl::Mutex namespace_mu;
+  InodeTable table;
+};
+
+timespec Now();
+
+void FillStat(const Inode& inode, struct stat* st) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
+
+// relatime, the Linux default: true when a read at `now` moves the atime.
+bool NeedsAtimeUpdate(const Inode& inode, const timespec& now) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
+
+// Applies ModeAfterDataChange (permissions.h) to `inode`, changed by
+// `caller`. True when the mode changed.
+bool DropSetIdOnWrite(Inode& inode, const Caller& caller) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inode.mu);
+
+// Lock and unlock a set of inodes sorted by number, for rename and copies.
+// A set that varies at run time is beyond the static lock analysis.
+void LockAll(const std::vector<Inode*>& inodes);
+void UnlockAll(const std::vector<Inode*>& inodes);
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_CORE_FILESYSTEM_STATE_H_
