@@ -28,15 +28,11 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
 #include "alloc/base/errors.h"
-#include "alloc/base/log.h"
+#include "cache/write_back_flusher.h"
 #include "fs/core/inode_table.h"
 
 namespace cudafs {
@@ -154,7 +150,6 @@ class Filesystem::Impl {
         config_(config),
         cache_(&arena->device(), config.cache_bytes),
         table_(config.max_inodes) {
-    if (cache_.enabled()) flusher_ = std::thread([this] { FlushLoop(); });
     root_ = table_.CreateRoot(S_IFDIR | (config.root_mode & 07777));
     absl::MutexLock lock(&root_->mu);
     root_->mode = S_IFDIR | (config.root_mode & 07777);
@@ -166,43 +161,12 @@ class Filesystem::Impl {
     root_->parent = kRootInode;
   }
 
-  ~Impl() {
-    if (!flusher_.joinable()) return;
-    stop_flusher_.Notify();
-    cache_.Wake();
-    flusher_.join();
-    // Nothing acknowledged is dropped at a clean unmount.
-    for (InodeNumber ino : cache_.DirtyFiles(absl::ZeroDuration())) FlushFile(ino).IgnoreError();
-  }
-
   // Flushes the dirty pages of `ino` (fsync); a file that is gone has none.
   absl::Status FlushFile(InodeNumber ino) {
     std::shared_ptr<Inode> inode = table_.Get(ino);
     if (!inode || !inode->is_regular()) return absl::OkStatus();
     absl::MutexLock lock(&inode->mu);
     return inode->data->Flush();
-  }
-
-  // The write-back policy: every dirty page reaches the arena within about
-  // two flush intervals, and at once when half the budget is dirty.
-  void FlushLoop() {
-    constexpr absl::Duration kFlushInterval = absl::Milliseconds(200);
-    bool reported = false;  // one log line per run of failures
-    while (!stop_flusher_.HasBeenNotified()) {
-      const bool pressure = cache_.WaitForPressure(kFlushInterval);
-      if (stop_flusher_.HasBeenNotified()) break;
-      bool failed = false;
-      for (InodeNumber ino : cache_.DirtyFiles(pressure ? absl::ZeroDuration() : kFlushInterval)) {
-        absl::Status status = FlushFile(ino);
-        if (status.ok()) continue;
-        failed = true;
-        if (!reported) LogError(absl::StrCat("write-back of inode ", ino, ": ", status.ToString()));
-        reported = true;
-      }
-      if (!failed) reported = false;
-      // Pages that cannot be written stay dirty; do not spin on them.
-      if (failed && pressure) absl::SleepFor(kFlushInterval);
-    }
   }
 
   PageCacheStats CacheStats() const { return cache_.Stats(); }
@@ -796,8 +760,10 @@ class Filesystem::Impl {
   std::shared_ptr<Inode> root_;
   // Guards every Directory and Inode::parent (see the overview above).
   mutable absl::Mutex namespace_mu_;
-  absl::Notification stop_flusher_;
-  std::thread flusher_;  // writes dirty pages back, when the cache is on
+  // Last, so that it stops first and drains the cache while the inodes are
+  // still there. It reaches a file only through FlushFile, which locks it as
+  // any writer does.
+  WriteBackFlusher flusher_{&cache_, [this](uint64_t ino) { return FlushFile(ino); }};
 };
 
 Filesystem::Filesystem(Arena* arena, FilesystemConfig config)
