@@ -109,8 +109,10 @@ class WriteBackFlusherTest : public testing::Test {
 };
 
 TEST_F(WriteBackFlusherTest, AgedPagesReachTheArena) {
-  constexpr absl::Duration kInterval = absl::Milliseconds(50);
+  constexpr absl::Duration kInterval = absl::Milliseconds(100);
   Start(kInterval);
+  // Half an interval in, so the flusher's first round finds the page young.
+  absl::SleepFor(kInterval / 2);
   const absl::Time written = absl::Now();
   Dirty(0, 1);
   ASSERT_TRUE(BecomesClean()) << "a dirty page stayed in the cache for " << kPatience;
