@@ -2,8 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
-#include <utility>
+#include <vector>
 
 namespace cudafs {
 namespace {
@@ -13,76 +12,31 @@ uint64_t RoundUp(uint64_t value, uint64_t unit) { return (value + unit - 1) / un
 }  // namespace
 
 CachedFile::CachedFile(PageCache* cache, uint64_t ino, Arena* arena, uint64_t max_extent)
-    : cache_(cache), ino_(ino), extents_(arena, max_extent) {}
+    : cache_(cache), ino_(ino), pages_(cache->AddFile(ino)), extents_(arena, max_extent) {}
 
-CachedFile::~CachedFile() {
-  if (!cache_->enabled()) return;
-  absl::MutexLock lock(&cache_->mu_);
-  while (!pages_.empty()) Drop(pages_.begin());
-}
-
-absl::btree_map<uint64_t, CachedFile::Frame>::iterator CachedFile::Drop(
-    absl::btree_map<uint64_t, Frame>::iterator it) {
-  cache_->Free(it->second);
-  return pages_.erase(it);  // a btree's erase invalidates other iterators
-}
+CachedFile::~CachedFile() { cache_->RemoveFile(pages_); }
 
 absl::Status CachedFile::Read(uint64_t offset, size_t length, char* out, uint64_t file_size) {
   if (!cache_->enabled()) return extents_.Read(offset, length, out);
   if (length < PageCache::kSmallRequest) return ReadThroughCache(offset, length, out, file_size);
   // Large: the arena serves it; dirty pages are newer.
   if (absl::Status status = extents_.Read(offset, length, out); !status.ok()) return status;
-  OverlayDirty(offset, length, out);
+  cache_->OverlayDirty(pages_, offset, length, out);
   return absl::OkStatus();
-}
-
-void CachedFile::OverlayDirty(uint64_t offset, size_t length, char* out) {
-  const uint64_t end = offset + length;
-  absl::MutexLock lock(&cache_->mu_);
-  if (dirty_pages_ == 0) return;
-  for (auto it = pages_.lower_bound(offset / kPage); it != pages_.end(); ++it) {
-    const uint64_t page_start = it->first * kPage;
-    if (page_start >= end) break;
-    if (!cache_->pages_[it->second].dirty) continue;
-    const uint64_t from = std::max(offset, page_start);
-    const uint64_t to = std::min(end, page_start + kPage);
-    std::memcpy(out + (from - offset), cache_->FrameData(it->second) + (from - page_start),
-                to - from);
-  }
 }
 
 absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* out,
                                           uint64_t file_size) {
   const uint64_t end = offset + length;
   const uint64_t first = offset / kPage;
-  const uint64_t last = (end - 1) / kPage;
+  const std::vector<bool> missed = cache_->ReadCached(pages_, offset, length, out);
+  const bool sequential = sequential_end_.exchange(end, std::memory_order_relaxed) == offset;
+  const auto first_missed = std::find(missed.begin(), missed.end(), true);
+  if (first_missed == missed.end()) return absl::OkStatus();
   // Pages [fill_first, fill_end) to fetch from the arena: from the first
   // missing one to the last missing one, plus read-ahead when sequential.
-  uint64_t fill_first = 0;
-  uint64_t fill_end = 0;
-  std::vector<bool> missed(last - first + 1, false);
-  {
-    absl::MutexLock lock(&cache_->mu_);
-    for (uint64_t index = first; index <= last; ++index) {
-      auto it = pages_.find(index);
-      if (it == pages_.end()) {
-        ++cache_->stats_.misses;
-        missed[index - first] = true;
-        if (fill_end == 0) fill_first = index;
-        fill_end = index + 1;
-        continue;
-      }
-      ++cache_->stats_.hits;
-      const uint64_t page_start = index * kPage;
-      const uint64_t from = std::max(offset, page_start);
-      const uint64_t to = std::min(end, page_start + kPage);
-      std::memcpy(out + (from - offset), cache_->FrameData(it->second) + (from - page_start),
-                  to - from);
-      cache_->Touch(it->second);
-    }
-  }
-  const bool sequential = sequential_end_.exchange(end, std::memory_order_relaxed) == offset;
-  if (fill_end == 0) return absl::OkStatus();
+  const uint64_t fill_first = first + (first_missed - missed.begin());
+  uint64_t fill_end = first + (missed.rend() - std::find(missed.rbegin(), missed.rend(), true));
   if (sequential) {
     fill_end = std::max(fill_end, std::min(RoundUp(file_size, kPage) / kPage,
                                            fill_end + PageCache::kReadAhead / kPage));
@@ -91,31 +45,23 @@ absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* 
   char* staging = cache_->AcquireStaging();
   if (staging == nullptr) {  // no host memory for a fill: the arena, then what is newer
     if (absl::Status status = extents_.Read(offset, length, out); !status.ok()) return status;
-    OverlayDirty(offset, length, out);
+    cache_->OverlayDirty(pages_, offset, length, out);
     return absl::OkStatus();
   }
   const uint64_t fill_start = fill_first * kPage;
   const uint64_t fill_bytes = (fill_end - fill_first) * kPage;
   absl::Status status = extents_.Read(fill_start, fill_bytes, staging);
   if (status.ok()) {
-    absl::MutexLock lock(&cache_->mu_);
-    for (uint64_t index = fill_first; index < fill_end; ++index) {
-      const char* content = staging + (index - fill_first) * kPage;
+    // A missed page is not dirty (writers are excluded), so the arena's
+    // bytes are its bytes.
+    for (uint64_t index = fill_first; index < first + missed.size(); ++index) {
+      if (!missed[index - first]) continue;
       const uint64_t page_start = index * kPage;
-      // A missed page is not dirty (writers are excluded), so the arena's
-      // bytes are its bytes.
-      if (index <= last && missed[index - first]) {
-        const uint64_t from = std::max(offset, page_start);
-        const uint64_t to = std::min(end, page_start + kPage);
-        std::memcpy(out + (from - offset), content + (from - page_start), to - from);
-      }
-      if (pages_.contains(index)) continue;  // a hit, or cached by another reader
-      const Frame frame = cache_->Take(this, index);
-      if (frame == PageCache::kNoFrame) continue;
-      std::memcpy(cache_->FrameData(frame), content, kPage);
-      pages_.emplace(index, frame);
-      cache_->AddClean(frame);
+      const uint64_t from = std::max(offset, page_start);
+      const uint64_t to = std::min(end, page_start + kPage);
+      std::memcpy(out + (from - offset), staging + (from - fill_start), to - from);
     }
+    cache_->InsertClean(pages_, fill_first, fill_end - fill_first, staging);
   }
   cache_->ReleaseStaging(staging);
   return status;
@@ -127,8 +73,7 @@ absl::Status CachedFile::Write(uint64_t offset, const char* data, size_t length,
   if (length < PageCache::kSmallRequest) {
     absl::StatusOr<bool> cached = WriteThroughCache(offset, data, length, file_size);
     if (!cached.ok() || *cached) return cached.status();
-    absl::MutexLock lock(&cache_->mu_);
-    cache_->stats_.write_throughs += (offset + length - 1) / kPage - offset / kPage + 1;
+    cache_->CountWriteThroughs((offset + length - 1) / kPage - offset / kPage + 1);
   }
   return WriteAround(offset, data, length);
 }
@@ -140,21 +85,11 @@ absl::Status CachedFile::WriteAround(uint64_t offset, const char* data, size_t l
 }
 
 absl::Status CachedFile::FlushAndDrop(uint64_t offset, uint64_t end) {
-  const auto first_overlapping = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache_->mu_) {
-    auto it = pages_.lower_bound(offset / kPage);
-    return it != pages_.end() && it->first * kPage < end ? it : pages_.end();
-  };
-  {
-    absl::MutexLock lock(&cache_->mu_);
-    if (first_overlapping() == pages_.end()) return absl::OkStatus();
-  }
+  if (!cache_->HasPagesIn(pages_, offset, end)) return absl::OkStatus();
   // Pages at the edges hold bytes outside the range that may exist nowhere
   // else.
   if (absl::Status status = Flush(); !status.ok()) return status;
-  absl::MutexLock lock(&cache_->mu_);
-  for (auto it = first_overlapping(); it != pages_.end() && it->first * kPage < end;) {
-    it = Drop(it);
-  }
+  cache_->DropPages(pages_, offset, end);
   return absl::OkStatus();
 }
 
@@ -163,141 +98,52 @@ absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* 
   const uint64_t end = offset + length;
   const uint64_t first = offset / kPage;
   const uint64_t count = (end - 1) / kPage - first + 1;
-  // A frame for every page first: the cached one (pinned), or a new one
-  // that is not yet in the file's map and so cannot be evicted. When the
-  // cache is full of dirty pages the write goes around it rather than wait
-  // for a flush: a working set larger than the cache gains nothing from
-  // it, and the flusher is already at work (it starts at half).
-  std::vector<Frame> frames(count, PageCache::kNoFrame);
-  std::vector<bool> is_new(count, false);
-  const auto give_back = [&]() {
-    absl::MutexLock lock(&cache_->mu_);
-    for (uint64_t i = 0; i < count; ++i) {
-      if (frames[i] == PageCache::kNoFrame) continue;
-      if (is_new[i]) {
-        cache_->Free(frames[i]);
-      } else {
-        --cache_->pages_[frames[i]].pins;
-      }
-    }
-  };
-  bool have_frames = true;
-  {
-    absl::MutexLock lock(&cache_->mu_);
-    for (uint64_t i = 0; i < count && have_frames; ++i) {
-      if (auto it = pages_.find(first + i); it != pages_.end()) {
-        frames[i] = it->second;
-        ++cache_->pages_[it->second].pins;
-        continue;
-      }
-      frames[i] = cache_->Take(this, first + i);
-      is_new[i] = true;
-      have_frames = frames[i] != PageCache::kNoFrame;
-    }
-  }
-  if (!have_frames) {
-    give_back();
-    return false;
-  }
+  // A frame for every page first. When the cache is full of dirty pages the
+  // write goes around it rather than wait for a flush: a working set larger
+  // than the cache gains nothing from it, and the flusher is already at
+  // work (it starts at half).
+  PageCache::WriteFrames write;
+  if (!cache_->ReserveForWrite(pages_, first, count, &write)) return false;
 
   // A new frame starts as the page's current bytes: zeros past the end of
   // the file, else the arena's, unless the write covers the whole page.
   // Fetched before mapping, since a newly mapped block holds stale bytes
-  // until the flush writes the page. New frames are reachable by no one
-  // else yet, so they are filled without the lock.
+  // until the flush writes the page.
   for (uint64_t i = 0; i < count; ++i) {
-    if (!is_new[i]) continue;
+    if (!write.is_new[i]) continue;
     const uint64_t page_start = (first + i) * kPage;
     const bool whole = offset <= page_start && page_start + kPage <= end;
     if (whole) continue;
-    char* frame_data = cache_->FrameData(frames[i]);
+    char* frame_data = cache_->FrameData(write.frames[i]);
     if (page_start >= file_size) {
       std::memset(frame_data, 0, kPage);
       continue;
     }
-    {
-      absl::MutexLock lock(&cache_->mu_);
-      ++cache_->stats_.misses;
-    }
+    cache_->CountMiss();
     if (absl::Status status = extents_.Read(page_start, kPage, frame_data); !status.ok()) {
-      give_back();
+      cache_->CancelWrite(write);
       return status;
     }
   }
   if (absl::Status status = extents_.MapForWriteBack(first * kPage, count * kPage);
       !status.ok()) {
-    give_back();
+    cache_->CancelWrite(write);
     return status;
   }
-
-  absl::MutexLock lock(&cache_->mu_);
-  for (uint64_t i = 0; i < count; ++i) {
-    const uint64_t page_start = (first + i) * kPage;
-    const uint64_t from = std::max(offset, page_start);
-    const uint64_t to = std::min(end, page_start + kPage);
-    std::memcpy(cache_->FrameData(frames[i]) + (from - page_start), data + (from - offset),
-                to - from);
-    if (is_new[i]) {
-      pages_.emplace(first + i, frames[i]);
-    } else {
-      ++cache_->stats_.hits;
-      --cache_->pages_[frames[i]].pins;
-    }
-    cache_->MarkDirty(frames[i]);
-  }
+  cache_->CommitWrite(write, offset, data, length);
   return true;
 }
 
 absl::Status CachedFile::Flush() {
   if (!cache_->enabled()) return absl::OkStatus();
   for (;;) {
-    std::vector<Frame> batch;
-    std::vector<ExtentMap::Run> runs;
-    {
-      absl::MutexLock lock(&cache_->mu_);
-      if (dirty_pages_ == 0) return absl::OkStatus();
-      for (const auto& [index, frame] : pages_) {
-        if (!cache_->pages_[frame].dirty) continue;
-        // Straight from the frames (the device reads pinned memory itself);
-        // contiguous pages in contiguous frames make one run.
-        char* data = cache_->FrameData(frame);
-        if (!runs.empty() && runs.back().offset + runs.back().length == index * kPage &&
-            runs.back().data + runs.back().length == data) {
-          runs.back().length += kPage;
-        } else {
-          runs.push_back({index * kPage, data, kPage});
-        }
-        batch.push_back(frame);
-        if (batch.size() == PageCache::kFlushPages) break;
-      }
-    }
+    const PageCache::FlushBatch batch = cache_->CollectDirty(pages_);
+    if (batch.frames.empty()) return absl::OkStatus();
     // Written without the cache lock, which every other file's requests
     // need: the caller's exclusive hold of this file's lock keeps these
     // dirty frames as they are (dirty pages are never evicted).
-    const absl::Status status = extents_.WriteMapped(runs);
-    absl::MutexLock lock(&cache_->mu_);
-    if (!status.ok()) return status;
-    for (const Frame frame : batch) cache_->MarkClean(frame);
-    ++cache_->stats_.flush_batches;
-    cache_->stats_.flushed_bytes += batch.size() * kPage;
-    cache_->stats_.flush_copies += runs.size();
-  }
-}
-
-void CachedFile::DiscardRange(uint64_t offset, uint64_t end) {
-  if (!cache_->enabled() || offset >= end) return;
-  absl::MutexLock lock(&cache_->mu_);
-  for (auto it = pages_.lower_bound(offset / kPage);
-       it != pages_.end() && it->first * kPage < end;) {
-    const uint64_t page_start = it->first * kPage;
-    if (offset <= page_start && page_start + kPage <= end) {
-      it = Drop(it);
-      continue;
-    }
-    const uint64_t from = std::max(offset, page_start);
-    const uint64_t to = std::min(end, page_start + kPage);
-    std::memset(cache_->FrameData(it->second) + (from - page_start), 0, to - from);
-    ++it;
+    if (absl::Status status = extents_.WriteMapped(batch.runs); !status.ok()) return status;
+    cache_->MarkFlushed(batch);
   }
 }
 
@@ -305,13 +151,13 @@ void CachedFile::DiscardRange(uint64_t offset, uint64_t end) {
 // bytes (dirty ones may exist nowhere else).
 absl::Status CachedFile::PunchHole(uint64_t offset, uint64_t length) {
   if (absl::Status status = extents_.PunchHole(offset, length); !status.ok()) return status;
-  DiscardRange(offset, offset + length);
+  if (cache_->enabled()) cache_->DiscardRange(pages_, offset, offset + length);
   return absl::OkStatus();
 }
 
 absl::Status CachedFile::Truncate(uint64_t size) {
   if (absl::Status status = extents_.Truncate(size); !status.ok()) return status;
-  DiscardRange(size, ~uint64_t{0});
+  if (cache_->enabled()) cache_->DiscardRange(pages_, size, ~uint64_t{0});
   return absl::OkStatus();
 }
 

@@ -18,12 +18,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <vector>
 
-#include "absl/container/btree_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "alloc/storage/arena.h"
 #include "alloc/storage/extent_map.h"
 #include "cache/page_cache.h"
@@ -65,8 +62,6 @@ class CachedFile {
   uint64_t ino() const { return ino_; }
 
  private:
-  friend class PageCache;
-  using Frame = PageCache::Frame;
   static constexpr uint64_t kPage = PageCache::kPageSize;
 
   // Small reads: page by page, filling missing pages from the arena.
@@ -81,21 +76,11 @@ class CachedFile {
   // Flushes the file if it has cached pages overlapping [offset, end), then
   // drops those pages: the caller is about to change the range in the arena.
   absl::Status FlushAndDrop(uint64_t offset, uint64_t end);
-  // Copies the dirty pages within [offset, offset + length) over `out`.
-  void OverlayDirty(uint64_t offset, size_t length, char* out);
-  // Drops the pages wholly inside [offset, end) and zeroes the cached bytes
-  // of the others that it covers.
-  void DiscardRange(uint64_t offset, uint64_t end);
-  // Frees the page at `it`; returns the next one.
-  absl::btree_map<uint64_t, Frame>::iterator Drop(absl::btree_map<uint64_t, Frame>::iterator it)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache_->mu_);
 
   PageCache* const cache_;
   const uint64_t ino_;
+  const PageCache::FileId pages_;  // this file's pages in cache_
   ExtentMap extents_;
-  absl::btree_map<uint64_t, Frame> pages_ ABSL_GUARDED_BY(cache_->mu_);  // page index -> frame
-  uint64_t dirty_pages_ ABSL_GUARDED_BY(cache_->mu_) = 0;
-  absl::Time first_dirtied_ ABSL_GUARDED_BY(cache_->mu_);
   // Where the last small read ended: a read starting here is sequential and
   // reads ahead. Concurrent readers may race on it; it is only a hint.
   std::atomic<uint64_t> sequential_end_{~uint64_t{0}};

@@ -18,9 +18,16 @@
 // a dirty page (only its file's Flush makes it clean). When no frame can be had a write goes
 // straight to the arena, so the cache is never needed for correctness.
 //
+// The cache owns the frames and every file's page map; a file (CachedFile,
+// its only user) names its pages by the FileId it was given and decides
+// what goes through the cache and when the arena is written.
+//
 // Locking: `mu_` guards the frames, their contents, every file's page map
 // and the counters. It is taken inside a file's inode lock (never the other
-// way round) and never held across a device call.
+// way round) and never held across a device call. The methods taking a
+// FileId need the caller to hold that file's lock, exclusively unless said
+// otherwise: the lock keeps the file's pages from changing under a caller
+// between two calls (dirty pages are never evicted).
 #ifndef CUDAFS_CACHE_PAGE_CACHE_H_
 #define CUDAFS_CACHE_PAGE_CACHE_H_
 
@@ -31,16 +38,16 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "alloc/devices/device.h"
 #include "alloc/devices/pinned_buffer.h"
 #include "alloc/devices/pinned_buffer_pool.h"
+#include "alloc/storage/extent_map.h"
 
 namespace cudafs {
-
-class CachedFile;
 
 struct PageCacheStats {
   uint64_t budget_bytes = 0;
@@ -65,12 +72,17 @@ class PageCache {
   static constexpr uint64_t kSmallRequest = 128 << 10;
   // How far a sequential small read fills ahead of itself.
   static constexpr uint64_t kReadAhead = 64 << 10;
-  // Largest flush batch, in pages: one device call (on a GPU one launch of
-  // the scatter kernel, which takes up to 4096 pieces).
-  static constexpr uint64_t kFlushPages = 4096;
+  // Largest flush batch, in pages, whatever the device takes in one call: a
+  // batch is gathered under `mu_`, which every file's requests need.
+  static constexpr uint64_t kMaxFlushPages = 4096;
   // A read fill: the pages of one small request plus read-ahead.
   static constexpr uint64_t kFillBytes = 256 << 10;
   static_assert(kSmallRequest + kReadAhead + 2 * kPageSize <= kFillBytes);
+
+  using Frame = uint32_t;
+  static constexpr Frame kNoFrame = ~Frame{0};
+  // One file's pages.
+  enum class FileId : uint32_t {};
 
   // A cache of `budget_bytes` (rounded down to pages) over `device`'s
   // host buffers; 0 disables it.
@@ -79,37 +91,121 @@ class PageCache {
   PageCache& operator=(const PageCache&) = delete;
 
   bool enabled() const { return frame_count_ > 0; }
-  PageCacheStats Stats() const;
+  PageCacheStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Inode numbers of the files with a page dirty for at least `age`.
-  std::vector<uint64_t> DirtyFiles(absl::Duration age) const;
+  std::vector<uint64_t> DirtyFiles(absl::Duration age) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // For the flusher: returns once more than half the budget is dirty, or
   // after `timeout`. True when it returned for pressure.
-  bool WaitForPressure(absl::Duration timeout);
+  bool WaitForPressure(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends a WaitForPressure early (the flusher is stopping).
-  void Wake();
+  void Wake() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A file of inode `ino`, with no pages; a FileId that names nothing when
+  // the cache is disabled (no other method may be given it then).
+  FileId AddFile(uint64_t ino) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops the file's pages unflushed: the file is gone.
+  void RemoveFile(FileId file) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Reads: the file's lock may be shared for these three.
+  //
+  // Copies the cached pages of [offset, offset + length) to `out`; returns,
+  // for each page of the range from offset / kPageSize on, whether it was
+  // missing.
+  std::vector<bool> ReadCached(FileId file, uint64_t offset, size_t length, char* out)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Caches `count` pages from page `first` on as clean pages, where the file
+  // has none yet and frames can be had; `content` holds their bytes, which
+  // must be the arena's.
+  void InsertClean(FileId file, uint64_t first, uint64_t count, const char* content)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Copies the dirty pages within [offset, offset + length) over `out`.
+  void OverlayDirty(FileId file, uint64_t offset, size_t length, char* out)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The frames of a small write, one per page: the cached page (pinned, so
+  // it stays) or a new frame that is not yet in the file's map and so cannot
+  // be evicted, and that no one else reaches: the writer fills it without
+  // the lock.
+  struct WriteFrames {
+    FileId file{};
+    uint64_t first = 0;  // page index of frames[0]
+    std::vector<Frame> frames;
+    std::vector<bool> is_new;
+  };
+  // Frames for `count` pages from `first` on; false (and nothing held) when
+  // the cache has no frames to spare.
+  bool ReserveForWrite(FileId file, uint64_t first, uint64_t count, WriteFrames* write)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Gives the frames of a write that will not happen back.
+  void CancelWrite(const WriteFrames& write) ABSL_LOCKS_EXCLUDED(mu_);
+  // Copies `data`, the write's bytes at `offset`, into its frames and makes
+  // them the file's dirty pages.
+  void CommitWrite(const WriteFrames& write, uint64_t offset, const char* data, size_t length)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Dirty pages to write to the arena in one device call.
+  struct FlushBatch {
+    std::vector<Frame> frames;
+    std::vector<ExtentMap::Run> runs;  // straight from the frames
+  };
+  // The file's first dirty pages, as many as one batch takes; empty when it
+  // has none. The frames stay as they are while the caller holds the file's
+  // lock, so it may write the runs without `mu_`.
+  FlushBatch CollectDirty(FileId file) ABSL_LOCKS_EXCLUDED(mu_);
+  // The batch reached the arena: its pages are clean.
+  void MarkFlushed(const FlushBatch& batch) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Whether the file has pages overlapping [offset, end).
+  bool HasPagesIn(FileId file, uint64_t offset, uint64_t end) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops the file's pages overlapping [offset, end), dirty or not.
+  void DropPages(FileId file, uint64_t offset, uint64_t end) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops the pages wholly inside [offset, end) and zeroes the cached bytes
+  // of the others that it covers.
+  void DiscardRange(FileId file, uint64_t offset, uint64_t end) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Counters for what the file decided.
+  void CountMiss() ABSL_LOCKS_EXCLUDED(mu_);
+  void CountWriteThroughs(uint64_t pages) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Pinned buffers of kFillBytes for read fills; null when none can be had.
+  char* AcquireStaging() { return staging_.Acquire(); }
+  void ReleaseStaging(char* buffer) { staging_.Release(buffer); }
+
+  char* FrameData(Frame frame) const { return frames_.data() + uint64_t{frame} * kPageSize; }
 
  private:
-  friend class CachedFile;
-  using Frame = uint32_t;
-  static constexpr Frame kNoFrame = ~Frame{0};
+  using PageMap = absl::btree_map<uint64_t, Frame>;  // page index -> frame
+
+  struct FilePages {
+    uint64_t ino = 0;
+    PageMap pages;
+    uint64_t dirty_pages = 0;
+    absl::Time first_dirtied;
+  };
 
   struct Page {
-    CachedFile* owner = nullptr;  // null: the frame is free
-    uint64_t index = 0;           // page number in the file
+    uint32_t owner = kNoFile;  // index in files_; kNoFile: the frame is free
+    uint64_t index = 0;        // page number in the file
     bool dirty = false;
     int pins = 0;  // > 0: a write is using the frame outside the lock
     std::list<Frame>::iterator lru;  // valid while clean and owned
   };
+  static constexpr uint32_t kNoFile = ~uint32_t{0};
 
-  char* FrameData(Frame frame) const { return frames_.data() + uint64_t{frame} * kPageSize; }
+  FilePages& Pages(FileId file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return files_[static_cast<uint32_t>(file)];
+  }
   // A free frame for page `index` of `owner`, evicting the least recently
   // used clean page if needed; kNoFrame when every frame is dirty or pinned.
   // The new page is clean and not yet in the LRU list.
-  Frame Take(CachedFile* owner, uint64_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Frame Take(FileId owner, uint64_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives `frame` back (its page leaves its owner's map in the caller).
   void Free(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees the page at `it` of `file`; returns the next one.
+  PageMap::iterator Drop(FilePages& file, PageMap::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes a page from Take evictable, as a clean page.
   void AddClean(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDirty(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -120,22 +216,23 @@ class PageCache {
   // Moves a clean page to the most recently used end.
   void Touch(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Pinned buffers of kFillBytes for read fills.
-  char* AcquireStaging() { return staging_.Acquire(); }
-  void ReleaseStaging(char* buffer) { staging_.Release(buffer); }
-
   // Set once in the constructor; 0 frames when the budget is 0 or its
   // memory could not be had.
   uint32_t frame_count_ = 0;
   PinnedBuffer frames_;
+  // Pages per flush batch: what one device call takes (on a GPU one launch
+  // of the scatter kernel), within kMaxFlushPages.
+  const uint64_t flush_pages_;
 
   mutable absl::Mutex mu_;
   absl::CondVar pressure_;
   std::vector<Page> pages_ ABSL_GUARDED_BY(mu_);  // indexed by frame
   std::vector<Frame> free_ ABSL_GUARDED_BY(mu_);
   std::list<Frame> lru_ ABSL_GUARDED_BY(mu_);  // clean pages, least recent first
+  std::vector<FilePages> files_ ABSL_GUARDED_BY(mu_);  // indexed by FileId
+  std::vector<uint32_t> free_files_ ABSL_GUARDED_BY(mu_);  // removed files' slots
   uint64_t dirty_pages_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_set<CachedFile*> dirty_files_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint32_t> dirty_files_ ABSL_GUARDED_BY(mu_);
   PageCacheStats stats_ ABSL_GUARDED_BY(mu_);
 
   PinnedBufferPool staging_;

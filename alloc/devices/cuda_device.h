@@ -90,6 +90,8 @@ class CudaDevice final : public Device {
   absl::Status Read(absl::Span<const DeviceToHost> copies) override;
   absl::Status Copy(absl::Span<const DeviceToDevice> copies) override;
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
+  // What one launch of the scatter kernel takes.
+  size_t max_batch_copies() const override { return kScatterMaxPieces; }
   void* AllocateHostBuffer(size_t length) override;
   void FreeHostBuffer(void* buffer, size_t length) override;
   void RegisterHostMemory(void* memory, size_t length) override;

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "absl/status/status.h"
@@ -84,6 +85,12 @@ class Device {
   virtual absl::Status Read(absl::Span<const DeviceToHost> copies) = 0;
   virtual absl::Status Copy(absl::Span<const DeviceToDevice> copies) = 0;
   virtual absl::Status Zero(absl::Span<const DeviceRange> ranges) = 0;
+
+  // The most copies one transfer call carries at full speed: a caller with
+  // more splits them into batches of this many. Larger batches still work,
+  // only slower (the CUDA device then no longer takes them in one kernel
+  // launch). Unlimited by default.
+  virtual size_t max_batch_copies() const { return std::numeric_limits<size_t>::max(); }
 
   // Called with a buffer the caller will pass to Write/Read many times, so a
   // device that copies faster from registered memory can ask for pinned host

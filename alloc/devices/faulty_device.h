@@ -68,6 +68,7 @@ class FaultyDevice final : public Device {
   absl::Status Read(absl::Span<const DeviceToHost> copies) override;
   absl::Status Copy(absl::Span<const DeviceToDevice> copies) override;
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
+  size_t max_batch_copies() const override { return inner_->max_batch_copies(); }
   void* AllocateHostBuffer(size_t length) override { return inner_->AllocateHostBuffer(length); }
   void FreeHostBuffer(void* buffer, size_t length) override {
     inner_->FreeHostBuffer(buffer, length);

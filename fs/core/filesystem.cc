@@ -18,12 +18,7 @@
 // lock at a time, holding none.
 #include "fs/core/filesystem.h"
 
-#include <thread>
-
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
-#include "alloc/base/log.h"
+#include "cache/write_back_flusher.h"
 #include "fs/core/filesystem_state.h"
 
 namespace cudafs {
@@ -33,18 +28,7 @@ namespace cudafs {
 class Filesystem::Impl {
  public:
   Impl(Arena* arena, const FilesystemConfig& config)
-      : cache_(&arena->device(), config.cache_bytes), state_(arena, config, &cache_) {
-    if (cache_.enabled()) flusher_ = std::thread([this] { FlushLoop(); });
-  }
-
-  ~Impl() {
-    if (!flusher_.joinable()) return;
-    stop_flusher_.Notify();
-    cache_.Wake();
-    flusher_.join();
-    // Nothing acknowledged is dropped at a clean unmount.
-    for (InodeNumber ino : cache_.DirtyFiles(absl::ZeroDuration())) FlushFile(ino).IgnoreError();
-  }
+      : cache_(&arena->device(), config.cache_bytes), state_(arena, config, &cache_) {}
 
   // Flushes the dirty pages of `ino` (fsync); a file that is gone has none.
   absl::Status FlushFile(InodeNumber ino) {
@@ -52,28 +36,6 @@ class Filesystem::Impl {
     if (!inode || !inode->is_regular()) return absl::OkStatus();
     absl::MutexLock lock(&inode->mu);
     return inode->data->Flush();
-  }
-
-  // The write-back policy: every dirty page reaches the arena within about
-  // two flush intervals, and at once when half the budget is dirty.
-  void FlushLoop() {
-    constexpr absl::Duration kFlushInterval = absl::Milliseconds(200);
-    bool reported = false;  // one log line per run of failures
-    while (!stop_flusher_.HasBeenNotified()) {
-      const bool pressure = cache_.WaitForPressure(kFlushInterval);
-      if (stop_flusher_.HasBeenNotified()) break;
-      bool failed = false;
-      for (InodeNumber ino : cache_.DirtyFiles(pressure ? absl::ZeroDuration() : kFlushInterval)) {
-        absl::Status status = FlushFile(ino);
-        if (status.ok()) continue;
-        failed = true;
-        if (!reported) LogError(absl::StrCat("write-back of inode ", ino, ": ", status.ToString()));
-        reported = true;
-      }
-      if (!failed) reported = false;
-      // Pages that cannot be written stay dirty; do not spin on them.
-      if (failed && pressure) absl::SleepFor(kFlushInterval);
-    }
   }
 
   PageCacheStats CacheStats() const { return cache_.Stats(); }
@@ -84,8 +46,8 @@ class Filesystem::Impl {
   // back when destroyed.
   PageCache cache_;
   FilesystemState state_;
-  absl::Notification stop_flusher_;
-  std::thread flusher_;  // writes dirty pages back, when the cache is on
+  // Last, so destroyed first: it drains the cache while the files exist.
+  WriteBackFlusher flusher_{&cache_, [this](uint64_t ino) { return FlushFile(ino); }};
 };
 
 Filesystem::Filesystem(Arena* arena, FilesystemConfig config)

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -55,13 +56,15 @@ uint64_t Seed() {
 }
 
 // A Device decorator that counts transfers, so a test can tell when bytes
-// reach the arena, and that can refuse host buffers, as a machine short of
-// (pinned) memory does.
+// reach the arena, that can refuse host buffers, as a machine short of
+// (pinned) memory does, and that states a batch limit of `max_batch_copies`.
 class RecordingDevice final : public Device {
  public:
-  explicit RecordingDevice(Device* inner) : inner_(inner) {}
+  RecordingDevice(Device* inner, size_t max_batch_copies)
+      : inner_(inner), max_batch_copies_(max_batch_copies) {}
 
   uint64_t write_batches() const { return write_batches_; }
+  uint64_t largest_write_batch() const { return largest_write_batch_; }
   uint64_t written_bytes() const { return written_bytes_; }
   uint64_t read_batches() const { return read_batches_; }
   uint64_t refused_host_buffers() const { return refused_host_buffers_; }
@@ -79,6 +82,7 @@ class RecordingDevice final : public Device {
   absl::Status Write(absl::Span<const HostToDevice> copies) override {
     if (!copies.empty()) {
       ++write_batches_;
+      largest_write_batch_ = std::max<uint64_t>(largest_write_batch_, copies.size());
       for (const HostToDevice& copy : copies) written_bytes_ += copy.length;
     }
     return inner_->Write(copies);
@@ -91,6 +95,7 @@ class RecordingDevice final : public Device {
     return inner_->Copy(copies);
   }
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override { return inner_->Zero(ranges); }
+  size_t max_batch_copies() const override { return max_batch_copies_; }
   void* AllocateHostBuffer(size_t length) override {
     if (refuse_host_buffers_) {
       ++refused_host_buffers_;
@@ -104,7 +109,9 @@ class RecordingDevice final : public Device {
 
  private:
   Device* const inner_;
+  const size_t max_batch_copies_;
   std::atomic<uint64_t> write_batches_{0};
+  std::atomic<uint64_t> largest_write_batch_{0};
   std::atomic<uint64_t> written_bytes_{0};
   std::atomic<uint64_t> read_batches_{0};
   std::atomic<uint64_t> refused_host_buffers_{0};
@@ -220,8 +227,9 @@ class PageCacheTest : public testing::Test {
  protected:
   // An arena of `arena_bytes` and a cache of `cache_pages` over one device:
   // host memory, behind a FaultyDevice (no faults until a test asks), behind
-  // a RecordingDevice.
-  void Make(uint64_t arena_bytes, uint64_t cache_pages) {
+  // a RecordingDevice that takes `max_batch_copies` per call.
+  void Make(uint64_t arena_bytes, uint64_t cache_pages,
+            size_t max_batch_copies = std::numeric_limits<size_t>::max()) {
     // Users before what they use, when a test makes a second set.
     files_.clear();
     cache_.reset();
@@ -233,7 +241,7 @@ class PageCacheTest : public testing::Test {
     ASSERT_TRUE(host.ok()) << host.status();
     host_ = std::move(*host);
     faulty_ = std::make_unique<FaultyDevice>(host_.get());
-    device_ = std::make_unique<RecordingDevice>(faulty_.get());
+    device_ = std::make_unique<RecordingDevice>(faulty_.get(), max_batch_copies);
     arena_ = std::make_unique<Arena>(device_.get(), kMinBlock);
     cache_ = std::make_unique<PageCache>(device_.get(), cache_pages * kPage);
   }
@@ -398,6 +406,26 @@ TEST_F(PageCacheTest, FlushCoalescesContiguousPagesIntoOneCopy) {
   EXPECT_EQ(cache_->Stats().flush_batches, 2u);
   EXPECT_EQ(cache_->Stats().flushed_bytes, 6 * kPage);
   EXPECT_EQ(cache_->Stats().flush_copies, 3u);
+  EXPECT_TRUE(Intact(file));
+}
+
+// A device that takes 3 copies per call gets 10 scattered pages in 4 calls.
+TEST_F(PageCacheTest, FlushBatchesHoldNoMoreThanTheDeviceTakes) {
+  Make(16 * MiB, 64, 3);
+  TestFile& file = NewFile();
+  for (uint64_t page = 0; page < 20; page += 2) {
+    ASSERT_TRUE(Write(file, page * kPage, Letters(rng_, kPage)).ok());
+  }
+  const uint64_t writes = device_->write_batches();
+
+  ASSERT_TRUE(file.data->Flush().ok());
+  const PageCacheStats stats = cache_->Stats();
+  EXPECT_EQ(device_->write_batches(), writes + 4);
+  EXPECT_EQ(device_->largest_write_batch(), 3u);
+  EXPECT_EQ(stats.flush_batches, 4u);
+  EXPECT_EQ(stats.flushed_bytes, 10 * kPage);
+  EXPECT_EQ(stats.flush_copies, 10u);
+  EXPECT_EQ(stats.dirty_bytes, 0u);
   EXPECT_TRUE(Intact(file));
 }
 

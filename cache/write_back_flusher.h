@@ -1,0 +1,58 @@
+// WriteBackFlusher: the write-back policy of a PageCache, on a thread of its
+// own. Every dirty page reaches the arena within about two flush intervals,
+// at once when more than half the budget is dirty, and at the latest when
+// the flusher is destroyed (a clean unmount drops nothing acknowledged).
+//
+// It decides when and which files; `flush_file` writes one back. That
+// function is the files' owner's: a CachedFile is guarded by its owner's
+// lock (an inode's), which keeps it alive and, held exclusively, keeps its
+// dirty frames still while Flush writes them without the cache lock. The
+// cache cannot take that lock without knowing inodes, nor reach a file
+// without it unless every request took a second lock of the cache's. So
+// the owner hands in a function that finds the file by inode number, locks
+// it as any writer does and calls CachedFile::Flush; the flusher holds no
+// lock while calling it, and the lock order stays what it was.
+#ifndef CUDAFS_CACHE_WRITE_BACK_FLUSHER_H_
+#define CUDAFS_CACHE_WRITE_BACK_FLUSHER_H_
+
+#include <cstdint>
+#include <functional>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "cache/page_cache.h"
+
+namespace cudafs {
+
+class WriteBackFlusher {
+ public:
+  // Writes back the dirty pages of the file of inode `ino` and returns once
+  // they are in the arena (as fsync); a file that is gone has none.
+  using FlushFile = std::function<absl::Status(uint64_t ino)>;
+
+  static constexpr absl::Duration kInterval = absl::Milliseconds(200);
+
+  // Starts flushing `cache`, which must outlive the flusher; no thread when
+  // the cache is disabled. `flush_file` is called from the flusher's thread
+  // until the destructor returns.
+  WriteBackFlusher(PageCache* cache, FlushFile flush_file, absl::Duration interval = kInterval);
+  // Stops the thread, then writes back every dirty page.
+  ~WriteBackFlusher();
+  WriteBackFlusher(const WriteBackFlusher&) = delete;
+  WriteBackFlusher& operator=(const WriteBackFlusher&) = delete;
+
+ private:
+  void Loop();
+
+  PageCache* const cache_;
+  const FlushFile flush_file_;
+  const absl::Duration interval_;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_CACHE_WRITE_BACK_FLUSHER_H_
