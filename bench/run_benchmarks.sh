@@ -324,16 +324,7 @@ bench_target() {
 }
 
 emit_run_record() {
-  local gpu="" cpu_model
-  if command -v nvidia-smi >/dev/null; then
-    gpu=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | paste -sd ';' || true)
-  fi
-  cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-  emit type=run command="$COMMAND_LINE" date="$(date -u '+%Y-%m-%d %H:%M:%S UTC')" \
-    host="$(hostname)" kernel="$(uname -r)" cpus:="$(nproc)" cpu_model="$cpu_model" \
-    memory_kib:="$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" gpu="$gpu" \
-    fuse_max_pages_limit="$(cat /proc/sys/fs/fuse/max_pages_limit 2>/dev/null || true)" \
-    cudafs="$CUDAFS" cudafs_version="$("$CUDAFS" --version 2>/dev/null || echo unavailable)" \
+  emit_machine_record \
     fio="$FIO" fio_version="$([[ -n $FIO ]] && "$FIO" --version 2>/dev/null || echo unavailable)" \
     seq_mib:="$SEQ_MIB" par_jobs:="$PAR_JOBS" par_mib:="$PAR_MIB" wide_jobs:="$WIDE_JOBS" \
     wide_mib:="$WIDE_MIB" fio_jobs:="$FIO_JOBS" \

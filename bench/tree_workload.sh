@@ -469,15 +469,7 @@ bench_target() {
 }
 
 emit_run_record() {
-  local gpu="" cpu_model
-  if command -v nvidia-smi >/dev/null; then
-    gpu=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | paste -sd ';' || true)
-  fi
-  cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-  emit type=run command="$COMMAND_LINE" date="$(date -u '+%Y-%m-%d %H:%M:%S UTC')" \
-    host="$(hostname)" kernel="$(uname -r)" cpus:="$(nproc)" cpu_model="$cpu_model" \
-    memory_kib:="$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" gpu="$gpu" \
-    cudafs="$CUDAFS" cudafs_version="$("$CUDAFS" --version 2>/dev/null || echo unavailable)" \
+  emit_machine_record \
     cudafs_options="$CUDAFS_OPTIONS" repeat:="$REPEAT" workloads="$WORKLOADS" \
     tree_source="$TREE_SOURCE" tree_files:="$TREE_FILES" tree_bytes:="$TREE_BYTES" \
     tree_max_file_mib:="$MAX_FILE_MIB" tree_left_out_files:="${TREE_SKIPPED% *}" \

@@ -12,19 +12,10 @@
 #include <vector>
 
 #include "alloc/devices/cuda_device.h"
+#include "tests/support/free_vram.h"
 
 namespace cudafs {
 namespace {
-
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-constexpr uint64_t kGiB = uint64_t{1} << 30;
-
-// Free VRAM on GPU `index` as the driver reports it to this process.
-uint64_t FreeVram(int index) {
-  absl::StatusOr<std::vector<CudaDeviceInfo>> devices = ListCudaDevices();
-  if (!devices.ok() || static_cast<size_t>(index) >= devices->size()) return 0;
-  return (*devices)[index].free_bytes;
-}
 
 class CudaDeviceTest : public testing::Test {
  protected:
