@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "alloc/base/sizes.h"
 #include "alloc/storage/arena.h"
 #include "cache/page_cache.h"
 #include "fs/core/permissions.h"
@@ -50,7 +51,7 @@ struct FilesystemConfig {
   gid_t root_gid = 0;
   uint64_t max_inodes = 0;  // 0: unlimited
   // Largest extent a growing file gets; see ExtentMap for the policy.
-  uint64_t max_extent = 1 << 20;
+  uint64_t max_extent = kMiB;
   bool update_atime = true;  // false for noatime
   // Bytes of host-side write-back page cache (cache/page_cache.h); 0: none,
   // every read and write goes to the arena.

@@ -24,13 +24,14 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "alloc/base/sizes.h"
 
 namespace cudafs {
 
 class MemoryTrimmer {
  public:
   // Free bytes malloc may keep before a trim.
-  static constexpr uint64_t kSlackBytes = 8 << 20;
+  static constexpr uint64_t kSlackBytes = 8 * kMiB;
 
   // Blocks this large or larger are mapped on their own.
   static constexpr int kMmapThreshold = 1 << 20;

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "alloc/base/sizes.h"
 #include "alloc/devices/open_device.h"
 #include "fs/fuse/kernel_settings.h"
 
@@ -77,7 +78,7 @@ struct MountOptions {
   // Each costs a max_write-sized buffer (1 MiB).
   uint32_t uring_depth = 4;
   // cache=: bytes of the host-side write-back page cache; 0 turns it off.
-  uint64_t cache_bytes = uint64_t{64} << 20;
+  uint64_t cache_bytes = 64 * kMiB;
   bool read_only = false;
   bool default_permissions = true;  // `nodefault_permissions` is not offered
 
