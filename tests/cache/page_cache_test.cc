@@ -1291,7 +1291,10 @@ TEST_F(PageCacheTest, RandomDeviceFailuresTouchNothingElse) {
   faulty_->SetProbability(0);
   std::printf("%d operations, %llu faults injected, %d operations failed\n", kOperations,
               static_cast<unsigned long long>(faulty_->injected()), failures);
-  EXPECT_GT(failures, kOperations / 80) << "the faults never hit";  // 50 at full scale
+  // About one operation in 25 fails (18 of 400 at the ThreadSanitizer
+  // pass's scale, as few as 10 by chance); the bound only proves that faults
+  // reach operations.
+  EXPECT_GT(failures, kOperations / 200) << "the faults never hit";
   for (TestFile* file : files) ASSERT_TRUE(file->data->Flush().ok());
   for (TestFile* file : files) EXPECT_TRUE(Intact(*file));
 }

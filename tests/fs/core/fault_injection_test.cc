@@ -198,9 +198,12 @@ TEST_P(FaultInjectionTest, FailuresAreCleanAndNothingElseChanges) {
   }
   std::printf("%d operations, %llu faults injected, %d operations failed\n", kOperations,
               static_cast<unsigned long long>(faulty_->injected()), failures);
-  // About one operation in 25 fails at this probability.
-  EXPECT_GT(failures, kOperations / 60) << "the faults never hit";
-  EXPECT_GT(faulty_->injected(), static_cast<uint64_t>(kOperations / 60));
+  // About one operation in 40 fails at this probability (fewer with the
+  // cache, which absorbs writes and retries failed write-backs): 15 of 600
+  // at the ThreadSanitizer pass's scale, as few as 7 by chance. The bound
+  // only proves that faults reach operations, so it sits far below that.
+  EXPECT_GT(failures, kOperations / 300) << "the faults never hit";
+  EXPECT_GT(faulty_->injected(), static_cast<uint64_t>(kOperations / 300));
 
   // Faults off: everything works, and deleting everything frees everything.
   Faults(0);
