@@ -14,6 +14,8 @@
 #   BACKEND=cuda bench/cache_benchmark.sh
 set -uo pipefail
 REPO_DIR=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$REPO_DIR/bench/lib.sh"
 CUDAFS=${CUDAFS:-$REPO_DIR/build/cudafs}
 BACKEND=${BACKEND:-cuda}
 OUT_DIR=${OUT_DIR:-./bench-cache-out}
@@ -28,24 +30,6 @@ PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 mnt=$(mktemp -d /tmp/cudafs-cache-bench-XXXXXX)
-
-appends() {  # appends DIR: 1 KiB appends round-robin to 1000 files, appends/s
-  "$PYTHON" - "$1" <<'PY'
-import os, sys, time
-d = sys.argv[1]
-fds = [os.open(os.path.join(d, "a%d" % i), os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
-       for i in range(1000)]
-chunk = b"x" * 1024
-start = time.perf_counter()
-for _ in range(20):
-    for fd in fds:
-        os.write(fd, chunk)
-elapsed = time.perf_counter() - start
-for fd in fds:
-    os.close(fd)
-print("%.0f" % (20 * len(fds) / elapsed))
-PY
-}
 
 timed_build() {  # timed_build NAME [CMAKE ARGS...]: configures and builds in $mnt/build
   local name=$1 start

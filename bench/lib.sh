@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Shell functions shared by the mount-level benchmarks (run_benchmarks.sh,
-# tree_workload.sh): logging, JSON lines, timed commands, mounting and
+# tree_workload.sh, cache_benchmark.sh, cache_matrix.sh): logging, JSON lines, timed commands, mounting and
 # unmounting targets, cleanup. Sourced, not run.
 #
 # The caller sets: PYTHON (python 3), RESULTS (the JSON lines file),
@@ -177,4 +177,22 @@ emit_machine_record() {
     memory_kib:="$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" gpu="$gpu" \
     fuse_max_pages_limit="$(cat /proc/sys/fs/fuse/max_pages_limit 2>/dev/null || true)" \
     cudafs="$CUDAFS" cudafs_version="$("$CUDAFS" --version 2>/dev/null || echo unavailable)" "$@"
+}
+
+appends() {  # appends DIR: 1 KiB appends round-robin to 1000 files, appends/s
+  "$PYTHON" - "$1" <<'PY'
+import os, sys, time
+d = sys.argv[1]
+fds = [os.open(os.path.join(d, "a%d" % i), os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+       for i in range(1000)]
+chunk = b"x" * 1024
+start = time.perf_counter()
+for _ in range(20):
+    for fd in fds:
+        os.write(fd, chunk)
+elapsed = time.perf_counter() - start
+for fd in fds:
+    os.close(fd)
+print("%.0f" % (20 * len(fds) / elapsed))
+PY
 }

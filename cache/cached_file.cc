@@ -12,16 +12,22 @@ uint64_t RoundUp(uint64_t value, uint64_t unit) { return (value + unit - 1) / un
 }  // namespace
 
 CachedFile::CachedFile(PageCache* cache, uint64_t ino, Arena* arena, uint64_t max_extent)
-    : cache_(cache), ino_(ino), pages_(cache->AddFile(ino)), extents_(arena, max_extent) {}
+    : cache_(cache), ino_(ino), extents_(arena, max_extent) {}
 
-CachedFile::~CachedFile() { cache_->RemoveFile(pages_); }
+CachedFile::~CachedFile() {
+  if (HasCachedPages()) cache_->RemoveFile(ino_);
+}
 
 absl::Status CachedFile::Read(uint64_t offset, size_t length, char* out, uint64_t file_size) {
   if (!cache_->enabled()) return extents_.Read(offset, length, out);
   if (length < PageCache::kSmallRequest) return ReadThroughCache(offset, length, out, file_size);
   // Large: the arena serves it; dirty pages are newer.
+  return ReadAround(offset, length, out);
+}
+
+absl::Status CachedFile::ReadAround(uint64_t offset, size_t length, char* out) {
   if (absl::Status status = extents_.Read(offset, length, out); !status.ok()) return status;
-  cache_->OverlayDirty(pages_, offset, length, out);
+  if (HasCachedPages()) cache_->OverlayDirty(ino_, offset, length, out);
   return absl::OkStatus();
 }
 
@@ -29,7 +35,7 @@ absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* 
                                           uint64_t file_size) {
   const uint64_t end = offset + length;
   const uint64_t first = offset / kPage;
-  const std::vector<bool> missed = cache_->ReadCached(pages_, offset, length, out);
+  const std::vector<bool> missed = cache_->ReadCached(ino_, offset, length, out);
   const bool sequential = sequential_end_.exchange(end, std::memory_order_relaxed) == offset;
   const auto first_missed = std::find(missed.begin(), missed.end(), true);
   if (first_missed == missed.end()) return absl::OkStatus();
@@ -42,12 +48,16 @@ absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* 
                                            fill_end + PageCache::kReadAhead / kPage));
   }
 
-  char* staging = cache_->AcquireStaging();
-  if (staging == nullptr) {  // no host memory for a fill: the arena, then what is newer
-    if (absl::Status status = extents_.Read(offset, length, out); !status.ok()) return status;
-    cache_->OverlayDirty(pages_, offset, length, out);
-    return absl::OkStatus();
+  // A random read that found none of its pages, when the cache declines to
+  // keep them: straight into `out`, as without a cache (none of them is
+  // cached, so none is dirty).
+  if (!sequential && std::find(missed.begin(), missed.end(), false) == missed.end() &&
+      !cache_->AdmitsFill(ino_, fill_first)) {
+    return extents_.Read(offset, length, out);
   }
+  char* staging = cache_->AcquireStaging();
+  // No host memory for a fill: the arena, then what is newer.
+  if (staging == nullptr) return ReadAround(offset, length, out);
   const uint64_t fill_start = fill_first * kPage;
   const uint64_t fill_bytes = (fill_end - fill_first) * kPage;
   absl::Status status = extents_.Read(fill_start, fill_bytes, staging);
@@ -61,7 +71,8 @@ absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* 
       const uint64_t to = std::min(end, page_start + kPage);
       std::memcpy(out + (from - offset), staging + (from - fill_start), to - from);
     }
-    cache_->InsertClean(pages_, fill_first, fill_end - fill_first, staging);
+    may_have_pages_.store(true, std::memory_order_relaxed);
+    cache_->InsertClean(ino_, fill_first, fill_end - fill_first, staging);
   }
   cache_->ReleaseStaging(staging);
   return status;
@@ -73,7 +84,8 @@ absl::Status CachedFile::Write(uint64_t offset, const char* data, size_t length,
   if (length < PageCache::kSmallRequest) {
     absl::StatusOr<bool> cached = WriteThroughCache(offset, data, length, file_size);
     if (!cached.ok() || *cached) return cached.status();
-    cache_->CountWriteThroughs((offset + length - 1) / kPage - offset / kPage + 1);
+    cache_->CountWriteThroughs(ino_, offset / kPage,
+                               (offset + length - 1) / kPage - offset / kPage + 1);
   }
   return WriteAround(offset, data, length);
 }
@@ -85,11 +97,11 @@ absl::Status CachedFile::WriteAround(uint64_t offset, const char* data, size_t l
 }
 
 absl::Status CachedFile::FlushAndDrop(uint64_t offset, uint64_t end) {
-  if (!cache_->HasPagesIn(pages_, offset, end)) return absl::OkStatus();
+  if (!HasCachedPages() || !cache_->HasPagesIn(ino_, offset, end)) return absl::OkStatus();
   // Pages at the edges hold bytes outside the range that may exist nowhere
   // else.
   if (absl::Status status = Flush(); !status.ok()) return status;
-  cache_->DropPages(pages_, offset, end);
+  cache_->DropPages(ino_, offset, end);
   return absl::OkStatus();
 }
 
@@ -101,9 +113,15 @@ absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* 
   // A frame for every page first. When the cache is full of dirty pages the
   // write goes around it rather than wait for a flush: a working set larger
   // than the cache gains nothing from it, and the flusher is already at
-  // work (it starts at half).
+  // work (it starts at half). A random one-page write into a full cache
+  // mostly goes around too (ReserveForWrite); one that continues the last
+  // write or appends never does, so the pages of a file written piece by
+  // piece still reach the arena in batches.
+  const bool sequential = offset == write_end_ || offset == file_size;
+  write_end_ = end;
   PageCache::WriteFrames write;
-  if (!cache_->ReserveForWrite(pages_, first, count, &write)) return false;
+  may_have_pages_.store(true, std::memory_order_relaxed);
+  if (!cache_->ReserveForWrite(ino_, first, count, sequential, &write)) return false;
 
   // A new frame starts as the page's current bytes: zeros past the end of
   // the file, else the arena's, unless the write covers the whole page.
@@ -119,7 +137,7 @@ absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* 
       std::memset(frame_data, 0, kPage);
       continue;
     }
-    cache_->CountMiss();
+    cache_->CountMiss(ino_, first + i);
     if (absl::Status status = extents_.Read(page_start, kPage, frame_data); !status.ok()) {
       cache_->CancelWrite(write);
       return status;
@@ -135,9 +153,9 @@ absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* 
 }
 
 absl::Status CachedFile::Flush() {
-  if (!cache_->enabled()) return absl::OkStatus();
+  if (!HasCachedPages()) return absl::OkStatus();
   for (;;) {
-    const PageCache::FlushBatch batch = cache_->CollectDirty(pages_);
+    const PageCache::FlushBatch batch = cache_->CollectDirty(ino_);
     if (batch.frames.empty()) return absl::OkStatus();
     // Written without the cache lock, which every other file's requests
     // need: the caller's exclusive hold of this file's lock keeps these
@@ -151,13 +169,13 @@ absl::Status CachedFile::Flush() {
 // bytes (dirty ones may exist nowhere else).
 absl::Status CachedFile::PunchHole(uint64_t offset, uint64_t length) {
   if (absl::Status status = extents_.PunchHole(offset, length); !status.ok()) return status;
-  if (cache_->enabled()) cache_->DiscardRange(pages_, offset, offset + length);
+  if (HasCachedPages()) cache_->DiscardRange(ino_, offset, offset + length);
   return absl::OkStatus();
 }
 
 absl::Status CachedFile::Truncate(uint64_t size) {
   if (absl::Status status = extents_.Truncate(size); !status.ok()) return status;
-  if (cache_->enabled()) cache_->DiscardRange(pages_, size, ~uint64_t{0});
+  if (HasCachedPages()) cache_->DiscardRange(ino_, size, ~uint64_t{0});
   return absl::OkStatus();
 }
 

@@ -64,6 +64,11 @@ class CachedFile {
  private:
   static constexpr uint64_t kPage = PageCache::kPageSize;
 
+  bool HasCachedPages() const {
+    return cache_->enabled() && may_have_pages_.load(std::memory_order_relaxed);
+  }
+  // The arena, then the dirty pages over it (which are newer).
+  absl::Status ReadAround(uint64_t offset, size_t length, char* out);
   // Small reads: page by page, filling missing pages from the arena.
   absl::Status ReadThroughCache(uint64_t offset, size_t length, char* out, uint64_t file_size);
   // Small writes: into cached pages, mapped in the arena for later. False
@@ -78,9 +83,16 @@ class CachedFile {
   absl::Status FlushAndDrop(uint64_t offset, uint64_t end);
 
   PageCache* const cache_;
-  const uint64_t ino_;
-  const PageCache::FileId pages_;  // this file's pages in cache_
+  const uint64_t ino_;  // names the file's pages in cache_
   ExtentMap extents_;
+  // False until the file first puts a page in the cache: until then the
+  // cache's locks need not be taken to learn that it holds nothing of the
+  // file (a large stream, a file that is only read straight through, a
+  // file deleted before it was written). Set under the file's lock, shared
+  // or not, before the first page goes in.
+  std::atomic<bool> may_have_pages_{false};
+  // Where the last small write ended (writers hold the lock exclusively).
+  uint64_t write_end_ = ~uint64_t{0};
   // Where the last small read ended: a read starting here is sequential and
   // reads ahead. Concurrent readers may race on it; it is only a hint.
   std::atomic<uint64_t> sequential_end_{~uint64_t{0}};

@@ -22,23 +22,34 @@
 // its only user) names its pages by the FileId it was given and decides
 // what goes through the cache and when the arena is written.
 //
-// Locking: `mu_` guards the frames, their contents, every file's page map
-// and the counters. It is taken inside a file's inode lock (never the other
-// way round) and never held across a device call. The methods taking a
-// FileId need the caller to hold that file's lock, exclusively unless said
-// otherwise: the lock keeps the file's pages from changing under a caller
-// between two calls (dirty pages are never evicted).
+// Shards: the frames are split into up to kMaxShards shards, each with its
+// own lock, free list, LRU list and page maps. A file's 64 KiB chunks take
+// the shards in turn, from a shard its inode number hashes to, so one
+// file's pages spread evenly over every shard (a file alone can fill the
+// whole cache) while requests on different pages rarely meet on one lock: with a single lock, 8 writers
+// and the flusher queued on it and the cache ran slower than no cache.
+// Eviction is per shard (each shard's least recently used clean page).
+//
+// Locking: a shard's `mu` guards its frames, their contents, its page maps
+// and its counters. It is taken inside a file's inode lock (never the other
+// way round), never two at once, and never held across a device call.
+// Files are named by inode number; the methods taking one need the caller
+// to hold that file's lock, exclusively unless said otherwise: the lock
+// keeps the file's pages from changing under a caller between two calls
+// (dirty pages are never evicted).
 #ifndef CUDAFS_CACHE_PAGE_CACHE_H_
 #define CUDAFS_CACHE_PAGE_CACHE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <list>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -73,77 +84,91 @@ class PageCache {
   // How far a sequential small read fills ahead of itself.
   static constexpr uint64_t kReadAhead = 64 << 10;
   // Largest flush batch, in pages, whatever the device takes in one call: a
-  // batch is gathered under `mu_`, which every file's requests need.
+  // batch is gathered under the shards' locks, which requests need.
   static constexpr uint64_t kMaxFlushPages = 4096;
   // A read fill: the pages of one small request plus read-ahead.
   static constexpr uint64_t kFillBytes = 256 << 10;
   static_assert(kSmallRequest + kReadAhead + 2 * kPageSize <= kFillBytes);
+  // Pages of a file that go to one shard together (a chunk): a sequential
+  // small write fills contiguous frames of one shard, which a flush copies
+  // as one piece.
+  static constexpr uint64_t kChunkPages = 16;
+  // At most this many shards, each of at least kMinShardFrames frames: a
+  // small cache (tests use a dozen pages) is one shard, with one LRU order.
+  static constexpr uint32_t kMaxShards = 16;
+  static constexpr uint32_t kMinShardFrames = 64;
+  // A random read, or a random one-page write, that misses a shard with no
+  // free frame is cached one time in this many (see AdmitsFill and
+  // ReserveForWrite).
+  static constexpr uint64_t kAdmitOneIn = 8;
 
   using Frame = uint32_t;
   static constexpr Frame kNoFrame = ~Frame{0};
-  // One file's pages.
-  enum class FileId : uint32_t {};
 
-  // A cache of `budget_bytes` (rounded down to pages) over `device`'s
-  // host buffers; 0 disables it.
+  // A cache of `budget_bytes` (rounded down to whole pages, and to a
+  // multiple of the shard count) over `device`'s host buffers; 0 disables it.
   PageCache(Device* device, uint64_t budget_bytes);
   PageCache(const PageCache&) = delete;
   PageCache& operator=(const PageCache&) = delete;
 
   bool enabled() const { return frame_count_ > 0; }
-  PageCacheStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  uint32_t shard_count() const { return shard_count_; }
+  PageCacheStats Stats() const;
 
   // Inode numbers of the files with a page dirty for at least `age`.
-  std::vector<uint64_t> DirtyFiles(absl::Duration age) const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<uint64_t> DirtyFiles(absl::Duration age) const;
 
   // For the flusher: returns once more than half the budget is dirty, or
   // after `timeout`. True when it returned for pressure.
-  bool WaitForPressure(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  bool WaitForPressure(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(pressure_mu_);
   // Ends a WaitForPressure early (the flusher is stopping).
-  void Wake() ABSL_LOCKS_EXCLUDED(mu_);
+  void Wake() ABSL_LOCKS_EXCLUDED(pressure_mu_);
 
-  // A file of inode `ino`, with no pages; a FileId that names nothing when
-  // the cache is disabled (no other method may be given it then).
-  FileId AddFile(uint64_t ino) ABSL_LOCKS_EXCLUDED(mu_);
-  // Drops the file's pages unflushed: the file is gone.
-  void RemoveFile(FileId file) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops the pages of file `ino` unflushed: the file is gone.
+  void RemoveFile(uint64_t ino);
 
-  // Reads: the file's lock may be shared for these three.
+  // Reads: the file's lock may be shared for these four.
   //
   // Copies the cached pages of [offset, offset + length) to `out`; returns,
   // for each page of the range from offset / kPageSize on, whether it was
   // missing.
-  std::vector<bool> ReadCached(FileId file, uint64_t offset, size_t length, char* out)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<bool> ReadCached(uint64_t ino, uint64_t offset, size_t length, char* out);
+  // Whether a random read that missed page `index` should cache what it
+  // fetches: yes while the page's shard has a free frame, else one time in
+  // kAdmitOneIn. A working set larger than the cache would otherwise pay an
+  // eviction (and a copy through a staging buffer) on every read and gain
+  // nothing; admitting some keeps a working set that fits taking the cache
+  // over from one that came before.
+  bool AdmitsFill(uint64_t ino, uint64_t index);
   // Caches `count` pages from page `first` on as clean pages, where the file
   // has none yet and frames can be had; `content` holds their bytes, which
   // must be the arena's.
-  void InsertClean(FileId file, uint64_t first, uint64_t count, const char* content)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void InsertClean(uint64_t ino, uint64_t first, uint64_t count, const char* content);
   // Copies the dirty pages within [offset, offset + length) over `out`.
-  void OverlayDirty(FileId file, uint64_t offset, size_t length, char* out)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void OverlayDirty(uint64_t ino, uint64_t offset, size_t length, char* out);
 
   // The frames of a small write, one per page: the cached page (pinned, so
   // it stays) or a new frame that is not yet in the file's map and so cannot
-  // be evicted, and that no one else reaches: the writer fills it without
-  // the lock.
+  // be evicted, and that no one else reaches.
   struct WriteFrames {
-    FileId file{};
+    uint64_t ino = 0;
     uint64_t first = 0;  // page index of frames[0]
     std::vector<Frame> frames;
     std::vector<bool> is_new;
   };
   // Frames for `count` pages from `first` on; false (and nothing held) when
-  // the cache has no frames to spare.
-  bool ReserveForWrite(FileId file, uint64_t first, uint64_t count, WriteFrames* write)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // the cache has no frames to spare, or declines a one-page write that is
+  // not `sequential` (does not continue the file's last write) to a page it
+  // does not hold in a shard with no free frame, as AdmitsFill declines a
+  // read: a working set larger than the cache gains nothing from the cache
+  // but an eviction per write.
+  bool ReserveForWrite(uint64_t ino, uint64_t first, uint64_t count, bool sequential,
+                       WriteFrames* write);
   // Gives the frames of a write that will not happen back.
-  void CancelWrite(const WriteFrames& write) ABSL_LOCKS_EXCLUDED(mu_);
+  void CancelWrite(const WriteFrames& write);
   // Copies `data`, the write's bytes at `offset`, into its frames and makes
   // them the file's dirty pages.
-  void CommitWrite(const WriteFrames& write, uint64_t offset, const char* data, size_t length)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void CommitWrite(const WriteFrames& write, uint64_t offset, const char* data, size_t length);
 
   // Dirty pages to write to the arena in one device call.
   struct FlushBatch {
@@ -152,22 +177,22 @@ class PageCache {
   };
   // The file's first dirty pages, as many as one batch takes; empty when it
   // has none. The frames stay as they are while the caller holds the file's
-  // lock, so it may write the runs without `mu_`.
-  FlushBatch CollectDirty(FileId file) ABSL_LOCKS_EXCLUDED(mu_);
+  // lock, so it may write the runs without the cache's locks.
+  FlushBatch CollectDirty(uint64_t ino);
   // The batch reached the arena: its pages are clean.
-  void MarkFlushed(const FlushBatch& batch) ABSL_LOCKS_EXCLUDED(mu_);
+  void MarkFlushed(const FlushBatch& batch);
 
   // Whether the file has pages overlapping [offset, end).
-  bool HasPagesIn(FileId file, uint64_t offset, uint64_t end) ABSL_LOCKS_EXCLUDED(mu_);
+  bool HasPagesIn(uint64_t ino, uint64_t offset, uint64_t end);
   // Drops the file's pages overlapping [offset, end), dirty or not.
-  void DropPages(FileId file, uint64_t offset, uint64_t end) ABSL_LOCKS_EXCLUDED(mu_);
+  void DropPages(uint64_t ino, uint64_t offset, uint64_t end);
   // Drops the pages wholly inside [offset, end) and zeroes the cached bytes
   // of the others that it covers.
-  void DiscardRange(FileId file, uint64_t offset, uint64_t end) ABSL_LOCKS_EXCLUDED(mu_);
+  void DiscardRange(uint64_t ino, uint64_t offset, uint64_t end);
 
-  // Counters for what the file decided.
-  void CountMiss() ABSL_LOCKS_EXCLUDED(mu_);
-  void CountWriteThroughs(uint64_t pages) ABSL_LOCKS_EXCLUDED(mu_);
+  // Counters for what the file decided, charged to the shard of page `index`.
+  void CountMiss(uint64_t ino, uint64_t index);
+  void CountWriteThroughs(uint64_t ino, uint64_t index, uint64_t pages);
 
   // Pinned buffers of kFillBytes for read fills; null when none can be had.
   char* AcquireStaging() { return staging_.Acquire(); }
@@ -179,61 +204,109 @@ class PageCache {
   using PageMap = absl::btree_map<uint64_t, Frame>;  // page index -> frame
 
   struct FilePages {
-    uint64_t ino = 0;
     PageMap pages;
     uint64_t dirty_pages = 0;
     absl::Time first_dirtied;
   };
 
-  struct Page {
-    uint32_t owner = kNoFile;  // index in files_; kNoFile: the frame is free
-    uint64_t index = 0;        // page number in the file
-    bool dirty = false;
-    int pins = 0;  // > 0: a write is using the frame outside the lock
-    std::list<Frame>::iterator lru;  // valid while clean and owned
-  };
-  static constexpr uint32_t kNoFile = ~uint32_t{0};
+  static constexpr uint64_t kNoOwner = 0;  // no inode has number 0
 
-  FilePages& Pages(FileId file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return files_[static_cast<uint32_t>(file)];
-  }
-  // A free frame for page `index` of `owner`, evicting the least recently
-  // used clean page if needed; kNoFrame when every frame is dirty or pinned.
-  // The new page is clean and not yet in the LRU list.
-  Frame Take(FileId owner, uint64_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Gives `frame` back (its page leaves its owner's map in the caller).
-  void Free(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Frees the page at `it` of `file`; returns the next one.
-  PageMap::iterator Drop(FilePages& file, PageMap::iterator it)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Makes a page from Take evictable, as a clean page.
-  void AddClean(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MarkDirty(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MarkClean(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Clears a dirty page's flag and its share of the dirty counts; the
-  // caller decides whether the page joins the LRU list.
-  void ForgetDirty(Page& page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves a clean page to the most recently used end.
-  void Touch(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Page {
+    uint64_t owner = kNoOwner;  // inode number; kNoOwner: the frame is free
+    uint64_t index = 0;         // page number in the file
+    // Neighbours in the shard's LRU list, while clean and owned.
+    Frame lru_prev = kNoFrame;
+    Frame lru_next = kNoFrame;
+    int32_t pins = 0;  // > 0: a write is using the frame
+    bool dirty = false;
+    bool in_lru = false;
+  };
+
+  // One lock's share of the frames: [first, first + frames) of the pool.
+  struct Shard {
+    absl::Mutex mu;
+    Frame first = 0;
+    std::atomic<uint64_t>* total_dirty = nullptr;  // the cache's count
+    std::vector<Page> pages ABSL_GUARDED_BY(mu);   // indexed by frame - first
+    std::vector<Frame> free ABSL_GUARDED_BY(mu);
+    Frame lru_oldest ABSL_GUARDED_BY(mu) = kNoFrame;  // clean pages, a list
+    Frame lru_newest ABSL_GUARDED_BY(mu) = kNoFrame;
+    // Only the files that have pages here: an empty file costs nothing.
+    absl::flat_hash_map<uint64_t, FilePages> files ABSL_GUARDED_BY(mu);
+    absl::flat_hash_set<uint64_t> dirty_files ABSL_GUARDED_BY(mu);
+    uint64_t dirty_pages ABSL_GUARDED_BY(mu) = 0;
+    uint64_t declined ABSL_GUARDED_BY(mu) = 0;  // misses into a full shard
+    uint64_t hits ABSL_GUARDED_BY(mu) = 0;
+    uint64_t misses ABSL_GUARDED_BY(mu) = 0;
+    uint64_t write_throughs ABSL_GUARDED_BY(mu) = 0;
+
+    Page& PageOf(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pages[frame - first]; }
+    // Whether a random miss may have a frame: yes while one is free, else
+    // one time in kAdmitOneIn.
+    bool Admits() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return !free.empty() || ++declined % kAdmitOneIn == 0;
+    }
+    // A free frame for page `index` of `ino`, evicting the least recently
+    // used clean page if needed; kNoFrame when every frame is dirty or
+    // pinned. The new page is clean and not yet in its file's map or the
+    // LRU list. May erase any file's entry of `files`.
+    Frame Take(uint64_t ino, uint64_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    // Gives `frame` back (its page leaves its owner's map in the caller).
+    void Free(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    // Frees the page at `it` of `file`; returns the next one. The caller
+    // erases the file's entry once its map is empty.
+    PageMap::iterator Drop(FilePages& file, PageMap::iterator it)
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    // Erases the entry of file `ino` if it has no page left here.
+    void EraseIfEmpty(uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    void LruAppend(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    void LruRemove(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    // Moves a clean page to the most recently used end.
+    void Touch(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    void MarkDirty(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    void MarkClean(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    // Clears a dirty page's flag and its share of the dirty counts; the
+    // caller decides whether the page joins the LRU list.
+    void ForgetDirty(Page& page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  };
+
+  // The shard of page `index` of file `ino`.
+  Shard& ShardOf(uint64_t ino, uint64_t index) const;
+  Shard& ShardOfFrame(Frame frame) const { return shards_[frame / frames_per_shard_]; }
+  // Calls fn(shard, first, end) for each 64 KiB chunk of pages [first, end)
+  // of file `ino`, with the chunk's share of the range, until fn returns
+  // false.
+  template <typename Fn>
+  void ForEachChunk(uint64_t ino, uint64_t first, uint64_t end, Fn fn) const;
+  // As ForEachChunk, but where the range has more chunks than there are
+  // shards, calls fn once per shard with the whole range (a shard's map of
+  // the file holds only its own pages): for walks over a file's page map.
+  template <typename Fn>
+  void ForEachShardOf(uint64_t ino, uint64_t first, uint64_t end, Fn fn) const;
+  // DropPages (zero_partial false) and DiscardRange (true).
+  void DiscardPages(uint64_t ino, uint64_t offset, uint64_t end, bool zero_partial);
+  // Wakes the flusher if more than half the frames are dirty and it waits.
+  void SignalPressure() ABSL_LOCKS_EXCLUDED(pressure_mu_);
 
   // Set once in the constructor; 0 frames when the budget is 0 or its
   // memory could not be had.
   uint32_t frame_count_ = 0;
+  uint32_t shard_count_ = 1;  // a power of two
+  uint32_t frames_per_shard_ = 0;
   PinnedBuffer frames_;
+  std::unique_ptr<Shard[]> shards_;
   // Pages per flush batch: what one device call takes (on a GPU one launch
   // of the scatter kernel), within kMaxFlushPages.
   const uint64_t flush_pages_;
 
-  mutable absl::Mutex mu_;
+  std::atomic<uint64_t> dirty_pages_{0};
+  std::atomic<uint64_t> flush_batches_{0};
+  std::atomic<uint64_t> flushed_bytes_{0};
+  std::atomic<uint64_t> flush_copies_{0};
+  absl::Mutex pressure_mu_;
   absl::CondVar pressure_;
-  std::vector<Page> pages_ ABSL_GUARDED_BY(mu_);  // indexed by frame
-  std::vector<Frame> free_ ABSL_GUARDED_BY(mu_);
-  std::list<Frame> lru_ ABSL_GUARDED_BY(mu_);  // clean pages, least recent first
-  std::vector<FilePages> files_ ABSL_GUARDED_BY(mu_);  // indexed by FileId
-  std::vector<uint32_t> free_files_ ABSL_GUARDED_BY(mu_);  // removed files' slots
-  uint64_t dirty_pages_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_set<uint32_t> dirty_files_ ABSL_GUARDED_BY(mu_);
-  PageCacheStats stats_ ABSL_GUARDED_BY(mu_);
+  // Set while the flusher waits, so that writers signal only then.
+  std::atomic<bool> flusher_waiting_{false};
 
   PinnedBufferPool staging_;
 };

@@ -282,6 +282,18 @@ class PageCacheTest : public testing::Test {
 
   void DirtyArena() { cudafs::DirtyArena(*arena_, kDirt, &held_); }
 
+  // A cache of 4 pages, full of clean pages 3, 1, 0 and 2 (least recently
+  // used first) of a new file of `size` bytes, read at random (no read
+  // starts where the last ended, so none reads ahead).
+  TestFile& FullCacheOfCleanPages(uint64_t size) {
+    Make(16 * MiB, 4);
+    TestFile& file = NewFile();
+    EXPECT_TRUE(Write(file, 0, Letters(rng_, size)).ok());  // arena only
+    for (uint64_t page : {3, 1, 0, 2}) EXPECT_TRUE(ReadsBack(file, page * kPage, kPage));
+    EXPECT_EQ(cache_->Stats().cached_bytes, 4 * kPage);
+    return file;
+  }
+
   std::mt19937_64 rng_{1};
   std::unique_ptr<HostDevice> host_;
   std::unique_ptr<FaultyDevice> faulty_;
@@ -617,21 +629,94 @@ TEST_F(PageCacheTest, SequentialSmallReadsReadAhead) {
 // Eviction takes the least recently used clean page: a page read again
 // stays, one not read since goes.
 TEST_F(PageCacheTest, EvictionTakesTheLeastRecentlyUsedPage) {
-  Make(16 * MiB, 4);
-  TestFile& file = NewFile();
-  ASSERT_TRUE(Write(file, 0, Letters(rng_, 160 * KiB)).ok());  // arena only
-  // No read starts where the last ended, so none reads ahead.
-  for (uint64_t page : {3, 1, 0, 2}) ASSERT_TRUE(ReadsBack(file, page * kPage, kPage));
-  ASSERT_EQ(cache_->Stats().cached_bytes, 4 * kPage);
+  TestFile& file = FullCacheOfCleanPages(160 * KiB);
   ASSERT_TRUE(ReadsBack(file, 3 * kPage, 100));  // page 3: most recent now
   uint64_t reads = device_->read_batches();
-  ASSERT_TRUE(ReadsBack(file, 5 * kPage, kPage));  // evicts page 1
-  EXPECT_EQ(device_->read_batches(), ++reads);
+  // An append always takes a frame (a random read or one-page write into a
+  // full cache seldom does: RandomReadsIntoAFullCacheAreCachedOneInEight).
+  ASSERT_TRUE(Write(file, 160 * KiB, Letters(rng_, kPage)).ok());  // evicts page 1
+  EXPECT_EQ(device_->read_batches(), reads);
   ASSERT_TRUE(ReadsBack(file, 3 * kPage + 1, 10));
   EXPECT_EQ(device_->read_batches(), reads) << "the page read last was evicted";
   ASSERT_TRUE(ReadsBack(file, 1 * kPage + 1, 10));
   EXPECT_EQ(device_->read_batches(), ++reads) << "the least recently used page stayed";
   EXPECT_EQ(cache_->Stats().cached_bytes, 4 * kPage);
+}
+
+// A random read that misses a full cache is cached one time in
+// kAdmitOneIn: a working set larger than the cache would otherwise evict a
+// page on every read for nothing.
+TEST_F(PageCacheTest, RandomReadsIntoAFullCacheAreCachedOneInEight) {
+  // While frames are free every miss is cached.
+  TestFile& file = FullCacheOfCleanPages(1 * MiB);
+  uint64_t reads = device_->read_batches();
+  for (uint64_t page : {3, 1, 0, 2}) ASSERT_TRUE(ReadsBack(file, page * kPage + 1, 10));
+  ASSERT_EQ(device_->read_batches(), reads) << "pages read while frames were free not cached";
+  // Full: of kAdmitOneIn random misses (none starts where the last ended),
+  // exactly one is cached, evicting the least recently used page (3).
+  std::vector<uint64_t> misses;
+  for (uint64_t i = 0; i < PageCache::kAdmitOneIn; ++i) misses.push_back(10 + 2 * i);
+  for (uint64_t page : misses) ASSERT_TRUE(ReadsBack(file, page * kPage, kPage));
+  EXPECT_EQ(device_->read_batches(), reads += misses.size());
+  int cached = 0;
+  for (uint64_t page : misses) {
+    ASSERT_TRUE(ReadsBack(file, page * kPage + 1, 10));
+    if (device_->read_batches() == reads) ++cached;
+    reads = device_->read_batches();
+  }
+  EXPECT_EQ(cached, 1);
+  EXPECT_EQ(cache_->Stats().cached_bytes, 4 * kPage);
+}
+
+// The same for random one-page writes; writes that continue the last one
+// (or append) are always cached, so a file written piece by piece still
+// reaches the arena in batches.
+TEST_F(PageCacheTest, RandomOnePageWritesIntoAFullCacheAreCachedOneInEight) {
+  TestFile& file = FullCacheOfCleanPages(1 * MiB);
+  for (uint64_t i = 0; i < PageCache::kAdmitOneIn; ++i) {
+    ASSERT_TRUE(Write(file, (10 + 2 * i) * kPage, Letters(rng_, kPage)).ok());
+  }
+  PageCacheStats stats = cache_->Stats();
+  EXPECT_EQ(stats.write_throughs, PageCache::kAdmitOneIn - 1);
+  EXPECT_EQ(stats.dirty_bytes, kPage);
+  // Continuing the last write: cached, every time.
+  const uint64_t next = (10 + 2 * (PageCache::kAdmitOneIn - 1) + 1) * kPage;
+  for (uint64_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(Write(file, next + i * kPage, Letters(rng_, kPage)).ok());
+  }
+  stats = cache_->Stats();
+  EXPECT_EQ(stats.write_throughs, PageCache::kAdmitOneIn - 1);
+  EXPECT_EQ(stats.dirty_bytes, 4 * kPage);
+  EXPECT_TRUE(Intact(file));
+}
+
+// A cache large enough for several shards: one file's pages spread over
+// all of them, so it alone can fill the whole budget with dirty pages, and
+// a flush still copies runs of contiguous pages as single pieces.
+TEST_F(PageCacheTest, OneFileFillsEveryShard) {
+  constexpr uint64_t kPages = PageCache::kMaxShards * PageCache::kMinShardFrames;
+  Make(64 * MiB, kPages);
+  ASSERT_EQ(cache_->shard_count(), PageCache::kMaxShards);
+  TestFile& file = NewFile();
+  // Written in small requests, sequentially: every page is cached, dirty.
+  const uint64_t kWrite = 16 * kPage;
+  for (uint64_t offset = 0; offset < kPages * kPage; offset += kWrite) {
+    ASSERT_TRUE(Write(file, offset, Letters(rng_, kWrite)).ok());
+  }
+  PageCacheStats stats = cache_->Stats();
+  EXPECT_EQ(stats.dirty_bytes, kPages * kPage);
+  EXPECT_EQ(stats.write_throughs, 0u);
+  ASSERT_TRUE(file.data->Flush().ok());
+  stats = cache_->Stats();
+  EXPECT_EQ(stats.dirty_bytes, 0u);
+  EXPECT_EQ(stats.flushed_bytes, kPages * kPage);
+  // A chunk's pages sit in contiguous frames of its shard.
+  EXPECT_LE(stats.flush_copies, kPages / PageCache::kChunkPages);
+  EXPECT_TRUE(Intact(file));
+  // Every page is a hit now.
+  const uint64_t reads = device_->read_batches();
+  for (uint64_t page = 0; page < kPages; page += 7) ASSERT_TRUE(ReadsBack(file, page * kPage, 100));
+  EXPECT_EQ(device_->read_batches(), reads);
 }
 
 // The budget is tiny and other files' dirty pages fill it: a write that
@@ -662,9 +747,10 @@ TEST_F(PageCacheTest, WritesGoAroundACacheFullOfDirtyPages) {
   EXPECT_EQ(stats.write_throughs, 2u);
   EXPECT_EQ(stats.dirty_bytes, 4 * kPage);
   EXPECT_TRUE(Intact(a));
-  // Once a's pages are clean they can be taken again.
+  // Once a's pages are clean they can be taken again (by an append: a
+  // random one-page write into a full cache mostly goes around it).
   ASSERT_TRUE(a.data->Flush().ok());
-  ASSERT_TRUE(Write(a, 4 * kPage + 30, Letters(rng_, 10)).ok());
+  ASSERT_TRUE(Write(a, 4 * kPage + 20, Letters(rng_, 10)).ok());
   stats = cache_->Stats();
   EXPECT_EQ(stats.write_throughs, 2u);
   EXPECT_EQ(stats.dirty_bytes, kPage);
@@ -1027,7 +1113,7 @@ TEST_P(PageCacheModelTest, RandomOperationsMatchAModel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Budgets, PageCacheModelTest, testing::Values(0, 16, 256),
+INSTANTIATE_TEST_SUITE_P(Budgets, PageCacheModelTest, testing::Values(0, 16, 256, 1024),
                          [](const testing::TestParamInfo<uint64_t>& info) {
                            return info.param == 0 ? std::string("Disabled")
                                                   : std::to_string(info.param) + "Pages";
