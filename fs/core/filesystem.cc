@@ -9,8 +9,8 @@
 //     serialise (as the kernel serialises them for one file anyway). Only
 //     namespace operations, which hold (1) exclusively, lock several inodes.
 //  3. InodeTable's lock guards the inode map and lookup/open counts.
-//  4. The PageCache's lock guards cached pages of every file (see
-//     cache/page_cache.h); it is held for memory copies only.
+//  4. The PageCache's shard locks each guard a share of the cached pages
+//     (see cache/page_cache.h); one at a time, held for memory copies only.
 //  5. Arena's lock guards the buddy allocator and the granules' use counts;
 //     committing a granule and device copies run outside every lock but the
 //     inode's.
