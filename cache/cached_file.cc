@@ -113,15 +113,10 @@ absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* 
   // A frame for every page first. When the cache is full of dirty pages the
   // write goes around it rather than wait for a flush: a working set larger
   // than the cache gains nothing from it, and the flusher is already at
-  // work (it starts at half). A random one-page write into a full cache
-  // mostly goes around too (ReserveForWrite); one that continues the last
-  // write or appends never does, so the pages of a file written piece by
-  // piece still reach the arena in batches.
-  const bool sequential = offset == write_end_ || offset == file_size;
-  write_end_ = end;
+  // work (it starts at half).
   PageCache::WriteFrames write;
   may_have_pages_.store(true, std::memory_order_relaxed);
-  if (!cache_->ReserveForWrite(ino_, first, count, sequential, &write)) return false;
+  if (!cache_->ReserveForWrite(ino_, first, count, &write)) return false;
 
   // A new frame starts as the page's current bytes: zeros past the end of
   // the file, else the arena's, unless the write covers the whole page.

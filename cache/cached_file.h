@@ -91,8 +91,6 @@ class CachedFile {
   // file deleted before it was written). Set under the file's lock, shared
   // or not, before the first page goes in.
   std::atomic<bool> may_have_pages_{false};
-  // Where the last small write ended (writers hold the lock exclusively).
-  uint64_t write_end_ = ~uint64_t{0};
   // Where the last small read ended: a read starting here is sequential and
   // reads ahead. Concurrent readers may race on it; it is only a hint.
   std::atomic<uint64_t> sequential_end_{~uint64_t{0}};

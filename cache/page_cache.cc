@@ -196,7 +196,7 @@ std::vector<bool> PageCache::ReadCached(uint64_t ino, uint64_t offset, size_t le
 bool PageCache::AdmitsFill(uint64_t ino, uint64_t index) {
   Shard& shard = ShardOf(ino, index);
   absl::MutexLock lock(&shard.mu);
-  return shard.Admits();
+  return !shard.free.empty() || ++shard.declined_fills % kAdmitOneIn == 0;
 }
 
 void PageCache::InsertClean(uint64_t ino, uint64_t first, uint64_t count, const char* content) {
@@ -239,7 +239,7 @@ void PageCache::OverlayDirty(uint64_t ino, uint64_t offset, size_t length, char*
                  });
 }
 
-bool PageCache::ReserveForWrite(uint64_t ino, uint64_t first, uint64_t count, bool sequential,
+bool PageCache::ReserveForWrite(uint64_t ino, uint64_t first, uint64_t count,
                                 WriteFrames* write) {
   write->ino = ino;
   write->first = first;
@@ -256,12 +256,6 @@ bool PageCache::ReserveForWrite(uint64_t ino, uint64_t first, uint64_t count, bo
           ++shard.PageOf(it->second).pins;
           continue;
         }
-      }
-      // Only a one-page write is declined: the page is then all it touches,
-      // so going around the cache needs no flush.
-      if (!sequential && count == 1 && !shard.Admits()) {
-        have_frames = false;
-        return false;
       }
       write->frames[i] = shard.Take(ino, index);
       write->is_new[i] = true;

@@ -97,9 +97,8 @@ class PageCache {
   // small cache (tests use a dozen pages) is one shard, with one LRU order.
   static constexpr uint32_t kMaxShards = 16;
   static constexpr uint32_t kMinShardFrames = 64;
-  // A random read, or a random one-page write, that misses a shard with no
-  // free frame is cached one time in this many (see AdmitsFill and
-  // ReserveForWrite).
+  // A random read that misses a shard with no free frame is cached one time
+  // in this many (see AdmitsFill).
   static constexpr uint64_t kAdmitOneIn = 8;
 
   using Frame = uint32_t;
@@ -157,13 +156,11 @@ class PageCache {
     std::vector<bool> is_new;
   };
   // Frames for `count` pages from `first` on; false (and nothing held) when
-  // the cache has no frames to spare, or declines a one-page write that is
-  // not `sequential` (does not continue the file's last write) to a page it
-  // does not hold in a shard with no free frame, as AdmitsFill declines a
-  // read: a working set larger than the cache gains nothing from the cache
-  // but an eviction per write.
-  bool ReserveForWrite(uint64_t ino, uint64_t first, uint64_t count, bool sequential,
-                       WriteFrames* write);
+  // the cache has no frames to spare. Writes are not declined as random
+  // reads are: a dirty page reaches the arena in a batch with others, which
+  // costs the GPU far less than a copy per write, so even a working set 64
+  // times the cache writes faster through it (docs/BENCHMARKS.md).
+  bool ReserveForWrite(uint64_t ino, uint64_t first, uint64_t count, WriteFrames* write);
   // Gives the frames of a write that will not happen back.
   void CancelWrite(const WriteFrames& write);
   // Copies `data`, the write's bytes at `offset`, into its frames and makes
@@ -235,17 +232,12 @@ class PageCache {
     absl::flat_hash_map<uint64_t, FilePages> files ABSL_GUARDED_BY(mu);
     absl::flat_hash_set<uint64_t> dirty_files ABSL_GUARDED_BY(mu);
     uint64_t dirty_pages ABSL_GUARDED_BY(mu) = 0;
-    uint64_t declined ABSL_GUARDED_BY(mu) = 0;  // misses into a full shard
+    uint64_t declined_fills ABSL_GUARDED_BY(mu) = 0;  // for AdmitsFill
     uint64_t hits ABSL_GUARDED_BY(mu) = 0;
     uint64_t misses ABSL_GUARDED_BY(mu) = 0;
     uint64_t write_throughs ABSL_GUARDED_BY(mu) = 0;
 
     Page& PageOf(Frame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pages[frame - first]; }
-    // Whether a random miss may have a frame: yes while one is free, else
-    // one time in kAdmitOneIn.
-    bool Admits() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-      return !free.empty() || ++declined % kAdmitOneIn == 0;
-    }
     // A free frame for page `index` of `ino`, evicting the least recently
     // used clean page if needed; kNoFrame when every frame is dirty or
     // pinned. The new page is clean and not yet in its file's map or the
