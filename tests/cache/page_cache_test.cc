@@ -1143,6 +1143,45 @@ TEST_F(PageCacheTest, ThreadsSharingOneCacheKeepTheirOwnFiles) {
   EXPECT_GT(stats.write_throughs + stats.flush_batches, 0u);
 }
 
+// Writers of different files at once, each doing what the model test
+// does to its own file (as each holds its inode's lock), over a cache of
+// several shards that is smaller than what they write: they take frames
+// from each other's pages in every shard, and every file still reads back
+// exactly, with the counts consistent.
+TEST_F(PageCacheTest, ConcurrentFilesShareTheShards) {
+  constexpr int kThreads = 4;
+  const int kOperations = Scaled(3000);
+  const uint64_t seed = Seed();
+  SCOPED_TRACE("CUDAFS_CACHE_SEED=" + std::to_string(seed));
+  Make(64 * MiB, 4 * PageCache::kMinShardFrames);
+  ASSERT_EQ(cache_->shard_count(), 4u);
+  std::vector<TestFile*> files;
+  for (int t = 0; t < kThreads; ++t) files.push_back(&NewFile());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      RandomOperations random(seed + t, cache_.get(), 1536 * KiB);
+      for (int op = 0; op < kOperations; ++op) {
+        std::string what;
+        if (const testing::AssertionResult ok = random.Step(*files[t], files[t], &what); !ok) {
+          ADD_FAILURE() << "thread " << t << ", operation " << op << ": " << what << ": "
+                        << ok.message();
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  PageCacheStats stats = cache_->Stats();
+  EXPECT_LE(stats.cached_bytes, stats.budget_bytes);
+  EXPECT_LE(stats.dirty_bytes, stats.cached_bytes);
+  for (TestFile* file : files) EXPECT_TRUE(Intact(*file));
+  for (TestFile* file : files) ASSERT_TRUE(file->data->Flush().ok());
+  EXPECT_EQ(cache_->Stats().dirty_bytes, 0u);
+  EXPECT_TRUE(cache_->DirtyFiles(absl::ZeroDuration()).empty());
+  for (TestFile* file : files) EXPECT_TRUE(Intact(*file));
+}
+
 // Reads share the inode lock: several readers of one file fill and hit its
 // pages at once while a writer of another file evicts them.
 TEST_F(PageCacheTest, ConcurrentReadersOfOneFileAgree) {
