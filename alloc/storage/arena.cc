@@ -48,6 +48,16 @@ absl::StatusOr<Block> Arena::Allocate(uint64_t size) {
     }
     block.offset = *offset;
     to_commit = Reference(block);
+    // A granule freed a moment ago may still be on its way out.
+    struct Fresh {
+      const Arena* arena;
+      const std::vector<uint64_t>* granules;
+    } fresh{this, &to_commit};
+    mu_.Await(absl::Condition(
+        +[](Fresh* f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return !f->arena->AnyReleasing(*f->granules);
+        },
+        &fresh));
   }
   // Other threads allocating in these granules wait for this commit (below);
   // everyone else goes on.
@@ -57,36 +67,66 @@ absl::StatusOr<Block> Arena::Allocate(uint64_t size) {
     status = device_->Commit(to_commit[committed] * granule_, granule_);
     if (!status.ok()) break;
   }
-  absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i < to_commit.size(); ++i) {
-    Granule& granule = granules_.at(to_commit[i]);
-    if (i < committed) {
-      granule.committed = true;
-      ++committed_granules_;
-    } else {
-      granule.failed = true;
+  std::vector<uint64_t> to_release;
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < to_commit.size(); ++i) {
+      Granule& granule = granules_.at(to_commit[i]);
+      if (i < committed) {
+        granule.committed = true;
+        ++committed_granules_;
+      } else {
+        granule.failed = true;
+      }
     }
-  }
-  struct Wait {
-    const Arena* arena;
-    Block block;
-  } wait{this, block};
-  mu_.Await(absl::Condition(
-      +[](Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS { return w->arena->Settled(w->block); },
-      &wait));
-  if (!status.ok() || AnyFailed(block)) {
-    Unreference(block);
+    struct Wait {
+      const Arena* arena;
+      Block block;
+    } wait{this, block};
+    mu_.Await(absl::Condition(
+        +[](Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS { return w->arena->Settled(w->block); },
+        &wait));
+    if (status.ok() && !AnyFailed(block)) return block;
+    to_release = Unreference(block);
     allocator_.Free(block.offset, block.size);
-    if (!status.ok()) return status;
-    return absl::ResourceExhaustedError("the device could not back the block");
   }
-  return block;
+  Release(to_release);
+  if (!status.ok()) return status;
+  return absl::ResourceExhaustedError("the device could not back the block");
 }
 
 void Arena::Free(Block block) {
+  std::vector<uint64_t> to_release;
+  {
+    absl::MutexLock lock(&mu_);
+    to_release = Unreference(block);
+    allocator_.Free(block.offset, block.size);
+  }
+  Release(to_release);
+}
+
+void Arena::Release(const std::vector<uint64_t>& granules) {
+  if (granules.empty()) return;
+  // A failed decommit only leaks physical memory until unmount; the
+  // granule is recommitted (a no-op for most devices) on next use.
+  for (const uint64_t g : granules) device_->Decommit(g * granule_, granule_).IgnoreError();
   absl::MutexLock lock(&mu_);
-  Unreference(block);
-  allocator_.Free(block.offset, block.size);
+  for (const uint64_t g : granules) {
+    auto it = granules_.find(g);
+    Granule& granule = it->second;
+    granule.releasing = false;
+    granule.committed = false;
+    --committed_granules_;
+    // A block allocated meanwhile waits to commit it afresh.
+    if (granule.users == 0) granules_.erase(it);
+  }
+}
+
+bool Arena::AnyReleasing(const std::vector<uint64_t>& granules) const {
+  for (const uint64_t g : granules) {
+    if (granules_.at(g).releasing) return true;
+  }
+  return false;
 }
 
 std::pair<Block, Block> Arena::Split(Block block) {
@@ -111,20 +151,23 @@ std::vector<uint64_t> Arena::Reference(Block block) {
   return fresh;
 }
 
-void Arena::Unreference(Block block) {
+std::vector<uint64_t> Arena::Unreference(Block block) {
+  std::vector<uint64_t> to_release;
   const uint64_t first = block.offset / granule_;
   const uint64_t last = (block.offset + block.size - 1) / granule_;
   for (uint64_t g = first; g <= last; ++g) {
     auto it = granules_.find(g);
-    if (--it->second.users > 0) continue;
-    if (it->second.committed) {
-      --committed_granules_;
-      // A failed decommit only leaks physical memory until unmount; the
-      // granule is recommitted (a no-op for most devices) on next use.
-      device_->Decommit(g * granule_, granule_).IgnoreError();
+    Granule& granule = it->second;
+    if (--granule.users > 0) continue;
+    if (granule.releasing) continue;  // that release finishes it
+    if (granule.committed) {
+      granule.releasing = true;
+      to_release.push_back(g);
+      continue;
     }
     granules_.erase(it);
   }
+  return to_release;
 }
 
 bool Arena::Settled(Block block) const {
@@ -132,7 +175,7 @@ bool Arena::Settled(Block block) const {
   const uint64_t last = (block.offset + block.size - 1) / granule_;
   for (uint64_t g = first; g <= last; ++g) {
     const Granule& granule = granules_.at(g);
-    if (!granule.committed && !granule.failed) return false;
+    if (granule.releasing || (!granule.committed && !granule.failed)) return false;
   }
   return true;
 }

@@ -9,11 +9,12 @@
 // Content of a new block is unspecified: callers must write or Zero every
 // byte they later read (alloc/storage/extent_map.h does).
 //
-// Thread-safe. Allocation and free take one short lock; committing a
-// granule (a GPU mapping, or faulting in host pages: up to a millisecond)
-// happens outside it, so one thread committing does not stall allocations
-// elsewhere in the arena. Data copies go to the device directly and never
-// take the lock.
+// Thread-safe. Allocation and free take one short lock; committing and
+// decommitting a granule (a GPU mapping or unmapping, or faulting in host
+// pages: up to a millisecond each, 0.2 s for a 10 GiB file's granules)
+// happen outside it, so one thread doing either stalls only allocations
+// that need those very granules. Data copies go to the device directly and
+// never take the lock.
 #ifndef CUDAFS_ALLOC_STORAGE_ARENA_H_
 #define CUDAFS_ALLOC_STORAGE_ARENA_H_
 
@@ -79,13 +80,22 @@ class Arena {
     uint32_t users = 0;      // allocated blocks touching it, settled or not
     bool committed = false;  // the device backs it
     bool failed = false;     // its commit failed: its users give up
+    // Being decommitted outside the lock (its last block was freed): not
+    // usable, and not to be committed again, until that is done.
+    bool releasing = false;
   };
 
   // Counts the block as a user of each granule under it; returns the
-  // granules that had none, which the caller must commit.
+  // granules that had none, which the caller must commit (once none of
+  // them is releasing).
   std::vector<uint64_t> Reference(Block block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Undoes Reference; decommits granules left without users.
-  void Unreference(Block block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Undoes Reference; returns the committed granules left without users,
+  // now releasing, which the caller must pass to Release.
+  std::vector<uint64_t> Unreference(Block block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decommits releasing granules, then forgets those still without users.
+  void Release(const std::vector<uint64_t>& granules) ABSL_LOCKS_EXCLUDED(mu_);
+  bool AnyReleasing(const std::vector<uint64_t>& granules) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True once no granule under the block is still being committed.
   bool Settled(Block block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AnyFailed(Block block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

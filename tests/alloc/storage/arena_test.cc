@@ -1,6 +1,7 @@
 #include "alloc/storage/arena.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <cstdlib>
@@ -40,12 +41,7 @@ class RecordingDevice final : public Device {
   uint64_t granule_size() const override { return backing_->granule_size(); }
 
   absl::Status Commit(uint64_t offset, uint64_t length) override {
-    {
-      absl::MutexLock gate(&gate_mu_);
-      ++commits_at_gate_;
-      gate_mu_.Await(absl::Condition(&gate_open_));
-      --commits_at_gate_;
-    }
+    WaitAtGate();
     absl::MutexLock lock(&mu_);
     CheckGranuleAligned("Commit", offset, length);
     if (successful_commits_left_.has_value()) {
@@ -63,6 +59,7 @@ class RecordingDevice final : public Device {
   }
 
   absl::Status Decommit(uint64_t offset, uint64_t length) override {
+    WaitAtGate();
     absl::MutexLock lock(&mu_);
     CheckGranuleAligned("Decommit", offset, length);
     for (uint64_t g = offset / kGranule; g < (offset + length) / kGranule; ++g) {
@@ -93,7 +90,7 @@ class RecordingDevice final : public Device {
     return backing_->Zero(ranges);
   }
 
-  // While the gate is closed, Commit waits in it.
+  // While the gate is closed, Commit and Decommit wait in it.
   void CloseGate() {
     absl::MutexLock gate(&gate_mu_);
     gate_open_ = false;
@@ -102,10 +99,10 @@ class RecordingDevice final : public Device {
     absl::MutexLock gate(&gate_mu_);
     gate_open_ = true;
   }
-  void AwaitCommitsAtGate(int n) {
+  void AwaitCallsAtGate(int n) {
     absl::MutexLock gate(&gate_mu_);
     auto arrived = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_mu_) {
-      return commits_at_gate_ == n;
+      return calls_at_gate_ == n;
     };
     gate_mu_.Await(absl::Condition(&arrived, &decltype(arrived)::operator()));
   }
@@ -134,6 +131,13 @@ class RecordingDevice final : public Device {
   }
 
  private:
+  void WaitAtGate() {
+    absl::MutexLock gate(&gate_mu_);
+    ++calls_at_gate_;
+    gate_mu_.Await(absl::Condition(&gate_open_));
+    --calls_at_gate_;
+  }
+
   void CheckGranuleAligned(const char* what, uint64_t offset, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (offset % kGranule != 0 || length % kGranule != 0 || length == 0) {
@@ -156,7 +160,7 @@ class RecordingDevice final : public Device {
   mutable absl::Mutex mu_;
   absl::Mutex gate_mu_;
   bool gate_open_ ABSL_GUARDED_BY(gate_mu_) = true;
-  int commits_at_gate_ ABSL_GUARDED_BY(gate_mu_) = 0;
+  int calls_at_gate_ ABSL_GUARDED_BY(gate_mu_) = 0;
   std::set<uint64_t> committed_ ABSL_GUARDED_BY(mu_);
   std::optional<int> successful_commits_left_ ABSL_GUARDED_BY(mu_);
   int commits_ ABSL_GUARDED_BY(mu_) = 0;
@@ -611,7 +615,7 @@ TEST_F(ArenaTest, AllocationsWaitForTheirGranulesCommitOnly) {
   device_->CloseGate();
   absl::StatusOr<Block> first, second;
   std::thread committer([&] { first = arena_->Allocate(kMinBlock); });
-  device_->AwaitCommitsAtGate(1);
+  device_->AwaitCallsAtGate(1);
   // The arena's lock is free while the commit runs.
   EXPECT_EQ(arena_->Stats().blocks.used, kMinBlock);
   // The next block lands in the same granule: it must wait for the commit.
@@ -636,7 +640,7 @@ TEST_F(ArenaTest, AFailedCommitFailsItsWaitersAndIsRetriedLater) {
   device_->CloseGate();
   absl::StatusOr<Block> first, second;
   std::thread committer([&] { first = arena_->Allocate(kMinBlock); });
-  device_->AwaitCommitsAtGate(1);
+  device_->AwaitCallsAtGate(1);
   std::thread waiter([&] { second = arena_->Allocate(kMinBlock); });
   absl::SleepFor(absl::Milliseconds(50));
   device_->OpenGate();
@@ -649,6 +653,37 @@ TEST_F(ArenaTest, AFailedCommitFailsItsWaitersAndIsRetriedLater) {
   device_->AllowCommits();
   MustAllocate(kMinBlock);
   ExpectCommittedGranulesFollowLiveBlocks();
+}
+
+// Decommitting a freed granule runs outside the arena's lock (deleting a
+// large file decommits many): allocations go on meanwhile, and one that
+// lands in that very granule waits for the decommit, then commits it
+// afresh, never twice.
+TEST_F(ArenaTest, ADecommitHoldsUpOnlyAllocationsInItsGranule) {
+  const Block block = MustAllocate(kMinBlock);
+  live_.clear();
+  device_->CloseGate();
+  std::thread freer([&] { arena_->Free(block); });
+  device_->AwaitCallsAtGate(1);
+  // The arena's lock is free while the decommit runs.
+  EXPECT_EQ(arena_->Stats().blocks.used, 0u);
+  std::atomic<bool> allocated{false};
+  absl::StatusOr<Block> again;
+  std::thread allocator([&] {
+    again = arena_->Allocate(kMinBlock);
+    allocated = true;
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(allocated) << "allocated in a granule still being decommitted";
+  device_->OpenGate();
+  freer.join();
+  allocator.join();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->offset / kGranule, block.offset / kGranule);
+  EXPECT_EQ(device_->successful_commits(), 2);
+  live_ = {*again};
+  ExpectCommittedGranulesFollowLiveBlocks();
+  EXPECT_TRUE(device_->violations().empty()) << device_->violations().front();
 }
 
 }  // namespace
