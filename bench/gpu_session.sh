@@ -20,6 +20,8 @@
 # Parts: tests, tests-devfuse (the suite with uring=on / uring=off), micro,
 # bench, bench-devfuse (the mount benchmark over io_uring / /dev/fuse),
 # bench-cache (bench/cache_benchmark.sh: the write-back cache on and off),
+# cache-matrix (bench/cache_matrix.sh: the cache against cache=0 and the
+# null backend over working sets from half to 64 times the cache),
 # load (64 clients for 5 minutes), long (the model test, 1M operations).
 set -uo pipefail
 build=${1:?usage: bench/gpu_session.sh BUILD_DIR FIO_BUNDLE OUT_DIR [PART ...]}
@@ -78,8 +80,13 @@ for part in "${parts[@]}"; do
       FIO="$out/fio-tools/fio" CUDAFS="$PWD/$build/cudafs" OUT_DIR="$out/bench-cache" \
         BENCH_BUILD=0 bench/cache_benchmark.sh >"$out/bench-cache.md" 2>&1
       ;;
+    cache-matrix)  # issue 16: the cache against cache=0 and the null backend
+      mkdir -p "$out/fio-tools" && tar -xzf "$tools" -C "$out/fio-tools"
+      FIO="$out/fio-tools/fio" CUDAFS="$PWD/$build/cudafs" OUT_DIR="$out/cache-matrix" \
+        bench/cache_matrix.sh cache nocache null >"$out/cache-matrix.md" 2>"$out/cache-matrix.log"
+      ;;
     *)
-      echo "unknown part: $part (tests, tests-devfuse, load, long, micro, bench, bench-devfuse, bench-cache)" >&2
+      echo "unknown part: $part (tests, tests-devfuse, load, long, micro, bench, bench-devfuse, bench-cache, cache-matrix)" >&2
       exit 2
       ;;
   esac
