@@ -13,7 +13,7 @@
 # cache=64m), nocache (the same with cache=0), null (backend=null, cache=0:
 # FUSE's own cost), tmpfs. Settings (environment):
 #   BENCH_CACHE_MIB     the cache size the working sets are multiples of (64)
-#   BENCH_MULTIPLES     working sets, as multiples of it ("0.5 4 64")
+#   BENCH_MULTIPLES     working sets, as multiples of it ("0.5 4 64"; empty: no fio)
 #   BENCH_JOBS          fio job counts ("8 16"); each job has its own file
 #                       of working set / jobs, laid out with 1 MiB writes
 #   BENCH_RW            fio workloads ("randread randwrite")
@@ -31,7 +31,7 @@ PYTHON=${PYTHON:-python3}
 OUT_DIR=${OUT_DIR:-./bench-cache-matrix-out}
 MOUNT_SIZE=${MOUNT_SIZE:-16g}
 CACHE_MIB=${BENCH_CACHE_MIB:-64}
-MULTIPLES=${BENCH_MULTIPLES:-0.5 4 64}
+MULTIPLES=${BENCH_MULTIPLES-0.5 4 64}
 JOBS=${BENCH_JOBS:-8 16}
 RW=${BENCH_RW:-randread randwrite}
 SECONDS_PER_RUN=${BENCH_SECONDS:-5}
