@@ -34,7 +34,7 @@ class MemoryTrimmer {
   static constexpr uint64_t kSlackBytes = 8 * kMiB;
 
   // Blocks this large or larger are mapped on their own.
-  static constexpr int kMmapThreshold = 1 << 20;
+  static constexpr int kMmapThreshold = static_cast<int>(kMiB);
 
   // Sets malloc's mmap threshold (for the whole process) and starts a
   // thread that calls TrimIfWorthIt every `interval`.

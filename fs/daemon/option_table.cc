@@ -18,14 +18,15 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "alloc/base/sizes.h"
 
 namespace cudafs {
 namespace {
 
 using Apply = decltype(MountOptionSpec::apply);
 
-constexpr uint64_t kSmallestMinBlock = uint64_t{4} << 10;
-constexpr uint64_t kLargestMinBlock = uint64_t{1} << 30;
+constexpr uint64_t kSmallestMinBlock = 4 * kKiB;
+constexpr uint64_t kLargestMinBlock = kGiB;
 // Beyond this the buffers (1 MiB each, per CPU) cost more than any measured gain.
 constexpr uint64_t kMostUringDepth = 64;
 
