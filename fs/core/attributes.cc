@@ -37,7 +37,7 @@ absl::StatusOr<struct stat> Filesystem::SetAttributes(InodeNumber ino,
   }
 
   if (changes.size) {
-    if (*changes.size < inode.size) {
+    if (*changes.size < inode.size && inode.data) {
       if (absl::Status status = inode.data->Truncate(*changes.size); !status.ok()) return status;
     }
     inode.size = *changes.size;

@@ -35,7 +35,7 @@ class Filesystem::Impl {
     std::shared_ptr<Inode> inode = state_.table.Get(ino);
     if (!inode || !inode->is_regular()) return absl::OkStatus();
     absl::MutexLock lock(&inode->mu);
-    return inode->data->Flush();
+    return inode->data ? inode->data->Flush() : absl::OkStatus();
   }
 
   PageCacheStats CacheStats() const { return cache_.Stats(); }

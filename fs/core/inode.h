@@ -59,7 +59,10 @@ struct Inode {
   timespec mtime ABSL_GUARDED_BY(mu){};
   timespec ctime ABSL_GUARDED_BY(mu){};
   absl::btree_map<std::string, std::string> xattrs ABSL_GUARDED_BY(mu);
-  std::unique_ptr<CachedFile> data ABSL_GUARDED_BY(mu);  // regular files only
+  // Regular files only, and only once the file first stores a byte (write,
+  // fallocate, copy target): until then every byte of it reads as a hole,
+  // and a million empty files cost no CachedFile.
+  std::unique_ptr<CachedFile> data ABSL_GUARDED_BY(mu);
   std::string symlink_target;  // set before the inode is published
 
   // Namespace; directories only. Both are set when the directory is made,

@@ -86,10 +86,6 @@ absl::StatusOr<struct stat> CreateNamed(FilesystemState& state, InodeNumber pare
     } else {
       inode.nlink = 1;
     }
-    if (inode.is_regular()) {
-      inode.data = std::make_unique<CachedFile>(state.cache, inode.ino, state.arena,
-                                                state.config.max_extent);
-    }
     setup(inode);
     (*dir)->mtime = (*dir)->ctime = now;
     FillStat(inode, &st);
