@@ -41,6 +41,11 @@ class Directory {
   // an existing name, RENAME_EXCHANGE).
   void Replace(absl::string_view name, Entry entry);
 
+  // The inode ".." names: the directory that holds this one (the root's
+  // own number for the root).
+  uint64_t parent() const { return parent_; }
+  void set_parent(uint64_t parent) { parent_ = parent; }
+
   bool empty() const { return by_name_.empty(); }
   size_t size() const { return by_name_.size(); }
 
@@ -62,6 +67,7 @@ class Directory {
   absl::flat_hash_map<std::string, Slot> by_name_;
   absl::btree_map<uint64_t, std::string> by_cookie_;
   uint64_t next_cookie_ = kDotDotCookie + 1;
+  uint64_t parent_ = 0;
 };
 
 }  // namespace cudafs

@@ -23,11 +23,11 @@ namespace {
 // The data of regular file `inode`, made on first use: a file that never
 // stored a byte has none, and reads as holes (see Inode::data).
 CachedFile& DataOf(FilesystemState& state, Inode& inode) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inode.mu) {
-  if (!inode.data) {
-    inode.data =
-        std::make_unique<CachedFile>(state.cache, inode.ino, state.arena, state.config.max_extent);
+  if (!inode.data()) {
+    inode.set_data(
+        std::make_unique<CachedFile>(state.cache, inode.ino, state.arena, state.config.max_extent));
   }
-  return *inode.data;
+  return *inode.data();
 }
 
 absl::StatusOr<size_t> CopyLocked(
@@ -63,9 +63,9 @@ absl::Status AllocateLocked(FilesystemState& state, Inode& inode, int operation,
   if (operation != 0) {
     // Punching past the end has nothing to do; zeroing past it with
     // KEEP_SIZE only preallocates.
-    if (offset < inode.size && inode.data) {
+    if (offset < inode.size && inode.data()) {
       const uint64_t punch_end = std::min(end, inode.size);
-      if (absl::Status status = inode.data->PunchHole(offset, punch_end - offset); !status.ok()) {
+      if (absl::Status status = inode.data()->PunchHole(offset, punch_end - offset); !status.ok()) {
         return status;
       }
     }
@@ -97,8 +97,8 @@ absl::StatusOr<uint64_t> Filesystem::Open(InodeNumber ino, int flags, const Call
       return PosixError(EISDIR);
     }
     if ((flags & O_TRUNC) && inode.is_regular()) {
-      if (inode.data) {
-        if (absl::Status status = inode.data->Truncate(0); !status.ok()) return status;
+      if (inode.data()) {
+        if (absl::Status status = inode.data()->Truncate(0); !status.ok()) return status;
       }
       inode.size = 0;
       inode.mtime = inode.ctime = Now();
@@ -117,7 +117,7 @@ void Filesystem::Release(InodeNumber ino) {
   // The last writer is gone: what growth reserved past the end goes back
   // (see ExtentMap). A file opened again and appended to grows anew.
   absl::MutexLock lock(&inode->mu);
-  if (inode->data) inode->data->TrimTail(inode->size);
+  if (inode->data()) inode->data()->TrimTail(inode->size);
 }
 
 void Filesystem::MarkAccessed(InodeNumber ino) {
@@ -138,10 +138,10 @@ absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t
     if (inode.is_directory()) return PosixError(EISDIR);
     if (!inode.is_regular()) return PosixError(EINVAL);
     if (offset < inode.size) length = std::min<uint64_t>(size, inode.size - offset);
-    if (length > 0 && !inode.data) {
+    if (length > 0 && !inode.data()) {
       std::memset(out, 0, length);
     } else if (length > 0) {
-      if (absl::Status status = inode.data->Read(offset, length, out, inode.size); !status.ok()) {
+      if (absl::Status status = inode.data()->Read(offset, length, out, inode.size); !status.ok()) {
         return status;
       }
     }
@@ -212,9 +212,9 @@ absl::StatusOr<uint64_t> Filesystem::Seek(InodeNumber ino, uint64_t offset, int 
   if (whence != SEEK_DATA && whence != SEEK_HOLE) return PosixError(EINVAL);
   if (offset >= inode.size) return PosixError(ENXIO);
   if (whence == SEEK_HOLE) {
-    return inode.data ? std::min(inode.data->NextHole(offset), inode.size) : offset;
+    return inode.data() ? std::min(inode.data()->NextHole(offset), inode.size) : offset;
   }
-  std::optional<uint64_t> data = inode.data ? inode.data->NextData(offset) : std::nullopt;
+  std::optional<uint64_t> data = inode.data() ? inode.data()->NextData(offset) : std::nullopt;
   if (!data || *data >= inode.size) return PosixError(ENXIO);
   return *data;
 }

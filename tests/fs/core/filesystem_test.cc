@@ -519,6 +519,30 @@ TEST_F(FilesystemTest, UtimensSetsExplicitOrCurrentTimes) {
   EXPECT_TRUE(Same(st.st_atim, timespec{5, 5}));
 }
 
+// Inodes store times packed (PackedTime); any second of a timespec, before
+// 1970 or far after, comes back as it was set, to the nanosecond.
+TEST_F(FilesystemTest, TimesKeepEverySecondAndNanosecond) {
+  const InodeNumber ino = NewFile(kRootInode, "f");
+  const std::vector<timespec> times = {{0, 0},
+                                       {-1, 999999999},
+                                       {std::numeric_limits<int64_t>::min(), 1},
+                                       {std::numeric_limits<int64_t>::max(), 999999999},
+                                       {int64_t{1} << 32, 500000000},
+                                       {(int64_t{1} << 32) - 1, 7}};
+  for (const timespec& time : times) {
+    SCOPED_TRACE(absl::StrCat(time.tv_sec, ".", time.tv_nsec));
+    AttributeChanges changes;
+    changes.atime = AttributeChanges::Time{false, time};
+    changes.mtime = AttributeChanges::Time{false, time};
+    changes.ctime = time;
+    ASSERT_OK(fs_->SetAttributes(ino, changes, root_));
+    const struct stat st = Stat(ino);
+    EXPECT_TRUE(Same(st.st_atim, time));
+    EXPECT_TRUE(Same(st.st_mtim, time));
+    EXPECT_TRUE(Same(st.st_ctim, time));
+  }
+}
+
 TEST_F(FilesystemTest, TruncateDownAndUpReadsZeros) {
   const InodeNumber ino = NewFile(kRootInode, "f");
   std::string data(3 * 4096 + 100, '\0');
