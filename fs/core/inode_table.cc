@@ -14,7 +14,7 @@ std::shared_ptr<Inode> InodeTable::CreateRoot(mode_t mode) {
   auto root = std::make_shared<Inode>(1, mode);
   absl::MutexLock lock(&mu_);
   used_space_ += kSlotBytes;
-  inodes_[1] = root;
+  inodes_.insert(root);
   return root;
 }
 
@@ -47,14 +47,14 @@ absl::StatusOr<std::shared_ptr<Inode>> InodeTable::Create(mode_t mode) {
   absl::MutexLock lock(&mu_);
   if (absl::Status status = ReserveLocked(kSlotBytes); !status.ok()) return status;
   auto inode = std::make_shared<Inode>(next_ino_++, mode);
-  inodes_[inode->ino] = inode;
+  inodes_.insert(inode);
   return inode;
 }
 
 std::shared_ptr<Inode> InodeTable::Get(uint64_t ino) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = inodes_.find(ino);
-  return it == inodes_.end() ? nullptr : it->second;
+  return it == inodes_.end() ? nullptr : *it;
 }
 
 void InodeTable::AddLookup(Inode& inode, uint64_t count) {
