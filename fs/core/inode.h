@@ -105,9 +105,9 @@ struct Inode {
   // What only one type of inode has, behind accessors that say which lock
   // guards it (Clang's analysis cannot name `mu` from inside a union).
   //
-  // Regular files: the file's bytes, null until the file first stores one
-  // (write, fallocate, copy target); until then every byte of it reads as
-  // a hole, and an empty file costs no CachedFile.
+  // Regular files: the file's bytes, null until the file first needs an
+  // extent map (write, fallocate, either side of a copy); until then every
+  // byte of it reads as a hole, and an empty file costs no CachedFile.
   CachedFile* data() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
     assert(is_regular());
     return data_.get();
