@@ -37,8 +37,8 @@ absl::StatusOr<struct stat> Filesystem::SetAttributes(InodeNumber ino,
   }
 
   if (changes.size) {
-    if (*changes.size < inode.size) {
-      if (absl::Status status = inode.data->Truncate(*changes.size); !status.ok()) return status;
+    if (*changes.size < inode.size && inode.data()) {
+      if (absl::Status status = inode.data()->Truncate(*changes.size); !status.ok()) return status;
     }
     inode.size = *changes.size;
     // Like tmpfs: a truncate is a modification even when the size stays.

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -18,6 +20,16 @@
 namespace cudafs {
 namespace {
 
+// The data of regular file `inode`, made on first use: a file that never
+// stored a byte has none, and reads as holes (see Inode::data).
+CachedFile& DataOf(FilesystemState& state, Inode& inode) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inode.mu) {
+  if (!inode.data()) {
+    inode.set_data(
+        std::make_unique<CachedFile>(state.cache, inode.ino, state.arena, state.config.max_extent));
+  }
+  return *inode.data();
+}
+
 absl::StatusOr<size_t> CopyLocked(
     FilesystemState& state, Inode& from, uint64_t in_offset, Inode& to, uint64_t out_offset,
     size_t length, const Caller& caller, bool* set_id_dropped,
@@ -25,7 +37,10 @@ absl::StatusOr<size_t> CopyLocked(
   if (in_offset >= from.size) return 0;
   const uint64_t count = std::min<uint64_t>(length, from.size - in_offset);
   if (out_offset > kMaxFileSize || count > kMaxFileSize - out_offset) return PosixError(EFBIG);
-  if (absl::Status status = to.data->CopyFrom(*from.data, in_offset, out_offset, count);
+  // The source's holes become zeroed blocks of the target, so a source
+  // with no data still takes part, as an empty one.
+  if (absl::Status status =
+          DataOf(state, to).CopyFrom(DataOf(state, from), in_offset, out_offset, count);
       !status.ok()) {
     return status;
   }
@@ -39,23 +54,26 @@ absl::StatusOr<size_t> CopyLocked(
   return count;
 }
 
-absl::Status AllocateLocked(Inode& inode, int operation, bool keep_size, uint64_t offset,
-                            uint64_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inode.mu) {
+absl::Status AllocateLocked(FilesystemState& state, Inode& inode, int operation, bool keep_size,
+                            uint64_t offset, uint64_t length)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(inode.mu) {
   if (inode.is_directory()) return PosixError(EISDIR);
   if (!inode.is_regular()) return PosixError(ENODEV);
   const uint64_t end = offset + length;
   if (operation != 0) {
     // Punching past the end has nothing to do; zeroing past it with
     // KEEP_SIZE only preallocates.
-    if (offset < inode.size) {
+    if (offset < inode.size && inode.data()) {
       const uint64_t punch_end = std::min(end, inode.size);
-      if (absl::Status status = inode.data->PunchHole(offset, punch_end - offset); !status.ok()) {
+      if (absl::Status status = inode.data()->PunchHole(offset, punch_end - offset); !status.ok()) {
         return status;
       }
     }
   }
   if (operation != FALLOC_FL_PUNCH_HOLE) {
-    if (absl::Status status = inode.data->Reserve(offset, length); !status.ok()) return status;
+    if (absl::Status status = DataOf(state, inode).Reserve(offset, length); !status.ok()) {
+      return status;
+    }
     if (!keep_size && end > inode.size) inode.size = end;
   }
   // tmpfs marks every successful fallocate as a modification, KEEP_SIZE
@@ -79,7 +97,9 @@ absl::StatusOr<uint64_t> Filesystem::Open(InodeNumber ino, int flags, const Call
       return PosixError(EISDIR);
     }
     if ((flags & O_TRUNC) && inode.is_regular()) {
-      if (absl::Status status = inode.data->Truncate(0); !status.ok()) return status;
+      if (inode.data()) {
+        if (absl::Status status = inode.data()->Truncate(0); !status.ok()) return status;
+      }
       inode.size = 0;
       inode.mtime = inode.ctime = Now();
       set_id_dropped = DropSetIdOnWrite(inode, caller);
@@ -97,7 +117,7 @@ void Filesystem::Release(InodeNumber ino) {
   // The last writer is gone: what growth reserved past the end goes back
   // (see ExtentMap). A file opened again and appended to grows anew.
   absl::MutexLock lock(&inode->mu);
-  if (inode->data) inode->data->TrimTail(inode->size);
+  if (inode->data()) inode->data()->TrimTail(inode->size);
 }
 
 void Filesystem::MarkAccessed(InodeNumber ino) {
@@ -118,8 +138,10 @@ absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t
     if (inode.is_directory()) return PosixError(EISDIR);
     if (!inode.is_regular()) return PosixError(EINVAL);
     if (offset < inode.size) length = std::min<uint64_t>(size, inode.size - offset);
-    if (length > 0) {
-      if (absl::Status status = inode.data->Read(offset, length, out, inode.size); !status.ok()) {
+    if (length > 0 && !inode.data()) {
+      std::memset(out, 0, length);
+    } else if (length > 0) {
+      if (absl::Status status = inode.data()->Read(offset, length, out, inode.size); !status.ok()) {
         return status;
       }
     }
@@ -145,7 +167,8 @@ absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const
     if (append) offset = inode.size;
     if (offset > kMaxFileSize || size > kMaxFileSize - offset) return PosixError(EFBIG);
     if (size == 0) return 0;
-    if (absl::Status status = inode.data->Write(offset, data, size, inode.size); !status.ok()) {
+    if (absl::Status status = DataOf(*state_, inode).Write(offset, data, size, inode.size);
+        !status.ok()) {
       return status;
     }
     inode.size = std::max<uint64_t>(inode.size, offset + size);
@@ -172,7 +195,7 @@ absl::Status Filesystem::Allocate(InodeNumber ino, int mode, uint64_t offset, ui
   bool set_id_dropped;
   {
     absl::MutexLock lock(&inode.mu);
-    absl::Status status = AllocateLocked(inode, operation, keep_size, offset, length);
+    absl::Status status = AllocateLocked(*state_, inode, operation, keep_size, offset, length);
     if (!status.ok()) return status;
     set_id_dropped = DropSetIdOnWrite(inode, caller);
   }
@@ -188,8 +211,10 @@ absl::StatusOr<uint64_t> Filesystem::Seek(InodeNumber ino, uint64_t offset, int 
   if (!inode.is_regular()) return PosixError(EINVAL);
   if (whence != SEEK_DATA && whence != SEEK_HOLE) return PosixError(EINVAL);
   if (offset >= inode.size) return PosixError(ENXIO);
-  if (whence == SEEK_HOLE) return std::min(inode.data->NextHole(offset), inode.size);
-  std::optional<uint64_t> data = inode.data->NextData(offset);
+  if (whence == SEEK_HOLE) {
+    return inode.data() ? std::min(inode.data()->NextHole(offset), inode.size) : offset;
+  }
+  std::optional<uint64_t> data = inode.data() ? inode.data()->NextData(offset) : std::nullopt;
   if (!data || *data >= inode.size) return PosixError(ENXIO);
   return *data;
 }

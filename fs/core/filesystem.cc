@@ -1,9 +1,9 @@
 // Locking overview. There is no filesystem-wide lock on the data path.
 //
-//  1. FilesystemState::namespace_mu guards every Directory and Inode::parent: lookups
-//     and readdir share it, operations that change names (create, link,
-//     unlink, rename, ...) hold it exclusively. Read, write, setattr and
-//     xattr operations never take it.
+//  1. FilesystemState::namespace_mu guards every Directory, its parent
+//     included: lookups and readdir share it, operations that change names
+//     (create, link, unlink, rename, ...) hold it exclusively. Read, write,
+//     setattr and xattr operations never take it.
 //  2. Inode::mu guards one inode's attributes, xattrs and data. Data reads
 //     share it, so readers of one file run in parallel; writers of one file
 //     serialise (as the kernel serialises them for one file anyway). Only
@@ -35,7 +35,7 @@ class Filesystem::Impl {
     std::shared_ptr<Inode> inode = state_.table.Get(ino);
     if (!inode || !inode->is_regular()) return absl::OkStatus();
     absl::MutexLock lock(&inode->mu);
-    return inode->data->Flush();
+    return inode->data() ? inode->data()->Flush() : absl::OkStatus();
   }
 
   PageCacheStats CacheStats() const { return cache_.Stats(); }

@@ -1,6 +1,5 @@
 #include "fs/core/filesystem_state.h"
 
-#include <cassert>
 #include <cerrno>
 
 #include "alloc/base/errors.h"
@@ -17,18 +16,17 @@ bool Before(const timespec& a, const timespec& b) {
 }  // namespace
 
 FilesystemState::FilesystemState(Arena* arena, const FilesystemConfig& config, PageCache* cache)
-    : arena(arena), config(config), cache(cache), table(config.max_inodes, &namespace_mu) {
+    : arena(arena), config(config), cache(cache), table(config.max_inodes) {
   std::shared_ptr<Inode> root = table.CreateRoot(S_IFDIR | (config.root_mode & 07777));
   absl::MutexLock namespace_lock(&namespace_mu);
-  WritesNamespaceOf(*root);
+  WritesNamespace();
   absl::MutexLock lock(&root->mu);
   root->mode = S_IFDIR | (config.root_mode & 07777);
   root->nlink = 2;
   root->uid = config.root_uid;
   root->gid = config.root_gid;
   root->atime = root->mtime = root->ctime = Now();
-  root->directory = std::make_unique<Directory>();
-  root->parent = kRootInode;
+  root->mutable_directory().set_parent(kRootInode);
 }
 
 absl::StatusOr<std::shared_ptr<Inode>> FilesystemState::Get(InodeNumber ino) const {
@@ -59,15 +57,9 @@ void FilesystemState::AttributesChanged(InodeNumber ino) const {
   if (config.attributes_changed) config.attributes_changed(ino);
 }
 
-void FilesystemState::ReadsNamespaceOf(const Inode& inode) const {
-  assert(inode.namespace_mu == &namespace_mu);
-  namespace_mu.AssertReaderHeld();
-}
+void FilesystemState::ReadsNamespace() const { namespace_mu.AssertReaderHeld(); }
 
-void FilesystemState::WritesNamespaceOf(const Inode& inode) const {
-  assert(inode.namespace_mu == &namespace_mu);
-  namespace_mu.AssertHeld();
-}
+void FilesystemState::WritesNamespace() const { namespace_mu.AssertHeld(); }
 
 timespec Now() {
   timespec now;
@@ -82,10 +74,12 @@ void FillStat(const Inode& inode, struct stat* st) {
   st->st_nlink = inode.nlink;
   st->st_uid = inode.uid;
   st->st_gid = inode.gid;
-  st->st_rdev = inode.rdev;
+  st->st_rdev = inode.is_device() ? inode.rdev() : 0;
   st->st_size = static_cast<off_t>(inode.size);
   st->st_blksize = 4096;
-  st->st_blocks = inode.data ? static_cast<blkcnt_t>(inode.data->allocated_bytes() / 512) : 0;
+  st->st_blocks = inode.is_regular() && inode.data()
+                      ? static_cast<blkcnt_t>(inode.data()->allocated_bytes() / 512)
+                      : 0;
   st->st_atim = inode.atime;
   st->st_mtim = inode.mtime;
   st->st_ctim = inode.ctime;
@@ -94,8 +88,9 @@ void FillStat(const Inode& inode, struct stat* st) {
 bool NeedsAtimeUpdate(const Inode& inode, const timespec& now) {
   // relatime, the Linux default: update when atime is not newer than
   // mtime/ctime, or is a day old.
-  return Before(inode.atime, inode.mtime) || Before(inode.atime, inode.ctime) ||
-         now.tv_sec - inode.atime.tv_sec >= kRelatimeInterval;
+  const timespec atime = inode.atime;
+  return Before(atime, inode.mtime) || Before(atime, inode.ctime) ||
+         now.tv_sec - atime.tv_sec >= kRelatimeInterval;
 }
 
 bool DropSetIdOnWrite(Inode& inode, const Caller& caller) {

@@ -54,20 +54,18 @@ struct FilesystemState {
   // FilesystemConfig::attributes_changed). Call with no lock held.
   void AttributesChanged(InodeNumber ino) const;
 
-  // Tell the analysis that `inode`'s namespace_mu is this namespace_mu,
+  // Tell the analysis that Inode::namespace_lock is this namespace_mu,
   // which is true of every inode of `table`, so that the namespace fields of
-  // `inode` may be read, or changed. Checked: that the lock is held, and in
-  // debug builds that it is the inode's.
-  void ReadsNamespaceOf(const Inode& inode) const ABSL_SHARED_LOCKS_REQUIRED(namespace_mu)
-      ABSL_ASSERT_SHARED_LOCK(inode.namespace_mu);
-  void WritesNamespaceOf(const Inode& inode) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(namespace_mu)
-      ABSL_ASSERT_EXCLUSIVE_LOCK(inode.namespace_mu);
+  // inodes may be read, or changed. Checked: that the lock is held.
+  void ReadsNamespace() const ABSL_SHARED_LOCKS_REQUIRED(namespace_mu)
+      ABSL_ASSERT_SHARED_LOCK(Inode::namespace_lock);
+  void WritesNamespace() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(namespace_mu)
+      ABSL_ASSERT_EXCLUSIVE_LOCK(Inode::namespace_lock);
 
   Arena* const arena;
   const FilesystemConfig config;
   PageCache* const cache;
-  // Guards every Directory and Inode::parent (see the overview in
-  // filesystem.cc).
+  // Guards every Directory (see the overview in filesystem.cc).
   mutable absl::Mutex namespace_mu;
   InodeTable table;
 };

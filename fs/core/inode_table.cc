@@ -1,25 +1,20 @@
 #include "fs/core/inode_table.h"
 
 #include <algorithm>
-#include <cassert>
 
 #include "alloc/base/errors.h"
 
 namespace cudafs {
 
-InodeTable::InodeTable(uint64_t max_inodes, absl::Mutex* namespace_mu)
-    : max_inodes_(max_inodes), namespace_mu_(namespace_mu) {}
+InodeTable::InodeTable(uint64_t max_inodes) : max_inodes_(max_inodes) {}
 
-void InodeTable::CountsOf(const Inode& inode) const {
-  assert(inode.table_mu == &mu_);
-  mu_.AssertHeld();
-}
+void InodeTable::Counts() const { mu_.AssertHeld(); }
 
 std::shared_ptr<Inode> InodeTable::CreateRoot(mode_t mode) {
-  auto root = std::make_shared<Inode>(1, mode, namespace_mu_, &mu_);
+  auto root = std::make_shared<Inode>(1, mode);
   absl::MutexLock lock(&mu_);
   used_space_ += kSlotBytes;
-  inodes_[1] = root;
+  inodes_.insert(root);
   return root;
 }
 
@@ -51,33 +46,33 @@ uint64_t InodeTable::free_slots() const {
 absl::StatusOr<std::shared_ptr<Inode>> InodeTable::Create(mode_t mode) {
   absl::MutexLock lock(&mu_);
   if (absl::Status status = ReserveLocked(kSlotBytes); !status.ok()) return status;
-  auto inode = std::make_shared<Inode>(next_ino_++, mode, namespace_mu_, &mu_);
-  inodes_[inode->ino] = inode;
+  auto inode = std::make_shared<Inode>(next_ino_++, mode);
+  inodes_.insert(inode);
   return inode;
 }
 
 std::shared_ptr<Inode> InodeTable::Get(uint64_t ino) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = inodes_.find(ino);
-  return it == inodes_.end() ? nullptr : it->second;
+  return it == inodes_.end() ? nullptr : *it;
 }
 
 void InodeTable::AddLookup(Inode& inode, uint64_t count) {
   absl::MutexLock lock(&mu_);
-  CountsOf(inode);
+  Counts();
   inode.lookups += count;
 }
 
 void InodeTable::AddOpen(Inode& inode) {
   absl::MutexLock lock(&mu_);
-  CountsOf(inode);
+  Counts();
   ++inode.opens;
 }
 
 void InodeTable::Forget(const std::shared_ptr<Inode>& inode, uint64_t count) {
   {
     absl::MutexLock lock(&mu_);
-    CountsOf(*inode);
+    Counts();
     inode->lookups -= std::min(count, inode->lookups);
   }
   DropIfUnused(inode);
@@ -87,7 +82,7 @@ bool InodeTable::Release(const std::shared_ptr<Inode>& inode) {
   bool last;
   {
     absl::MutexLock lock(&mu_);
-    CountsOf(*inode);
+    Counts();
     if (inode->opens > 0) --inode->opens;
     last = inode->opens == 0;
   }
@@ -100,7 +95,7 @@ void InodeTable::DropIfUnused(const std::shared_ptr<Inode>& inode) {
   absl::ReaderMutexLock inode_lock(&inode->mu);
   if (inode->nlink > 0) return;
   absl::MutexLock lock(&mu_);
-  CountsOf(*inode);
+  Counts();
   if (inode->lookups != 0 || inode->opens != 0) return;
   if (inodes_.erase(inode->ino) == 0) return;  // a racing drop was first
   used_space_ -= std::min(kSlotBytes + inode->XattrSpace(), used_space_);

@@ -20,7 +20,8 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "fs/core/inode.h"
@@ -33,9 +34,7 @@ class InodeTable {
   static constexpr uint64_t kSlotBytes = 1024;
 
   // max_inodes counts every inode including the root; 0 is unlimited.
-  // `namespace_mu`, the namespace lock of the filesystem the inodes belong
-  // to, is what each inode names as the guard of its namespace fields.
-  InodeTable(uint64_t max_inodes, absl::Mutex* namespace_mu);
+  explicit InodeTable(uint64_t max_inodes);
 
   // Inserts the root directory (inode 1), which takes a slot.
   std::shared_ptr<Inode> CreateRoot(mode_t mode);
@@ -69,17 +68,33 @@ class InodeTable {
 
  private:
   absl::Status ReserveLocked(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Tells the analysis that `inode`'s table_mu is mu_, which is true of
-  // every inode this table made. Checked: that mu_ is held, and in debug
-  // builds that it is the inode's.
-  void CountsOf(const Inode& inode) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
-      ABSL_ASSERT_EXCLUSIVE_LOCK(inode.table_mu);
+  // Tells the analysis that Inode::table_lock is mu_, which is true of
+  // every inode this table made, so that their counts may change. Checked:
+  // that mu_ is held.
+  void Counts() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
+      ABSL_ASSERT_EXCLUSIVE_LOCK(Inode::table_lock);
 
   const uint64_t max_inodes_;
-  absl::Mutex* const namespace_mu_;
   mutable absl::Mutex mu_;
   uint64_t used_space_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Inode>> inodes_ ABSL_GUARDED_BY(mu_);
+  // Hash and equality by inode number, for inodes and for numbers: a set
+  // keyed by the inode's own number takes 16 bytes a slot where a map from
+  // number to inode took 24.
+  struct ByNumber {
+    using is_transparent = void;
+    static uint64_t NumberOf(uint64_t ino) { return ino; }
+    static uint64_t NumberOf(const std::shared_ptr<Inode>& inode) { return inode->ino; }
+    template <typename T>
+    size_t operator()(const T& key) const {
+      return absl::HashOf(NumberOf(key));
+    }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return NumberOf(a) == NumberOf(b);
+    }
+  };
+
+  absl::flat_hash_set<std::shared_ptr<Inode>, ByNumber, ByNumber> inodes_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ino_ ABSL_GUARDED_BY(mu_) = 2;
 };
 

@@ -61,12 +61,11 @@ absl::StatusOr<struct stat> CreateNamed(FilesystemState& state, InodeNumber pare
   absl::MutexLock namespace_lock(&state.namespace_mu);
   absl::StatusOr<std::shared_ptr<Inode>> dir = state.GetDirectory(parent);
   if (!dir.ok()) return dir.status();
-  state.WritesNamespaceOf(**dir);
-  if (IsDotOrDotDot(name) || (*dir)->directory->Find(name)) return PosixError(EEXIST);
+  state.WritesNamespace();
+  if (IsDotOrDotDot(name) || (*dir)->directory().Find(name)) return PosixError(EEXIST);
   absl::StatusOr<std::shared_ptr<Inode>> created = state.table.Create(mode);
   if (!created.ok()) return created.status();
   Inode& inode = **created;
-  state.WritesNamespaceOf(inode);
   const timespec now = Now();
   struct stat st;
   {
@@ -76,25 +75,20 @@ absl::StatusOr<struct stat> CreateNamed(FilesystemState& state, InodeNumber pare
     inode.mode = owner.mode;
     inode.uid = owner.uid;
     inode.gid = owner.gid;
-    inode.rdev = rdev;
+    if (inode.is_device()) inode.set_rdev(rdev);
     inode.atime = inode.mtime = inode.ctime = now;
     if (inode.is_directory()) {
       inode.nlink = 2;
-      inode.directory = std::make_unique<Directory>();
-      inode.parent = parent;
+      inode.mutable_directory().set_parent(parent);
       ++(*dir)->nlink;
     } else {
       inode.nlink = 1;
-    }
-    if (inode.is_regular()) {
-      inode.data = std::make_unique<CachedFile>(state.cache, inode.ino, state.arena,
-                                                state.config.max_extent);
     }
     setup(inode);
     (*dir)->mtime = (*dir)->ctime = now;
     FillStat(inode, &st);
   }
-  (*dir)->directory->Insert(name, Directory::Entry{inode.ino, inode.type});
+  (*dir)->mutable_directory().Insert(name, Directory::Entry{inode.ino, inode.type});
   state.table.AddLookup(inode);
   if (open) state.table.AddOpen(inode);
   return st;
@@ -126,19 +120,18 @@ absl::Status RemoveNamed(FilesystemState& state, InodeNumber parent, absl::strin
     absl::MutexLock namespace_lock(&state.namespace_mu);
     absl::StatusOr<std::shared_ptr<Inode>> dir = state.GetDirectory(parent);
     if (!dir.ok()) return dir.status();
-    state.WritesNamespaceOf(**dir);
-    std::optional<Directory::Entry> entry = (*dir)->directory->Find(name);
+    state.WritesNamespace();
+    std::optional<Directory::Entry> entry = (*dir)->directory().Find(name);
     if (!entry) return PosixError(ENOENT);
     if (directory && entry->type != S_IFDIR) return PosixError(ENOTDIR);
     if (!directory && entry->type == S_IFDIR) return PosixError(EISDIR);
     absl::StatusOr<std::shared_ptr<Inode>> found = state.Get(entry->ino);
     if (!found.ok()) return found.status();
     victim = *found;
-    state.ReadsNamespaceOf(*victim);
-    if (directory && !victim->directory->empty()) return PosixError(ENOTEMPTY);
+    if (directory && !victim->directory().empty()) return PosixError(ENOTEMPTY);
     const timespec now = Now();
     InodePairLock lock(**dir, *victim);
-    (*dir)->directory->Erase(name);
+    (*dir)->mutable_directory().Erase(name);
     Unname(state, **dir, *victim, now);
     (*dir)->mtime = (*dir)->ctime = now;
   }
@@ -149,13 +142,13 @@ absl::Status RemoveNamed(FilesystemState& state, InodeNumber parent, absl::strin
 // True when `ancestor` is `ino` or one of its parents.
 bool IsAncestor(const FilesystemState& state, InodeNumber ancestor, InodeNumber ino)
     ABSL_SHARED_LOCKS_REQUIRED(state.namespace_mu) {
+  state.ReadsNamespace();
   for (InodeNumber current = ino;;) {
     if (current == ancestor) return true;
     if (current == kRootInode) return false;
     std::shared_ptr<Inode> inode = state.table.Get(current);
-    if (!inode) return false;
-    state.ReadsNamespaceOf(*inode);
-    current = inode->parent;
+    if (!inode || !inode->is_directory()) return false;
+    current = inode->directory().parent();
   }
 }
 
@@ -168,16 +161,16 @@ void RenameLocked(FilesystemState& state, Inode& from_dir, absl::string_view nam
   const Directory::Entry moved_entry{moved.ino, moved.type};
   if (exchange) {
     const Directory::Entry replaced_entry{replaced->ino, replaced->type};
-    from_dir.directory->Replace(name, replaced_entry);
-    to_dir.directory->Replace(new_name, moved_entry);
+    from_dir.mutable_directory().Replace(name, replaced_entry);
+    to_dir.mutable_directory().Replace(new_name, moved_entry);
     if (cross) {
       if (moved.is_directory()) {
-        moved.parent = to_dir.ino;
+        moved.mutable_directory().set_parent(to_dir.ino);
         --from_dir.nlink;
         ++to_dir.nlink;
       }
       if (replaced->is_directory()) {
-        replaced->parent = from_dir.ino;
+        replaced->mutable_directory().set_parent(from_dir.ino);
         --to_dir.nlink;
         ++from_dir.nlink;
       }
@@ -185,14 +178,14 @@ void RenameLocked(FilesystemState& state, Inode& from_dir, absl::string_view nam
     replaced->ctime = now;
   } else {
     if (replaced) {
-      to_dir.directory->Replace(new_name, moved_entry);
+      to_dir.mutable_directory().Replace(new_name, moved_entry);
       Unname(state, to_dir, *replaced, now);
     } else {
-      to_dir.directory->Insert(new_name, moved_entry);
+      to_dir.mutable_directory().Insert(new_name, moved_entry);
     }
-    from_dir.directory->Erase(name);
+    from_dir.mutable_directory().Erase(name);
     if (moved.is_directory() && cross) {
-      moved.parent = to_dir.ino;
+      moved.mutable_directory().set_parent(to_dir.ino);
       --from_dir.nlink;
       ++to_dir.nlink;
     }
@@ -211,14 +204,14 @@ absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_
     absl::ReaderMutexLock namespace_lock(&state_->namespace_mu);
     absl::StatusOr<std::shared_ptr<Inode>> dir = state_->GetDirectory(parent);
     if (!dir.ok()) return dir.status();
-    state_->ReadsNamespaceOf(**dir);
+    state_->ReadsNamespace();
     InodeNumber ino;
     if (name == ".") {
       ino = parent;
     } else if (name == "..") {
-      ino = (*dir)->parent;
+      ino = (*dir)->directory().parent();
     } else {
-      std::optional<Directory::Entry> entry = (*dir)->directory->Find(name);
+      std::optional<Directory::Entry> entry = (*dir)->directory().Find(name);
       if (!entry) return PosixError(ENOENT);
       ino = entry->ino;
     }
@@ -276,7 +269,7 @@ absl::StatusOr<struct stat> Filesystem::SymbolicLink(InodeNumber parent, absl::s
   return CreateNamed(
       *state_, parent, name, S_IFLNK | 0777, 0, caller,
       [&](Inode& inode) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        inode.symlink_target = std::string(target);
+        inode.set_symlink_target(target);
         inode.size = target.size();
       },
       false);
@@ -301,8 +294,8 @@ absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_pa
   if (inode.is_directory()) return PosixError(EPERM);
   absl::StatusOr<std::shared_ptr<Inode>> dir = state_->GetDirectory(new_parent);
   if (!dir.ok()) return dir.status();
-  state_->WritesNamespaceOf(**dir);
-  if (IsDotOrDotDot(new_name) || (*dir)->directory->Find(new_name)) return PosixError(EEXIST);
+  state_->WritesNamespace();
+  if (IsDotOrDotDot(new_name) || (*dir)->directory().Find(new_name)) return PosixError(EEXIST);
   const timespec now = Now();
   struct stat st;
   {
@@ -318,7 +311,7 @@ absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_pa
     (*dir)->mtime = (*dir)->ctime = now;
     FillStat(inode, &st);
   }
-  (*dir)->directory->Insert(new_name, Directory::Entry{inode.ino, inode.type});
+  (*dir)->mutable_directory().Insert(new_name, Directory::Entry{inode.ino, inode.type});
   state_->table.AddLookup(inode);
   return st;
 }
@@ -348,11 +341,10 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
     if (!from_dir.ok()) return from_dir.status();
     absl::StatusOr<std::shared_ptr<Inode>> to_dir = state_->GetDirectory(new_parent);
     if (!to_dir.ok()) return to_dir.status();
-    state_->ReadsNamespaceOf(**from_dir);
-    state_->ReadsNamespaceOf(**to_dir);
-    std::optional<Directory::Entry> source = (*from_dir)->directory->Find(name);
+    state_->ReadsNamespace();
+    std::optional<Directory::Entry> source = (*from_dir)->directory().Find(name);
     if (!source) return PosixError(ENOENT);
-    std::optional<Directory::Entry> target = (*to_dir)->directory->Find(new_name);
+    std::optional<Directory::Entry> target = (*to_dir)->directory().Find(new_name);
     if ((flags & RENAME_NOREPLACE) && target) return PosixError(EEXIST);
     if (exchange && !target) return PosixError(ENOENT);
     if (target && target->ino == source->ino) return absl::OkStatus();  // same file
@@ -379,8 +371,7 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
       if (moved_is_dir && !replaced_is_dir) return PosixError(ENOTDIR);
       if (!moved_is_dir && replaced_is_dir) return PosixError(EISDIR);
       if (replaced_is_dir) {
-        state_->ReadsNamespaceOf(*replaced);
-        if (!replaced->directory->empty()) return PosixError(ENOTEMPTY);
+        if (!replaced->directory().empty()) return PosixError(ENOTEMPTY);
       }
     }
 
@@ -407,7 +398,7 @@ absl::StatusOr<std::string> Filesystem::ReadLink(InodeNumber ino) {
   // Reading a link is an access (touch_atime in do_readlinkat and when a
   // path follows it), with the relatime rules of a read.
   if (state_->TouchAtime(inode)) state_->AttributesChanged(ino);
-  return inode.symlink_target;
+  return inode.symlink_target();
 }
 
 absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool plus,
@@ -417,7 +408,7 @@ absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool pl
   if (!found.ok()) return found.status();
   Inode& dir = **found;
   if (!dir.is_directory()) return PosixError(ENOTDIR);
-  state_->ReadsNamespaceOf(dir);
+  state_->ReadsNamespace();
   // Fills an entry's attributes; "." and ".." never carry a reference.
   auto describe = [&](Inode& inode, DirectoryEntry& entry) {
     absl::ReaderMutexLock lock(&inode.mu);
@@ -435,12 +426,12 @@ absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool pl
     if (!emit(entry)) return absl::OkStatus();
   }
   if (cookie < Directory::kDotDotCookie) {
-    std::shared_ptr<Inode> parent = state_->table.Get(dir.parent);
+    std::shared_ptr<Inode> parent = state_->table.Get(dir.directory().parent());
     entry = DirectoryEntry{"..", {}, Directory::kDotDotCookie};
     describe(parent ? *parent : dir, entry);
     if (!emit(entry)) return absl::OkStatus();
   }
-  dir.directory->ForEachAfter(
+  dir.directory().ForEachAfter(
       std::max(cookie, Directory::kDotDotCookie),
       [&](absl::string_view name, const Directory::Entry& child, uint64_t child_cookie) {
         std::shared_ptr<Inode> inode = state_->table.Get(child.ino);

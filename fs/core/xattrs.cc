@@ -31,6 +31,14 @@ absl::Status ValidateXattrName(absl::string_view name) {
   return PosixError(EOPNOTSUPP);
 }
 
+// The value of `inode`'s attribute `name`, or null.
+const std::string* FindXattr(const Inode& inode, absl::string_view name)
+    ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
+  if (!inode.xattrs) return nullptr;
+  auto it = inode.xattrs->find(name);
+  return it == inode.xattrs->end() ? nullptr : &it->second;
+}
+
 }  // namespace
 
 absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view name,
@@ -41,10 +49,10 @@ absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view
   if (!found.ok()) return found.status();
   Inode& inode = **found;
   absl::MutexLock lock(&inode.mu);
-  auto it = inode.xattrs.find(name);
-  if ((flags & XATTR_CREATE) && it != inode.xattrs.end()) return PosixError(EEXIST);
-  if ((flags & XATTR_REPLACE) && it == inode.xattrs.end()) return PosixError(ENODATA);
-  const uint64_t old_bytes = it == inode.xattrs.end() ? 0 : Inode::XattrSpaceOf(name, it->second);
+  const std::string* old_value = FindXattr(inode, name);
+  if ((flags & XATTR_CREATE) && old_value) return PosixError(EEXIST);
+  if ((flags & XATTR_REPLACE) && !old_value) return PosixError(ENODATA);
+  const uint64_t old_bytes = old_value ? Inode::XattrSpaceOf(name, *old_value) : 0;
   const uint64_t new_bytes = Inode::XattrSpaceOf(name, value);
   if (new_bytes > old_bytes) {
     if (absl::Status status = state_->table.ReserveSpace(new_bytes - old_bytes); !status.ok()) {
@@ -53,11 +61,8 @@ absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view
   } else {
     state_->table.ReleaseSpace(old_bytes - new_bytes);
   }
-  if (it == inode.xattrs.end()) {
-    inode.xattrs.emplace(std::string(name), std::string(value));
-  } else {
-    it->second.assign(value.data(), value.size());
-  }
+  if (!inode.xattrs) inode.xattrs = std::make_unique<Inode::Xattrs>();
+  inode.xattrs->insert_or_assign(std::string(name), std::string(value));
   inode.ctime = Now();
   return absl::OkStatus();
 }
@@ -69,9 +74,9 @@ absl::StatusOr<std::string> Filesystem::GetExtendedAttribute(InodeNumber ino,
   if (!found.ok()) return found.status();
   Inode& inode = **found;
   absl::ReaderMutexLock lock(&inode.mu);
-  auto it = inode.xattrs.find(name);
-  if (it == inode.xattrs.end()) return PosixError(ENODATA);
-  return it->second;
+  const std::string* value = FindXattr(inode, name);
+  if (!value) return PosixError(ENODATA);
+  return *value;
 }
 
 absl::StatusOr<std::string> Filesystem::ListExtendedAttributes(InodeNumber ino,
@@ -81,7 +86,8 @@ absl::StatusOr<std::string> Filesystem::ListExtendedAttributes(InodeNumber ino,
   Inode& inode = **found;
   absl::ReaderMutexLock lock(&inode.mu);
   std::string names;
-  for (const auto& [name, value] : inode.xattrs) {
+  if (!inode.xattrs) return names;
+  for (const auto& [name, value] : *inode.xattrs) {
     if (!ListsExtendedAttribute(name, caller)) continue;
     names.append(name);
     names.push_back('\0');
@@ -95,10 +101,11 @@ absl::Status Filesystem::RemoveExtendedAttribute(InodeNumber ino, absl::string_v
   if (!found.ok()) return found.status();
   Inode& inode = **found;
   absl::MutexLock lock(&inode.mu);
-  auto it = inode.xattrs.find(name);
-  if (it == inode.xattrs.end()) return PosixError(ENODATA);
-  state_->table.ReleaseSpace(Inode::XattrSpaceOf(name, it->second));
-  inode.xattrs.erase(it);
+  const std::string* value = FindXattr(inode, name);
+  if (!value) return PosixError(ENODATA);
+  state_->table.ReleaseSpace(Inode::XattrSpaceOf(name, *value));
+  inode.xattrs->erase(name);
+  if (inode.xattrs->empty()) inode.xattrs.reset();
   inode.ctime = Now();
   return absl::OkStatus();
 }

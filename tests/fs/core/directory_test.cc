@@ -66,6 +66,32 @@ TEST(DirectoryTest, InsertFind) {
   EXPECT_FALSE(dir.Find("").has_value());
 }
 
+// Each entry stores its name in its own allocation, sized to the name.
+TEST(DirectoryTest, NamesOfEveryLengthAndEveryType) {
+  Directory dir;
+  const mode_t types[] = {S_IFREG, S_IFDIR, S_IFLNK, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK};
+  for (size_t length = 1; length <= 255; ++length) {
+    const std::string name(length, static_cast<char>('a' + length % 26));
+    ASSERT_TRUE(dir.Insert(name, {length, types[length % 7]})) << length;
+  }
+  EXPECT_EQ(dir.size(), 255u);
+  for (size_t length = 1; length <= 255; ++length) {
+    const std::string name(length, static_cast<char>('a' + length % 26));
+    std::optional<Directory::Entry> found = dir.Find(name);
+    ASSERT_TRUE(found.has_value()) << length;
+    EXPECT_EQ(found->ino, length);
+    EXPECT_EQ(found->type, types[length % 7]);
+    EXPECT_FALSE(dir.Find(name + "x").has_value());
+  }
+  const std::vector<Listed> all = ListAfter(dir, 0);
+  ASSERT_EQ(all.size(), 255u);
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i].name.size(), i + 1);
+  for (size_t length = 1; length <= 255; length += 2) {
+    ASSERT_TRUE(dir.Erase(std::string(length, static_cast<char>('a' + length % 26))));
+  }
+  EXPECT_EQ(dir.size(), 127u);
+}
+
 TEST(DirectoryTest, InsertExistingNameFailsWithoutChange) {
   Directory dir;
   ASSERT_TRUE(dir.Insert("a", {10, S_IFREG}));

@@ -519,6 +519,30 @@ TEST_F(FilesystemTest, UtimensSetsExplicitOrCurrentTimes) {
   EXPECT_TRUE(Same(st.st_atim, timespec{5, 5}));
 }
 
+// Inodes store times packed (PackedTime); any second of a timespec, before
+// 1970 or far after, comes back as it was set, to the nanosecond.
+TEST_F(FilesystemTest, TimesKeepEverySecondAndNanosecond) {
+  const InodeNumber ino = NewFile(kRootInode, "f");
+  const std::vector<timespec> times = {{0, 0},
+                                       {-1, 999999999},
+                                       {std::numeric_limits<int64_t>::min(), 1},
+                                       {std::numeric_limits<int64_t>::max(), 999999999},
+                                       {int64_t{1} << 32, 500000000},
+                                       {(int64_t{1} << 32) - 1, 7}};
+  for (const timespec& time : times) {
+    SCOPED_TRACE(absl::StrCat(time.tv_sec, ".", time.tv_nsec));
+    AttributeChanges changes;
+    changes.atime = AttributeChanges::Time{false, time};
+    changes.mtime = AttributeChanges::Time{false, time};
+    changes.ctime = time;
+    ASSERT_OK(fs_->SetAttributes(ino, changes, root_));
+    const struct stat st = Stat(ino);
+    EXPECT_TRUE(Same(st.st_atim, time));
+    EXPECT_TRUE(Same(st.st_mtim, time));
+    EXPECT_TRUE(Same(st.st_ctim, time));
+  }
+}
+
 TEST_F(FilesystemTest, TruncateDownAndUpReadsZeros) {
   const InodeNumber ino = NewFile(kRootInode, "f");
   std::string data(3 * 4096 + 100, '\0');
@@ -893,6 +917,71 @@ TEST_F(FilesystemTest, SeekDataAndHole) {
   ASSERT_OK_AND_ASSIGN(at, fs_->Seek(small, 0, SEEK_HOLE));
   EXPECT_EQ(at, 3u);
   EXPECT_EQ(Errno(fs_->Seek(small, 3, SEEK_DATA)), ENXIO);
+}
+
+// A file that never stored a byte keeps no data at all (Inode::data): every
+// operation must see it as a file of holes, exactly like one whose data was
+// written and then truncated away, which is its twin below.
+TEST_F(FilesystemTest, NeverWrittenFileIsAllHoles) {
+  const InodeNumber never = NewFile(kRootInode, "never");
+  const InodeNumber twin = NewFile(kRootInode, "twin");
+  WriteAt(twin, 0, std::string(8192, 't'));
+  ASSERT_OK(fs_->SetAttributes(twin, Size(0), root_));
+  const uint64_t free_blocks = fs_->StatFs().f_bfree;
+  for (InodeNumber ino : {never, twin}) {
+    SCOPED_TRACE(ino == never ? "never written" : "truncated to 0");
+    ASSERT_OK(fs_->SetAttributes(ino, Size(3 * 4096 + 5), root_));
+    EXPECT_EQ(Stat(ino).st_blocks, 0);
+    EXPECT_EQ(ReadAll(ino), std::string(3 * 4096 + 5, '\0'));
+    EXPECT_EQ(ReadAt(ino, 4096, 100), std::string(100, '\0'));
+    EXPECT_EQ(Errno(fs_->Seek(ino, 0, SEEK_DATA)), ENXIO);
+    ASSERT_OK_AND_ASSIGN(uint64_t hole, fs_->Seek(ino, 100, SEEK_HOLE));
+    EXPECT_EQ(hole, 100u);
+    EXPECT_EQ(Errno(fs_->Seek(ino, 3 * 4096 + 5, SEEK_HOLE)), ENXIO);
+    ASSERT_OK(fs_->Fsync(ino));
+    ASSERT_OK(fs_->Allocate(ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096, root_));
+    EXPECT_EQ(Stat(ino).st_blocks, 0);
+    ASSERT_OK(fs_->Open(ino, O_WRONLY | O_TRUNC, root_));
+    fs_->Release(ino);
+    EXPECT_EQ(Stat(ino).st_size, 0);
+  }
+  EXPECT_EQ(fs_->StatFs().f_bfree, free_blocks);
+
+  // As a copy's source: its holes become zeroed blocks of the target.
+  const InodeNumber target = NewFile(kRootInode, "target");
+  const InodeNumber target_twin = NewFile(kRootInode, "target_twin");
+  WriteAt(target, 0, std::string(3 * 4096, 'x'));
+  WriteAt(target_twin, 0, std::string(3 * 4096, 'x'));
+  for (InodeNumber ino : {never, twin}) ASSERT_OK(fs_->SetAttributes(ino, Size(8192), root_));
+  ASSERT_OK_AND_ASSIGN(size_t copied, fs_->CopyFileRange(never, 0, target, 100, 8192, root_));
+  EXPECT_EQ(copied, 8192u);
+  ASSERT_OK_AND_ASSIGN(copied, fs_->CopyFileRange(twin, 0, target_twin, 100, 8192, root_));
+  EXPECT_EQ(copied, 8192u);
+  EXPECT_EQ(ReadAll(target),
+            std::string(100, 'x') + std::string(8192, '\0') + std::string(3 * 4096 - 8292, 'x'));
+  EXPECT_EQ(ReadAll(target), ReadAll(target_twin));
+  EXPECT_EQ(Stat(target).st_blocks, Stat(target_twin).st_blocks);
+  EXPECT_EQ(Stat(never).st_blocks, 0);
+
+  // As a copy's target, and fallocated: it gets data like any file.
+  const InodeNumber copy_to = NewFile(kRootInode, "copy_to");
+  ASSERT_OK_AND_ASSIGN(copied, fs_->CopyFileRange(target, 0, copy_to, 4096, 200, root_));
+  EXPECT_EQ(copied, 200u);
+  EXPECT_EQ(ReadAll(copy_to),
+            std::string(4096, '\0') + std::string(100, 'x') + std::string(100, '\0'));
+  EXPECT_EQ(Stat(copy_to).st_blocks * 512, 4096);
+  const InodeNumber allocated = NewFile(kRootInode, "allocated");
+  ASSERT_OK(fs_->Allocate(allocated, FALLOC_FL_KEEP_SIZE, 0, 8192, root_));
+  EXPECT_EQ(Stat(allocated).st_size, 0);
+  EXPECT_EQ(Stat(allocated).st_blocks * 512, 8192);
+
+  // Unlinked while open, and gone with its last handle.
+  ASSERT_OK_AND_ASSIGN(struct stat open, fs_->Create(kRootInode, "open", 0644, O_RDWR, root_));
+  ASSERT_OK(fs_->Unlink(kRootInode, "open"));
+  EXPECT_EQ(ReadAt(open.st_ino, 0, 10), "");
+  fs_->Forget(open.st_ino, 1);
+  fs_->Release(open.st_ino);
+  EXPECT_EQ(Errno(fs_->GetAttributes(open.st_ino)), ENOENT);
 }
 
 TEST_F(FilesystemTest, CopyFileRange) {
