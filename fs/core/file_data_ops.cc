@@ -116,8 +116,19 @@ void Filesystem::Release(InodeNumber ino) {
   if (!inode || !state_->table.Release(inode) || !inode->is_regular()) return;
   // The last writer is gone: what growth reserved past the end goes back
   // (see ExtentMap). A file opened again and appended to grows anew.
-  absl::MutexLock lock(&inode->mu);
-  if (inode->data()) inode->data()->TrimTail(inode->size);
+  bool trimmed = false;
+  {
+    absl::MutexLock lock(&inode->mu);
+    if (CachedFile* data = inode->data()) {
+      const uint64_t before = data->allocated_bytes();
+      data->TrimTail(inode->size);
+      trimmed = data->allocated_bytes() != before;
+    }
+  }
+  // st_blocks changed with no request of the kernel's asking for it, and the
+  // kernel keeps attributes for a day: a stat answered before this release
+  // would otherwise keep showing the reserved blocks.
+  if (trimmed) state_->AttributesChanged(ino);
 }
 
 void Filesystem::MarkAccessed(InodeNumber ino) {
