@@ -62,7 +62,6 @@ PageCache::PageCache(Device* device, uint64_t budget_bytes)
 }
 
 PageCache::Shard& PageCache::ShardOf(uint64_t ino, uint64_t index) const {
-  if (shard_count_ == 1) return shards_[0];
   return shards_[(FirstShardOf(ino) + index / kChunkPages) & (shard_count_ - 1)];
 }
 
