@@ -588,10 +588,12 @@ inline std::optional<pid_t> FindDaemon(const std::string& mountpoint) {
     if (n < 0) continue;
     // A binary rebuilt while the daemon runs reads "... (deleted)".
     if (!std::string_view(exe, n).starts_with(binary)) continue;
+    // Through a stream (not istreambuf_iterator, whose read error throws):
+    // another test's daemon may exit between the open and the read (ESRCH).
     std::ifstream cmdline_file(dir + "/cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(cmdline_file)),
-                        std::istreambuf_iterator<char>());
-    std::istringstream args(cmdline);
+    std::stringstream cmdline;
+    cmdline << cmdline_file.rdbuf();
+    std::istringstream args(cmdline.str());
     std::string arg;
     while (std::getline(args, arg, '\0')) {
       if (arg == mountpoint) found = pid;
