@@ -1,8 +1,11 @@
 #include "alloc/devices/cuda_device.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <utility>
 #include <optional>
 #include <string_view>
 
@@ -120,11 +123,16 @@ absl::StatusOr<uint64_t> CudaTotalMemory(int index) {
   return total;
 }
 
-absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int index,
-                                                               uint64_t arena_size) {
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int index, uint64_t arena_size,
+                                                               CudaDeviceOptions options) {
   absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
   if (!driver.ok()) return driver.status();
-  const CudaDriver& cu = **driver;
+  return Create(**driver, index, arena_size, options);
+}
+
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDriver& cu, int index,
+                                                               uint64_t arena_size,
+                                                               CudaDeviceOptions options) {
   CUdevice device;
   if (absl::Status s = cu.Check("cuDeviceGet", cu.cuDeviceGet(&device, index)); !s.ok()) {
     return absl::UnavailableError(s.message());
@@ -139,6 +147,9 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int index,
   int posix_fd_handles = 0;
   cu.cuDeviceGetAttribute(&posix_fd_handles,
                           CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device);
+  int host_pointer = 0;
+  cu.cuDeviceGetAttribute(&host_pointer,
+                          CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, device);
 
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -152,78 +163,170 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int index,
     return absl::UnavailableError(s.message());
   }
 
-  std::unique_ptr<CudaDevice> self(new CudaDevice(cu, granule));
+  std::unique_ptr<CudaDevice> self(new CudaDevice(cu, granule, options));
   self->device_ = device;
   self->shareable_ = posix_fd_handles != 0;
-  if (absl::Status s = cu.Check("cuDevicePrimaryCtxRetain",
-                                cu.cuDevicePrimaryCtxRetain(&self->context_, device));
-      !s.ok()) {
-    self->context_ = nullptr;
-    return absl::UnavailableError(s.message());
-  }
-  if (absl::Status s = self->Enter(); !s.ok()) return s;
-  // Streams are made up front: creating one needs device memory, which a
-  // full GPU may not have when a request wants it.
-  for (int i = 0; i < kStreams; ++i) {
-    CUstream stream;
-    if (absl::Status s = cu.Check("cuStreamCreate",
-                                  cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-        !s.ok()) {
-      return absl::UnavailableError(s.message());
-    }
-    absl::MutexLock lock(&self->streams_mu_);
-    self->all_streams_.push_back(stream);
-    self->idle_streams_.push_back(stream);
-  }
+  self->kernel_reads_host_ = host_pointer != 0;
   self->arena_size_ = (arena_size + granule - 1) / granule * granule;
-  CUdeviceptr base = 0;
-  if (absl::Status s = cu.Check("cuMemAddressReserve",
-                                cu.cuMemAddressReserve(&base, self->arena_size_, granule, 0, 0));
-      !s.ok()) {
-    self->arena_size_ = 0;
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "cannot reserve %d bytes of GPU address space: %s", arena_size, s.message()));
-  }
-  self->base_ = base;
   self->description_ = absl::StrFormat("GPU %d: %s (%s)", index, DeviceName(cu, device),
                                        PciBusId(cu, device));
-  self->LoadScatterKernel();
+  if (options.idle_release != absl::InfiniteDuration()) {
+    self->releaser_ = std::thread([device = self.get()] { device->ReleaseWhenIdle(); });
+  }
   return self;
 }
 
-CudaDevice::CudaDevice(const CudaDriver& driver, uint64_t granule)
-    : cu_(driver), granule_(granule) {}
+CudaDevice::CudaDevice(const CudaDriver& driver, uint64_t granule, CudaDeviceOptions options)
+    : cu_(driver), options_(options), granule_(granule) {}
 
 CudaDevice::~CudaDevice() {
-  if (context_ == nullptr) return;
-  cu_.cuCtxSetCurrent(context_);
   {
-    absl::MutexLock lock(&streams_mu_);
-    for (CUstream stream : all_streams_) cu_.cuStreamDestroy(stream);
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
   }
-  {
-    absl::MutexLock lock(&piece_tables_mu_);
-    for (void* table : idle_piece_tables_) cu_.cuMemFreeHost(table);
+  if (releaser_.joinable()) releaser_.join();
+  absl::MutexLock lock(&mu_);
+  if (context_.load() != nullptr) DestroyContext();
+  absl::MutexLock hosts(&host_buffers_mu_);
+  for (const auto& [start, range] : host_ranges_) {
+    if (range.owned) munmap(reinterpret_cast<void*>(start), range.length);
   }
-  if (scatter_module_ != nullptr) cu_.cuModuleUnload(scatter_module_);
-  {
-    absl::MutexLock lock(&granules_mu_);
-    for (const auto& [offset, handle] : granules_) UnmapGranule(offset, handle);
-    granules_.clear();
-  }
-  if (arena_size_ != 0) cu_.cuMemAddressFree(base_, arena_size_);
-  cu_.cuCtxSetCurrent(nullptr);
-  cu_.cuDevicePrimaryCtxRelease(device_);
 }
 
 std::string CudaDevice::Describe() const { return description_; }
 
-absl::Status CudaDevice::Enter() const {
-  if (context_lost_.load(std::memory_order_relaxed)) {
-    return absl::InternalError(
-        absl::StrCat(description_, ": the GPU context was lost; unmount and remount"));
+CudaDevice::Stats CudaDevice::stats() const {
+  absl::MutexLock lock(&mu_);
+  Stats stats;
+  stats.has_context = context_.load() != nullptr;
+  stats.contexts_created = contexts_created_;
+  for (const auto& [offset, piece] : pieces_) stats.physical_bytes += piece.length;
+  stats.pieces = pieces_.size();
+  stats.scattered_writes = scattered_writes_.load();
+  return stats;
+}
+
+absl::Status CudaDevice::CreateContext() {
+  const absl::Time start = absl::Now();
+  CUcontext context = nullptr;
+  absl::Status status =
+      cu_.Check("cuDevicePrimaryCtxRetain", cu_.cuDevicePrimaryCtxRetain(&context, device_));
+  if (status.ok()) {
+    context_.store(context);
+    status = cu_.Check("cuCtxSetCurrent", cu_.cuCtxSetCurrent(context));
   }
-  return Check("cuCtxSetCurrent", cu_.cuCtxSetCurrent(context_));
+  CUdeviceptr base = 0;
+  if (status.ok()) {
+    status = cu_.Check("cuMemAddressReserve",
+                       cu_.cuMemAddressReserve(&base, arena_size_, granule_, 0, 0));
+    if (status.ok()) base_ = base;
+  }
+  // Streams are made up front: creating one needs device memory, which a
+  // full GPU may not have when a request wants it.
+  for (int i = 0; i < kStreams && status.ok(); ++i) {
+    CUstream stream;
+    status = cu_.Check("cuStreamCreate", cu_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    if (status.ok()) {
+      absl::MutexLock lock(&streams_mu_);
+      all_streams_.push_back(stream);
+      idle_streams_.push_back(stream);
+    }
+  }
+  if (!status.ok()) {
+    LogError(absl::StrCat(description_, ": cannot create the CUDA context (", status.message(),
+                          "); the write that needed it fails"));
+    if (context_.load() != nullptr) DestroyContext();
+    return absl::IsResourceExhausted(status) ? status : absl::InternalError(status.message());
+  }
+  LoadScatterKernel();
+  int pinned = 0;
+  size_t pinned_bytes = 0;
+  {
+    absl::MutexLock lock(&host_buffers_mu_);
+    for (auto& [start, range] : host_ranges_) {
+      range.registered = Pin(reinterpret_cast<void*>(start), range.length);
+      if (range.registered) {
+        ++pinned;
+        pinned_bytes += range.length;
+      }
+    }
+  }
+  ++contexts_created_;
+  LogInfo(absl::StrFormat("%s: CUDA context created in %.0f ms (%d host buffers, %d MiB pinned)",
+                          description_, absl::ToDoubleMilliseconds(absl::Now() - start), pinned,
+                          pinned_bytes / kMiB));
+  return absl::OkStatus();
+}
+
+void CudaDevice::DestroyContext() {
+  CUcontext context = context_.load();
+  cu_.cuCtxSetCurrent(context);
+  {
+    absl::MutexLock lock(&host_buffers_mu_);
+    for (auto& [start, range] : host_ranges_) {
+      if (range.registered) (void)cu_.cuMemHostUnregister(reinterpret_cast<void*>(start));
+      range.registered = false;
+    }
+  }
+  {
+    absl::MutexLock lock(&streams_mu_);
+    for (CUstream stream : all_streams_) cu_.cuStreamDestroy(stream);
+    all_streams_.clear();
+    idle_streams_.clear();
+  }
+  {
+    absl::MutexLock lock(&piece_tables_mu_);
+    for (void* table : idle_piece_tables_) cu_.cuMemFreeHost(table);
+    idle_piece_tables_.clear();
+  }
+  scatter_enabled_.store(false);
+  if (scatter_module_ != nullptr) cu_.cuModuleUnload(scatter_module_);
+  scatter_module_ = nullptr;
+  scatter_kernel_ = nullptr;
+  // Only the destructor finds pieces here.
+  for (const auto& [offset, piece] : pieces_) UnmapPiece(offset, piece);
+  pieces_.clear();
+  if (base_ != 0) cu_.cuMemAddressFree(base_, arena_size_);
+  base_ = 0;
+  cu_.cuCtxSetCurrent(nullptr);
+  cu_.cuDevicePrimaryCtxRelease(device_);
+  context_.store(nullptr);
+  // A lost context is gone with it: the next one starts afresh.
+  context_lost_.store(false);
+}
+
+void CudaDevice::ReleaseWhenIdle() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](CudaDevice* d) ABSL_NO_THREAD_SAFETY_ANALYSIS { return d->stopping_ || d->Idle(); },
+        this));
+    if (stopping_) return;
+    // Idle for the whole grace period, or a Commit came and keeps it.
+    const bool woken = mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](CudaDevice* d) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return d->stopping_ || !d->Idle();
+            },
+            this),
+        options_.idle_release);
+    if (woken) continue;
+    DestroyContext();
+    LogInfo(absl::StrCat(description_, ": nothing stored; CUDA context released"));
+  }
+}
+
+absl::Status CudaDevice::Enter() const {
+  CUcontext context = context_.load();
+  if (context == nullptr) {
+    return absl::InternalError(
+        absl::StrCat(description_, ": data operation on memory that is not committed"));
+  }
+  if (context_lost_.load(std::memory_order_relaxed)) {
+    return absl::InternalError(absl::StrCat(
+        description_, ": the GPU context was lost; it is made again once nothing is stored"));
+  }
+  return Check("cuCtxSetCurrent", cu_.cuCtxSetCurrent(context));
 }
 
 absl::Status CudaDevice::Check(absl::string_view call, int result) const {
@@ -236,7 +339,7 @@ absl::Status CudaDevice::Check(absl::string_view call, int result) const {
   if (sticky && context_lost_.exchange(true)) return status;  // said so already
   LogError(absl::StrCat(description_, ": ", status.message(),
                         sticky ? "; the GPU context is lost, every data operation now fails "
-                                 "with EIO"
+                                 "with EIO until nothing is stored"
                                : ""));
   return status;
 }
@@ -249,7 +352,8 @@ absl::Status CudaDevice::InRange(uint64_t offset, uint64_t length) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CudaDevice::PhysicalHandle> CudaDevice::MapGranule(uint64_t offset) {
+absl::StatusOr<CudaDevice::PhysicalHandle> CudaDevice::MapPiece(uint64_t offset,
+                                                                uint64_t length) {
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -257,73 +361,120 @@ absl::StatusOr<CudaDevice::PhysicalHandle> CudaDevice::MapGranule(uint64_t offse
   prop.requestedHandleTypes =
       shareable_ ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
   CUmemGenericAllocationHandle handle;
-  if (absl::Status s = Check("cuMemCreate", cu_.cuMemCreate(&handle, granule_, &prop, 0));
-      !s.ok()) {
+  if (absl::Status s = Check("cuMemCreate", cu_.cuMemCreate(&handle, length, &prop, 0)); !s.ok()) {
     return s;
   }
   const CUdeviceptr address = base_ + offset;
-  if (absl::Status s = Check("cuMemMap", cu_.cuMemMap(address, granule_, 0, handle, 0)); !s.ok()) {
+  if (absl::Status s = Check("cuMemMap", cu_.cuMemMap(address, length, 0, handle, 0)); !s.ok()) {
     cu_.cuMemRelease(handle);
     return s;
   }
   CUmemAccessDesc access = {};
   access.location = prop.location;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (absl::Status s = Check("cuMemSetAccess", cu_.cuMemSetAccess(address, granule_, &access, 1));
+  if (absl::Status s = Check("cuMemSetAccess", cu_.cuMemSetAccess(address, length, &access, 1));
       !s.ok()) {
-    cu_.cuMemUnmap(address, granule_);
+    cu_.cuMemUnmap(address, length);
     cu_.cuMemRelease(handle);
     return s;
   }
   return handle;
 }
 
-void CudaDevice::UnmapGranule(uint64_t offset, PhysicalHandle handle) {
-  // Failures here leak at most one granule of VRAM; the arena goes on.
-  Check("cuMemUnmap", cu_.cuMemUnmap(base_ + offset, granule_)).IgnoreError();
-  Check("cuMemRelease", cu_.cuMemRelease(handle)).IgnoreError();
+void CudaDevice::UnmapPiece(uint64_t offset, const Piece& piece) {
+  // Failures here leak at most one piece of VRAM; the arena goes on.
+  Check("cuMemUnmap", cu_.cuMemUnmap(base_ + offset, piece.length)).IgnoreError();
+  Check("cuMemRelease", cu_.cuMemRelease(piece.handle)).IgnoreError();
 }
 
-std::optional<CudaDevice::PhysicalHandle> CudaDevice::TakeGranule(uint64_t offset) {
-  absl::MutexLock lock(&granules_mu_);
-  auto it = granules_.find(offset);
-  if (it == granules_.end()) return std::nullopt;
-  const PhysicalHandle handle = it->second;
-  granules_.erase(it);
-  return handle;
+absl::btree_map<uint64_t, CudaDevice::Piece>::iterator CudaDevice::PieceOf(uint64_t offset) {
+  auto it = pieces_.upper_bound(offset);
+  if (it == pieces_.begin()) return pieces_.end();
+  --it;
+  return offset < it->first + it->second.length ? it : pieces_.end();
+}
+
+std::vector<std::pair<uint64_t, CudaDevice::Piece>> CudaDevice::Uncommit(uint64_t offset,
+                                                                         uint64_t length) {
+  std::vector<std::pair<uint64_t, Piece>> emptied;
+  for (uint64_t at = offset; at < offset + length; at += granule_) {
+    auto it = PieceOf(at);
+    if (it == pieces_.end()) continue;
+    it->second.committed &= ~(uint64_t{1} << ((at - it->first) / granule_));
+    if (it->second.committed != 0) continue;
+    emptied.emplace_back(it->first, it->second);
+    pieces_.erase(it);
+  }
+  return emptied;
 }
 
 absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
   if (absl::Status s = InRange(offset, length); !s.ok()) return s;
-  if (absl::Status s = Enter(); !s.ok()) return s;
-  // The driver calls run without our lock, so commits of different
-  // granules overlap; the Arena never commits one granule twice at once.
-  for (uint64_t at = offset; at < offset + length; at += granule_) {
-    {
-      absl::MutexLock lock(&granules_mu_);
-      if (granules_.contains(at)) continue;
+  // What this call maps: runs of granules no piece backs, cut into pieces.
+  std::vector<std::pair<uint64_t, uint64_t>> to_map;
+  {
+    absl::MutexLock lock(&mu_);
+    if (context_.load() == nullptr) {
+      if (absl::Status s = CreateContext(); !s.ok()) return s;
     }
-    absl::StatusOr<PhysicalHandle> handle = MapGranule(at);
-    if (!handle.ok()) {
-      // All or nothing: give back what this call mapped.
-      for (uint64_t undo = offset; undo < at; undo += granule_) {
-        if (std::optional<PhysicalHandle> taken = TakeGranule(undo)) UnmapGranule(undo, *taken);
+    const uint64_t max_piece = std::min<uint64_t>(kMaxPieceBytes, 64 * granule_);
+    for (uint64_t at = offset; at < offset + length; at += granule_) {
+      if (auto it = PieceOf(at); it != pieces_.end()) {
+        // Still mapped since its last Decommit: committed again for free.
+        it->second.committed |= uint64_t{1} << ((at - it->first) / granule_);
+      } else if (!to_map.empty() && to_map.back().first + to_map.back().second == at &&
+                 to_map.back().second < max_piece) {
+        to_map.back().second += granule_;
+      } else {
+        to_map.emplace_back(at, granule_);
       }
-      return handle.status();
     }
-    absl::MutexLock lock(&granules_mu_);
-    granules_.emplace(at, *handle);
+    if (to_map.empty()) return absl::OkStatus();
+    ++in_flight_;
   }
-  return absl::OkStatus();
+  if (absl::Status s = Enter(); !s.ok()) {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    for (const auto& [at, piece] : Uncommit(offset, length)) UnmapPiece(at, piece);
+    return s;
+  }
+  // The driver calls run without the lock, so commits of different granules
+  // overlap; the Arena never commits one granule twice at once.
+  std::vector<Piece> mapped;
+  absl::Status status = absl::OkStatus();
+  for (const auto& [at, piece_length] : to_map) {
+    absl::StatusOr<PhysicalHandle> handle = MapPiece(at, piece_length);
+    if (!handle.ok()) {
+      status = handle.status();
+      break;
+    }
+    const uint64_t granules = piece_length / granule_;
+    mapped.push_back(Piece{*handle, piece_length,
+                           granules == 64 ? ~uint64_t{0} : (uint64_t{1} << granules) - 1});
+  }
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+  for (size_t i = 0; i < mapped.size(); ++i) pieces_.emplace(to_map[i].first, mapped[i]);
+  if (status.ok()) return status;
+  // All or nothing: give back what this call committed.
+  for (const auto& [at, piece] : Uncommit(offset, length)) UnmapPiece(at, piece);
+  return status;
 }
 
 absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
   if (absl::Status s = InRange(offset, length); !s.ok()) return s;
-  if (absl::Status s = Enter(); !s.ok()) return s;
-  for (uint64_t at = offset; at < offset + length; at += granule_) {
-    if (std::optional<PhysicalHandle> handle = TakeGranule(at)) UnmapGranule(at, *handle);
+  std::vector<std::pair<uint64_t, Piece>> emptied;
+  {
+    absl::MutexLock lock(&mu_);
+    emptied = Uncommit(offset, length);
+    if (emptied.empty()) return absl::OkStatus();
+    ++in_flight_;
   }
-  return absl::OkStatus();
+  absl::Status status = Enter();
+  for (const auto& [at, piece] : emptied) UnmapPiece(at, piece);
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+  return status;
 }
 
 CUstream CudaDevice::AcquireStream() {
@@ -403,6 +554,12 @@ void CudaDevice::LoadScatterKernel() {
     LogInfo("CUDAFS_SCATTER_KERNEL=0: scattered writes go as copies");
     return;
   }
+  if (!kernel_reads_host_) {
+    LogInfo(absl::StrCat(description_,
+                         ": the GPU cannot read pinned memory at its host address; scattered "
+                         "writes go as copies"));
+    return;
+  }
   CUmodule module;
   CUfunction kernel;
   if (!Check("cuModuleLoadData", cu_.cuModuleLoadData(&module, kScatterKernelPtx)).ok()) {
@@ -444,10 +601,10 @@ void CudaDevice::ReleasePieceTable(void* table) {
 
 bool CudaDevice::InPinnedBuffer(const void* memory, size_t length) {
   const auto start = reinterpret_cast<uintptr_t>(memory);
-  auto it = pinned_buffers_.upper_bound(start);
-  if (it == pinned_buffers_.begin()) return false;
+  auto it = host_ranges_.upper_bound(start);
+  if (it == host_ranges_.begin()) return false;
   --it;
-  return start + length <= it->first + it->second;
+  return it->second.registered && start + length <= it->first + it->second.length;
 }
 
 std::optional<absl::Status> CudaDevice::TryScatter(absl::Span<const HostToDevice> copies) {
@@ -460,8 +617,8 @@ std::optional<absl::Status> CudaDevice::TryScatter(absl::Span<const HostToDevice
   // Large pieces go faster as copies, on the copy engines.
   if (payload / copies.size() > kScatterMaxAveragePiece) return std::nullopt;
   {
-    // The GPU reads pinned memory from cuMemHostAlloc at its host address;
-    // other memory it may not reach.
+    // The GPU reads pinned memory at its host address; other memory it may
+    // not reach.
     absl::ReaderMutexLock lock(&host_buffers_mu_);
     for (const HostToDevice& c : copies) {
       if (!InPinnedBuffer(c.source, c.length)) return std::nullopt;
@@ -526,43 +683,48 @@ absl::Status CudaDevice::Zero(absl::Span<const DeviceRange> ranges) {
   });
 }
 
+bool CudaDevice::Pin(void* memory, size_t length) {
+  // Portable: the scatter kernel and the copy engines reach it under any
+  // context; a failure only costs speed (the driver stages pageable memory).
+  return Check("cuMemHostRegister",
+               cu_.cuMemHostRegister(memory, length, CU_MEMHOSTREGISTER_PORTABLE))
+      .ok();
+}
+
 void* CudaDevice::AllocateHostBuffer(size_t length) {
-  void* buffer = nullptr;
-  if (Enter().ok() &&
-      Check("cuMemHostAlloc", cu_.cuMemHostAlloc(&buffer, length, CU_MEMHOSTALLOC_PORTABLE))
-          .ok()) {
-    absl::MutexLock lock(&host_buffers_mu_);
-    pinned_buffers_.emplace(reinterpret_cast<uintptr_t>(buffer), length);
-    return buffer;
-  }
-  // Pageable memory still works, through the driver's staging.
-  return Device::AllocateHostBuffer(length);
+  // Plain memory, pinned while a context lives: the buffer outlives the
+  // contexts (the page cache's frames live as long as the mount).
+  void* buffer = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (buffer == MAP_FAILED) return nullptr;
+  absl::MutexLock lock(&mu_);
+  const bool registered = context_.load() != nullptr && Enter().ok() && Pin(buffer, length);
+  absl::MutexLock hosts(&host_buffers_mu_);
+  host_ranges_.emplace(reinterpret_cast<uintptr_t>(buffer), HostRange{length, true, registered});
+  return buffer;
 }
 
 void CudaDevice::FreeHostBuffer(void* buffer, size_t length) {
-  {
-    absl::MutexLock lock(&host_buffers_mu_);
-    if (pinned_buffers_.erase(reinterpret_cast<uintptr_t>(buffer)) == 0) {
-      Device::FreeHostBuffer(buffer, length);
-      return;
-    }
-  }
-  cu_.cuCtxSetCurrent(context_);
-  Check("cuMemFreeHost", cu_.cuMemFreeHost(buffer)).IgnoreError();
+  UnregisterHostMemory(buffer);
+  munmap(buffer, length);
 }
 
 void CudaDevice::RegisterHostMemory(void* memory, size_t length) {
-  if (!Enter().ok()) return;
-  // A failure only costs speed: the driver stages pageable memory itself.
-  Check("cuMemHostRegister",
-        cu_.cuMemHostRegister(memory, length, CU_MEMHOSTREGISTER_PORTABLE))
-      .IgnoreError();
+  absl::MutexLock lock(&mu_);
+  const bool registered = context_.load() != nullptr && Enter().ok() && Pin(memory, length);
+  absl::MutexLock hosts(&host_buffers_mu_);
+  host_ranges_.emplace(reinterpret_cast<uintptr_t>(memory), HostRange{length, false, registered});
 }
 
 void CudaDevice::UnregisterHostMemory(void* memory) {
-  cu_.cuCtxSetCurrent(context_);
-  // Fails harmlessly for memory whose registration failed.
-  (void)cu_.cuMemHostUnregister(memory);
+  absl::MutexLock lock(&mu_);
+  absl::MutexLock hosts(&host_buffers_mu_);
+  auto it = host_ranges_.find(reinterpret_cast<uintptr_t>(memory));
+  if (it == host_ranges_.end()) return;
+  if (it->second.registered) {
+    cu_.cuCtxSetCurrent(context_.load());
+    (void)cu_.cuMemHostUnregister(memory);
+  }
+  host_ranges_.erase(it);
 }
 
 }  // namespace cudafs

@@ -1,28 +1,51 @@
-// CudaDevice: the arena in NVIDIA GPU memory, taken on demand.
+// CudaDevice: the arena in NVIDIA GPU memory, with the GPU taken only while
+// something is stored.
 //
-// The arena is a reserved range of GPU virtual addresses
-// (cuMemAddressReserve) of the mount's size; Commit backs granules of it with
-// physical VRAM (cuMemCreate + cuMemMap + cuMemSetAccess) and Decommit gives
-// them back, so an empty mount holds almost no VRAM and nvidia-smi follows
-// what is stored. Physical allocations request POSIX file-descriptor handles
-// so that extents can later be shared with other processes.
+// Create only checks the GPU: a mount holds no CUDA context, no VRAM and no
+// pinned memory, and the GPU lists no process for it (on a laptop the
+// discrete GPU may power down). The first Commit creates everything, under
+// the device's primary context: the arena's virtual address range
+// (cuMemAddressReserve, the mount's size), the streams, the scatter kernel,
+// and the pinning of every host buffer handed out so far. Once the arena has
+// held no physical memory for `idle_release`, a background thread gives all
+// of it back, context included; the next Commit makes it again. Host
+// buffers (AllocateHostBuffer, RegisterHostMemory) are plain memory that is
+// pinned (cuMemHostRegister) while a context lives, so they outlive it.
+//
+// Why nothing is released while a request uses it: data operations (Write,
+// Read, Copy, Zero) are only valid on committed ranges (Device's contract),
+// so while one runs something is committed, and the context is released
+// only under `mu_` with nothing committed and no Commit or Decommit under
+// way. Commit, Decommit and the host buffer calls hold `mu_` while they
+// change what the context owns.
+//
+// Physical memory comes in pieces: Commit backs each run of unbacked
+// granules with allocations of up to kMaxPieceBytes (cuMemCreate + cuMemMap +
+// cuMemSetAccess once per piece, which the driver does about ten times
+// faster per byte than per 2 MiB granule). Decommit works per granule: a
+// piece is unmapped and freed once none of its granules is committed, and a
+// granule decommitted while its piece lives stays mapped for the next Commit
+// of it. So VRAM of a piece comes back only when all of it is free: a large
+// file truncated into its last piece keeps that piece until the rest goes.
+// Physical allocations request POSIX file-descriptor handles so that
+// extents can later be shared with other processes.
 //
 // Copies run on a fixed pool of non-blocking streams: each batch borrows a
 // stream, enqueues all of its copies and waits once, so concurrent FUSE
-// requests overlap on the copy engines. Copies from buffers made by
-// AllocateHostBuffer (pinned with cuMemHostAlloc) run at PCIe speed without
-// staging; copies from other memory work too, through the driver's own
-// staging.
+// requests overlap on the copy engines. Copies from pinned host buffers run
+// at PCIe speed without staging; copies from other memory work too, through
+// the driver's own staging. A write of many small pieces from pinned
+// buffers (a flush of scattered dirty pages) is one launch of the scatter
+// kernel (scatter_kernel.h) instead of one copy per piece.
 //
-// A write of many small pieces from buffers made by AllocateHostBuffer (a
-// flush of scattered dirty pages) is one launch of the scatter kernel
-// (scatter_kernel.h), which reads the pieces straight from that pinned
-// memory, instead of one copy per piece.
-//
-// Errors: out of VRAM is ResourceExhausted (ENOSPC); any other CUDA error is
-// logged once per call and returned as Internal (EIO). After a sticky error
-// (the context is lost) every data operation fails at once with Internal;
-// the process keeps running so that the mount can still be unmounted.
+// Errors: out of VRAM is ResourceExhausted (ENOSPC), as is a context that
+// cannot be created for want of memory; a context that cannot be created
+// for another reason (the GPU taken, the driver gone) fails that Commit
+// with Internal (EIO) and one log line, and the next Commit tries again.
+// Any other CUDA error is logged once per call and returned as Internal.
+// After a sticky error (the context is lost) every data operation fails at
+// once with Internal until nothing is stored and the context is released;
+// the next Commit then starts afresh.
 #ifndef CUDAFS_ALLOC_DEVICES_CUDA_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_CUDA_DEVICE_H_
 
@@ -31,15 +54,18 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "alloc/base/sizes.h"
 #include "alloc/devices/device.h"
 
 // The driver's opaque handle types, declared here so that only the .cc
@@ -73,12 +99,26 @@ absl::StatusOr<int> ResolveCudaDevice(absl::string_view spec);
 // Total memory of GPU `index`, without creating a context.
 absl::StatusOr<uint64_t> CudaTotalMemory(int index);
 
+struct CudaDeviceOptions {
+  // How long the arena may hold no physical memory before the context and
+  // every GPU resource are released; absl::InfiniteDuration() keeps them
+  // once made.
+  absl::Duration idle_release = absl::Seconds(5);
+};
+
 class CudaDevice final : public Device {
  public:
   // An arena of `arena_size` bytes (rounded up to the allocation granule) on
-  // GPU `index`. Fails with Unavailable when the GPU lacks the virtual
+  // GPU `index`, through the process's driver. Creates no context. Fails
+  // with Unavailable when there is no driver or the GPU lacks the virtual
   // memory management API.
-  static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(int index, uint64_t arena_size);
+  static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(int index, uint64_t arena_size,
+                                                            CudaDeviceOptions options = {});
+  // The same through `driver` (a fake one in tests), which must outlive the
+  // device.
+  static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(const CudaDriver& driver, int index,
+                                                            uint64_t arena_size,
+                                                            CudaDeviceOptions options);
   ~CudaDevice() override;
 
   std::string Describe() const override;
@@ -97,17 +137,51 @@ class CudaDevice final : public Device {
   void RegisterHostMemory(void* memory, size_t length) override;
   void UnregisterHostMemory(void* memory) override;
 
-  // Writes that went through the scatter kernel so far.
-  uint64_t scattered_writes() const { return scattered_writes_.load(); }
+  // The largest physical allocation Commit makes.
+  static constexpr uint64_t kMaxPieceBytes = 32 * kMiB;
+
+  struct Stats {
+    bool has_context = false;
+    uint64_t contexts_created = 0;
+    uint64_t physical_bytes = 0;  // VRAM held, committed granules or not
+    uint64_t pieces = 0;          // physical allocations held
+    uint64_t scattered_writes = 0;  // writes that went through the kernel
+  };
+  Stats stats() const;
 
  private:
-  // The granule-sized physical allocation mapped at an arena offset.
   using PhysicalHandle = unsigned long long;  // CUmemGenericAllocationHandle
 
-  CudaDevice(const CudaDriver& driver, uint64_t granule);
+  // One physical allocation mapped at [offset, offset + length).
+  struct Piece {
+    PhysicalHandle handle = 0;
+    uint64_t length = 0;
+    // Bit i: granule i of the piece is committed.
+    uint64_t committed = 0;
+  };
+  // A range of host memory pinned while a context lives.
+  struct HostRange {
+    size_t length = 0;
+    bool owned = false;       // ours (AllocateHostBuffer): unmapped on free
+    bool registered = false;  // pinned under the current context
+  };
 
-  // Makes our context current on the calling thread (FUSE worker threads
-  // are not ours) and fails fast once the context is lost.
+  CudaDevice(const CudaDriver& driver, uint64_t granule, CudaDeviceOptions options);
+
+  // Creates the context and everything made under it; on failure nothing
+  // of it remains.
+  absl::Status CreateContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases the context and everything made under it.
+  void DestroyContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The background thread: DestroyContext once the arena held nothing for
+  // idle_release.
+  void ReleaseWhenIdle();
+  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return context_.load() != nullptr && pieces_.empty() && in_flight_ == 0;
+  }
+
+  // Makes the context current on the calling thread (FUSE worker threads
+  // are not ours) and fails fast when it is lost or absent.
   absl::Status Enter() const;
   // Turns a CUresult into a Status, logging failures and noting sticky ones.
   absl::Status Check(absl::string_view call, int result) const;
@@ -127,10 +201,9 @@ class CudaDevice final : public Device {
   absl::Status InRange(uint64_t offset, uint64_t length) const;
 
   // Loads the scatter kernel; without it every write takes RunCopies.
-  void LoadScatterKernel();
+  void LoadScatterKernel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `copies` through the scatter kernel when there are enough of
-  // them, they are small, and every source lies in pinned memory from
-  // AllocateHostBuffer;
+  // them, they are small, and every source lies in pinned memory;
   // nullopt when the caller should use RunCopies instead.
   std::optional<absl::Status> TryScatter(absl::Span<const HostToDevice> copies);
   bool InPinnedBuffer(const void* memory, size_t length)
@@ -139,27 +212,53 @@ class CudaDevice final : public Device {
   // host memory); null when pinned memory cannot be had.
   void* AcquirePieceTable();
   void ReleasePieceTable(void* table);
-  // Creates and maps the physical memory of the granule at `offset`.
-  absl::StatusOr<PhysicalHandle> MapGranule(uint64_t offset);
-  void UnmapGranule(uint64_t offset, PhysicalHandle handle);
-  // Removes the granule at `offset` from granules_, if it is there.
-  std::optional<PhysicalHandle> TakeGranule(uint64_t offset);
+
+  // Pins a host range under the current context; false when the driver
+  // declines (copies from it then go through the driver's staging).
+  bool Pin(void* memory, size_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Creates and maps a physical allocation at [offset, offset + length).
+  absl::StatusOr<PhysicalHandle> MapPiece(uint64_t offset, uint64_t length);
+  void UnmapPiece(uint64_t offset, const Piece& piece);
+  // The piece holding the granule at `offset`, or pieces_.end().
+  absl::btree_map<uint64_t, Piece>::iterator PieceOf(uint64_t offset)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the granules of [offset, offset + length) uncommitted; returns the
+  // pieces left with none, taken out of pieces_, for the caller to unmap.
+  std::vector<std::pair<uint64_t, Piece>> Uncommit(uint64_t offset, uint64_t length)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Borrows an idle stream, waiting for one when all are busy.
   CUstream_st* AcquireStream();
   void ReleaseStream(CUstream_st* stream);
 
   const CudaDriver& cu_;
+  const CudaDeviceOptions options_;
   // More than the FUSE worker threads, so a batch rarely waits.
   static constexpr int kStreams = 32;
 
   const uint64_t granule_;
-  int device_ = 0;                // CUdevice
-  CUctx_st* context_ = nullptr;   // the device's primary context
-  unsigned long long base_ = 0;   // CUdeviceptr of the reserved arena
+  int device_ = 0;  // CUdevice
   uint64_t arena_size_ = 0;
-  bool shareable_ = false;  // physical memory exportable as POSIX fds
+  bool shareable_ = false;         // physical memory exportable as POSIX fds
+  bool kernel_reads_host_ = false;  // pinned memory reachable at its host address
   std::string description_;
+
+  mutable absl::Mutex mu_;
+  // The primary context while it is held. Set and cleared under mu_, read
+  // without it by data operations (which a committed range keeps valid).
+  std::atomic<CUctx_st*> context_{nullptr};
+  // CUdeviceptr of the reserved arena while the context lives; written under
+  // mu_ only while nothing is committed, so the data operations that read it
+  // need no lock.
+  unsigned long long base_ = 0;
+  // Arena offset of each physical allocation -> the allocation.
+  absl::btree_map<uint64_t, Piece> pieces_ ABSL_GUARDED_BY(mu_);
+  // Commits and Decommits running driver calls outside mu_.
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t contexts_created_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread releaser_;
+
   mutable std::atomic<bool> context_lost_{false};
   // Cleared when the driver refuses a batched copy.
   std::atomic<bool> batch_copies_{true};
@@ -171,6 +270,7 @@ class CudaDevice final : public Device {
   // The kernel is for small pieces: each is one block's work, reading host
   // memory over the bus, where a copy engine moves a large piece faster.
   static constexpr uint64_t kScatterMaxAveragePiece = 64 << 10;
+  // Made with the context (read by TryScatter while a range is committed).
   CUmod_st* scatter_module_ = nullptr;
   CUfunc_st* scatter_kernel_ = nullptr;
   // Set once the kernel is loaded; cleared when a launch fails without
@@ -180,18 +280,14 @@ class CudaDevice final : public Device {
   absl::Mutex piece_tables_mu_;
   std::vector<void*> idle_piece_tables_ ABSL_GUARDED_BY(piece_tables_mu_);
 
-  absl::Mutex granules_mu_;
-  // Arena offset of each committed granule -> its physical allocation.
-  absl::flat_hash_map<uint64_t, PhysicalHandle> granules_ ABSL_GUARDED_BY(granules_mu_);
-
   absl::Mutex streams_mu_;
   std::vector<CUstream_st*> idle_streams_ ABSL_GUARDED_BY(streams_mu_);
   std::vector<CUstream_st*> all_streams_ ABSL_GUARDED_BY(streams_mu_);
 
+  // Taken after mu_ where both are held.
   absl::Mutex host_buffers_mu_;
-  // Start -> length of the buffers from cuMemHostAlloc (the others came
-  // from the heap fallback).
-  absl::btree_map<uintptr_t, size_t> pinned_buffers_ ABSL_GUARDED_BY(host_buffers_mu_);
+  // Start of each host range -> what it is.
+  absl::btree_map<uintptr_t, HostRange> host_ranges_ ABSL_GUARDED_BY(host_buffers_mu_);
 };
 
 }  // namespace cudafs

@@ -26,7 +26,7 @@ absl::StatusOr<OpenedDevice> OpenHost(const ArenaSizer& arena_size) {
   return OpenedDevice{std::move(*device), ""};
 }
 
-absl::StatusOr<OpenedDevice> OpenCuda(absl::string_view device_spec,
+absl::StatusOr<OpenedDevice> OpenCuda(absl::string_view device_spec, absl::Duration gpu_idle,
                                       const ArenaSizer& arena_size) {
 #ifdef CUDAFS_WITH_CUDA
   absl::StatusOr<int> index = ResolveCudaDevice(device_spec);
@@ -35,10 +35,12 @@ absl::StatusOr<OpenedDevice> OpenCuda(absl::string_view device_spec,
   if (!memory.ok()) return memory.status();
   absl::StatusOr<uint64_t> size = arena_size(*memory);
   if (!size.ok()) return size.status();
-  absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Create(*index, *size);
+  absl::StatusOr<std::unique_ptr<CudaDevice>> device =
+      CudaDevice::Create(*index, *size, CudaDeviceOptions{.idle_release = gpu_idle});
   if (!device.ok()) return device.status();
   return OpenedDevice{std::move(*device), ""};
 #else
+  (void)device_spec, (void)gpu_idle, (void)arena_size;
   return absl::UnavailableError("this cudafs was built without the CUDA device");
 #endif
 }
@@ -46,12 +48,12 @@ absl::StatusOr<OpenedDevice> OpenCuda(absl::string_view device_spec,
 }  // namespace
 
 absl::StatusOr<OpenedDevice> OpenDevice(BackendKind kind, absl::string_view device_spec,
-                                        const ArenaSizer& arena_size) {
+                                        absl::Duration gpu_idle, const ArenaSizer& arena_size) {
   switch (kind) {
     case BackendKind::kHost:
       return OpenHost(arena_size);
     case BackendKind::kCuda:
-      return OpenCuda(device_spec, arena_size);
+      return OpenCuda(device_spec, gpu_idle, arena_size);
     case BackendKind::kNull: {
       absl::StatusOr<uint64_t> size = arena_size(HostMemoryBytes());
       if (!size.ok()) return size.status();
@@ -60,7 +62,7 @@ absl::StatusOr<OpenedDevice> OpenDevice(BackendKind kind, absl::string_view devi
     case BackendKind::kAuto:
       break;
   }
-  absl::StatusOr<OpenedDevice> cuda = OpenCuda(device_spec, arena_size);
+  absl::StatusOr<OpenedDevice> cuda = OpenCuda(device_spec, gpu_idle, arena_size);
   if (cuda.ok()) return cuda;
   // A bad size= or a device= naming a GPU that does not exist is the
   // user's mistake on any backend: report it, don't fall back.

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "alloc/devices/device.h"
 
 namespace cudafs {
@@ -27,10 +28,12 @@ using ArenaSizer = std::function<absl::StatusOr<uint64_t>(uint64_t device_memory
 
 // kCuda: the GPU named by `device_spec` (index or PCI bus id, empty = 0), or
 // an error saying why it cannot be used (no driver, no device, no such
-// device). kHost: host memory. kAuto: the GPU when usable, else host memory
-// with a notice. kNull: a NullDevice (benchmarks only) sized like kHost.
+// device); it releases its context once nothing has been stored for
+// `gpu_idle` (see CudaDevice). kHost: host memory. kAuto: the GPU when
+// usable, else host memory with a notice. kNull: a NullDevice (benchmarks
+// only) sized like kHost.
 absl::StatusOr<OpenedDevice> OpenDevice(BackendKind kind, absl::string_view device_spec,
-                                        const ArenaSizer& arena_size);
+                                        absl::Duration gpu_idle, const ArenaSizer& arena_size);
 
 // Bytes of physical host memory (the host backend's "device memory").
 uint64_t HostMemoryBytes();

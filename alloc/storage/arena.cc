@@ -61,11 +61,19 @@ absl::StatusOr<Block> Arena::Allocate(uint64_t size) {
   }
   // Other threads allocating in these granules wait for this commit (below);
   // everyone else goes on.
+  // Each run of adjacent granules is one Commit, so that the device can
+  // back a large block with one large physical allocation.
   absl::Status status = absl::OkStatus();
   size_t committed = 0;
-  for (; committed < to_commit.size(); ++committed) {
-    status = device_->Commit(to_commit[committed] * granule_, granule_);
+  while (committed < to_commit.size()) {
+    size_t run = 1;
+    while (committed + run < to_commit.size() &&
+           to_commit[committed + run] == to_commit[committed] + run) {
+      ++run;
+    }
+    status = device_->Commit(to_commit[committed] * granule_, run * granule_);
     if (!status.ok()) break;
+    committed += run;
   }
   std::vector<uint64_t> to_release;
   {

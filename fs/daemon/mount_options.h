@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "alloc/base/sizes.h"
 #include "alloc/devices/open_device.h"
@@ -57,6 +58,9 @@ struct MountOptions {
   std::optional<gid_t> gid;
   BackendKind backend = BackendKind::kAuto;
   std::string device;       // index or PCI bus id; empty: device 0
+  // gpu_idle=: how long the GPU backend keeps its context with nothing
+  // stored; InfiniteDuration: never released.
+  absl::Duration gpu_idle = absl::Seconds(5);
   uint64_t min_block = 4096;  // power of two, 4 KiB .. 1 GiB
   bool noatime = false;
   // direct_io_min=: files at least this large when opened, and O_DIRECT

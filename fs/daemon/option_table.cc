@@ -18,6 +18,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "alloc/base/sizes.h"
 
 namespace cudafs {
@@ -146,6 +147,16 @@ absl::StatusOr<std::string> ParseDevice(absl::string_view name, absl::string_vie
   return BadValue(name, value, "expected a device index or a PCI bus id like 0000:3b:00.0");
 }
 
+// gpu_idle=: seconds (a fraction allowed) up to a day, or never.
+absl::StatusOr<absl::Duration> ParseGpuIdle(absl::string_view name, absl::string_view value) {
+  if (value == "never") return absl::InfiniteDuration();
+  const std::optional<double> seconds = ParsePercent(value);
+  if (!seconds || *seconds > 86400) {
+    return BadValue(name, value, "expected seconds from 0 to 86400, or never");
+  }
+  return absl::Seconds(*seconds);
+}
+
 absl::StatusOr<uint64_t> ParseMinBlock(absl::string_view name, absl::string_view value) {
   constexpr absl::string_view kExpected = "expected a power of two from 4k to 1g";
   const absl::StatusOr<uint64_t> bytes = ParseByteCountOption(name, value, kExpected);
@@ -252,6 +263,17 @@ const std::vector<MountOptionSpec>& Table() {
                   .readme = "`cudafs --list-devices` lists them"}},
        // Not a value: unset, the backend takes its first device.
        .default_text = "0"},
+      {.names = "gpu_idle",
+       .value = kRequired,
+       .apply = Into<&MountOptions::gpu_idle>(ParseGpuIdle),
+       .forms = {{.syntax = "gpu_idle=SECONDS|never",
+                  .help = "release the CUDA context and all GPU memory once nothing\n"
+                          "has been stored for this long; never keeps them",
+                  .readme = "A mount holds no context until the first byte of file data, "
+                            "so an idle mount costs the GPU nothing and lists no process in "
+                            "`nvidia-smi`; the first write after a release makes the context "
+                            "again (see *Data path*)"}},
+       .default_value = "5"},
       {.names = "min_block",
        .value = kRequired,
        .apply = Into<&MountOptions::min_block>(ParseMinBlock),

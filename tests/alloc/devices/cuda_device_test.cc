@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "alloc/devices/cuda_device.h"
 #include "tests/support/free_vram.h"
 
@@ -34,14 +35,44 @@ class CudaDeviceTest : public testing::Test {
   int index_ = 0;
 };
 
-TEST_F(CudaDeviceTest, ReservesAddressSpaceWithoutTakingMemory) {
+TEST_F(CudaDeviceTest, OpeningTakesNoContextAndNoMemory) {
   const uint64_t before = FreeVram(index_);
   std::unique_ptr<CudaDevice> device = Open(16 * kGiB);
   ASSERT_NE(device, nullptr);
   EXPECT_EQ(device->arena_size() % device->granule_size(), 0u);
   EXPECT_GE(device->arena_size(), 16 * kGiB);
-  // The context itself costs some memory; 16 GiB of arena must not.
-  EXPECT_LT(static_cast<int64_t>(before - FreeVram(index_)), static_cast<int64_t>(1 * kGiB));
+  EXPECT_FALSE(device->stats().has_context);
+  EXPECT_LT(static_cast<int64_t>(before - FreeVram(index_)), static_cast<int64_t>(64 * kMiB));
+}
+
+// The context comes with the first Commit and goes, with everything made
+// under it, once nothing has been committed for the idle time; host buffers
+// made before, during and after stay usable throughout.
+TEST_F(CudaDeviceTest, TheContextComesWithTheFirstCommitAndGoesWhenIdle) {
+  absl::StatusOr<std::unique_ptr<CudaDevice>> opened =
+      CudaDevice::Create(index_, 1 * kGiB, CudaDeviceOptions{.idle_release = absl::Milliseconds(200)});
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  CudaDevice& device = **opened;
+  char* early = static_cast<char*>(device.AllocateHostBuffer(kMiB));
+  ASSERT_NE(early, nullptr);
+  for (int round = 0; round < 2; ++round) {
+    const uint64_t before = FreeVram(index_);
+    ASSERT_TRUE(device.Commit(0, 64 * kMiB).ok());
+    EXPECT_TRUE(device.stats().has_context);
+    EXPECT_EQ(device.stats().pieces, 64 * kMiB / CudaDevice::kMaxPieceBytes);
+    EXPECT_GE(before - FreeVram(index_), 64 * kMiB);
+    std::memset(early, 'a' + round, kMiB);
+    ASSERT_TRUE(device.Write({{12345, early, kMiB}}).ok());
+    std::string back(kMiB, '\0');
+    ASSERT_TRUE(device.Read({{back.data(), 12345, kMiB}}).ok());
+    EXPECT_EQ(back, std::string(kMiB, static_cast<char>('a' + round)));
+    ASSERT_TRUE(device.Decommit(0, 64 * kMiB).ok());
+    absl::SleepFor(absl::Milliseconds(600));
+    EXPECT_FALSE(device.stats().has_context) << "round " << round;
+    EXPECT_EQ(device.stats().contexts_created, static_cast<uint64_t>(round + 1));
+    EXPECT_GE(FreeVram(index_) + 8 * kMiB, before) << "VRAM not returned, round " << round;
+  }
+  device.FreeHostBuffer(early, kMiB);
 }
 
 TEST_F(CudaDeviceTest, CommitTakesVramAndDecommitGivesItBack) {
@@ -150,9 +181,9 @@ TEST_F(CudaDeviceTest, ScatteredWritesLandEveryPieceAndNothingElse) {
     return pieces;
   };
 
-  const uint64_t before = device->scattered_writes();
+  const uint64_t before = device->stats().scattered_writes;
   ASSERT_TRUE(device->Write(scatter(1000)).ok());
-  EXPECT_EQ(device->scattered_writes(), before + 1);
+  EXPECT_EQ(device->stats().scattered_writes, before + 1);
   std::string back(region, '\0');
   ASSERT_TRUE(device->Read({{back.data(), 0, region}}).ok());
   EXPECT_TRUE(back == expected) << "first difference at byte "
@@ -186,7 +217,7 @@ TEST_F(CudaDeviceTest, ScatteredWritesLandEveryPieceAndNothingElse) {
     expected.replace(offset, 256 * 1024, staging + i * 256 * 1024, 256 * 1024);
   }
   ASSERT_TRUE(device->Write(large).ok());
-  EXPECT_EQ(device->scattered_writes(), before + 1);
+  EXPECT_EQ(device->stats().scattered_writes, before + 1);
   ASSERT_TRUE(device->Read({{back.data(), 0, region}}).ok());
   EXPECT_TRUE(back == expected);
   device->FreeHostBuffer(staging, kStaging);

@@ -44,12 +44,14 @@ class RecordingDevice final : public Device {
     WaitAtGate();
     absl::MutexLock lock(&mu_);
     CheckGranuleAligned("Commit", offset, length);
-    if (successful_commits_left_.has_value()) {
-      if (*successful_commits_left_ == 0) return absl::ResourceExhaustedError("injected failure");
-      --*successful_commits_left_;
+    const uint64_t granules = length / kGranule;
+    if (granules_left_.has_value()) {
+      if (*granules_left_ < granules) return absl::ResourceExhaustedError("injected failure");
+      *granules_left_ -= granules;
     }
     if (absl::Status status = backing_->Commit(offset, length); !status.ok()) return status;
-    ++commits_;
+    ++commit_calls_;
+    granules_committed_ += granules;
     for (uint64_t g = offset / kGranule; g < (offset + length) / kGranule; ++g) {
       if (!committed_.insert(g).second) {
         violations_.push_back(absl::StrCat("granule ", g, " committed twice"));
@@ -108,22 +110,29 @@ class RecordingDevice final : public Device {
   }
 
   // The next `n` Commit calls succeed, the ones after fail until AllowCommits.
-  void FailCommitsAfter(int n) {
+  // Commits succeed for `granules` more granules; a Commit that would pass
+  // that fails whole.
+  void FailCommitsBeyond(uint64_t granules) {
     absl::MutexLock lock(&mu_);
-    successful_commits_left_ = n;
+    granules_left_ = granules;
   }
   void AllowCommits() {
     absl::MutexLock lock(&mu_);
-    successful_commits_left_.reset();
+    granules_left_.reset();
   }
 
   std::set<uint64_t> committed_granules() const {
     absl::MutexLock lock(&mu_);
     return committed_;
   }
-  int successful_commits() const {
+  // Granules committed by successful Commits, and those calls.
+  uint64_t granules_committed() const {
     absl::MutexLock lock(&mu_);
-    return commits_;
+    return granules_committed_;
+  }
+  int commit_calls() const {
+    absl::MutexLock lock(&mu_);
+    return commit_calls_;
   }
   std::vector<std::string> violations() const {
     absl::MutexLock lock(&mu_);
@@ -162,8 +171,9 @@ class RecordingDevice final : public Device {
   bool gate_open_ ABSL_GUARDED_BY(gate_mu_) = true;
   int calls_at_gate_ ABSL_GUARDED_BY(gate_mu_) = 0;
   std::set<uint64_t> committed_ ABSL_GUARDED_BY(mu_);
-  std::optional<int> successful_commits_left_ ABSL_GUARDED_BY(mu_);
-  int commits_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<uint64_t> granules_left_ ABSL_GUARDED_BY(mu_);
+  uint64_t granules_committed_ ABSL_GUARDED_BY(mu_) = 0;
+  int commit_calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> violations_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -312,7 +322,7 @@ TEST_F(ArenaTest, GranuleStaysCommittedUntilItsLastBlockIsFreed) {
     ExpectCommittedGranulesFollowLiveBlocks();
   }
   // Each granule was committed once, however many blocks it got.
-  EXPECT_EQ(static_cast<uint64_t>(device_->successful_commits()), GranulesUnder(live_).size());
+  EXPECT_EQ(device_->granules_committed(), GranulesUnder(live_).size());
 
   size_t first = 0, second = 0;
   for (size_t i = 0; i < live_.size() && second == 0; ++i) {
@@ -359,8 +369,8 @@ TEST_F(ArenaTest, FailedCommitRollsBackAndLeavesTheArenaAsItWas) {
   const ArenaStats before = arena_->Stats();
   const std::set<uint64_t> committed_before = device_->committed_granules();
 
-  // The third of four granules cannot be had.
-  device_->FailCommitsAfter(2);
+  // Two granules can be had, the block needs four.
+  device_->FailCommitsBeyond(2);
   absl::StatusOr<Block> block = arena_->Allocate(4 * kGranule);
   EXPECT_TRUE(absl::IsResourceExhausted(block.status())) << block.status();
   EXPECT_EQ(device_->committed_granules(), committed_before) << "rollback incomplete";
@@ -374,8 +384,17 @@ TEST_F(ArenaTest, FailedCommitRollsBackAndLeavesTheArenaAsItWas) {
   ExpectCommittedGranulesFollowLiveBlocks();
 }
 
+// A block over several fresh granules is one Commit, so that the device can
+// back it with one physical allocation.
+TEST_F(ArenaTest, ABlockOverSeveralGranulesIsCommittedInOneCall) {
+  MustAllocate(8 * kGranule);
+  EXPECT_EQ(device_->commit_calls(), 1);
+  EXPECT_EQ(device_->granules_committed(), 8u);
+  ExpectCommittedGranulesFollowLiveBlocks();
+}
+
 TEST_F(ArenaTest, FailedCommitOfASingleGranuleFailsTheAllocation) {
-  device_->FailCommitsAfter(0);
+  device_->FailCommitsBeyond(0);
   absl::StatusOr<Block> block = arena_->Allocate(kMinBlock);
   EXPECT_TRUE(absl::IsResourceExhausted(block.status())) << block.status();
   EXPECT_TRUE(device_->committed_granules().empty());
@@ -390,7 +409,7 @@ TEST_F(ArenaTest, BlocksInCommittedGranulesNeedNoCommit) {
   // With commits failing, whatever still succeeds must lie in granules that
   // are already committed; the first failure is ResourceExhausted and leaves
   // the arena's books as they were.
-  device_->FailCommitsAfter(0);
+  device_->FailCommitsBeyond(0);
   bool refused = false;
   while (!refused) {
     const BuddyStats before = arena_->Stats().blocks;
@@ -628,7 +647,7 @@ TEST_F(ArenaTest, AllocationsWaitForTheirGranulesCommitOnly) {
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(first->offset / kGranule, second->offset / kGranule);
-  EXPECT_EQ(device_->successful_commits(), 1);
+  EXPECT_EQ(device_->granules_committed(), 1u);
   live_ = {*first, *second};
   ExpectCommittedGranulesFollowLiveBlocks();
 }
@@ -636,7 +655,7 @@ TEST_F(ArenaTest, AllocationsWaitForTheirGranulesCommitOnly) {
 // When the commit fails, everyone waiting for that granule fails with it,
 // and the granule is tried afresh later.
 TEST_F(ArenaTest, AFailedCommitFailsItsWaitersAndIsRetriedLater) {
-  device_->FailCommitsAfter(0);
+  device_->FailCommitsBeyond(0);
   device_->CloseGate();
   absl::StatusOr<Block> first, second;
   std::thread committer([&] { first = arena_->Allocate(kMinBlock); });
@@ -680,7 +699,7 @@ TEST_F(ArenaTest, ADecommitHoldsUpOnlyAllocationsInItsGranule) {
   allocator.join();
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->offset / kGranule, block.offset / kGranule);
-  EXPECT_EQ(device_->successful_commits(), 2);
+  EXPECT_EQ(device_->granules_committed(), 2u);
   live_ = {*again};
   ExpectCommittedGranulesFollowLiveBlocks();
   EXPECT_TRUE(device_->violations().empty()) << device_->violations().front();
