@@ -9,10 +9,14 @@
 // scatter kernel (scatter_kernel.h) runs on the CPU.
 //
 // The fake is strict where the real driver would fail or crash later:
-//  - calls that need a current context (memory, host memory, streams,
-//    modules, copies, launches, cuMemAddressReserve, cuMemCreate, and
-//    cuMemGetInfo) fail with CUDA_ERROR_INVALID_CONTEXT when the thread has
-//    none and CUDA_ERROR_CONTEXT_IS_DESTROYED when its context is gone;
+//  - calls that need a current context (cuMemGetInfo, cuMemAddressReserve,
+//    cuMemCreate, host memory, streams, modules, copies, launches) fail
+//    with CUDA_ERROR_INVALID_CONTEXT when the thread has none and
+//    CUDA_ERROR_CONTEXT_IS_DESTROYED when its context is gone. Device and
+//    granularity queries need none, nor do cuMemMap, cuMemSetAccess,
+//    cuMemUnmap, cuMemRelease and cuMemAddressFree (the driver documents
+//    no CUDA_ERROR_INVALID_CONTEXT for them); cuMemCreate does here, though
+//    not documented so, because the fake ties memory to a context;
 //  - the primary context lives from its first retain to its last release;
 //    destroying it frees all made under it, counting each as a leak, and a
 //    later retain makes a context with a new handle (the real driver reuses
@@ -20,7 +24,6 @@
 //  - a copy or launch touching device addresses that are not mapped and
 //    made accessible fails with CUDA_ERROR_ILLEGAL_ADDRESS, which is sticky
 //    for the context, as on a GPU.
-// Device and granularity queries need no context.
 #ifndef CUDAFS_TESTS_SUPPORT_FAKE_CUDA_DRIVER_H_
 #define CUDAFS_TESTS_SUPPORT_FAKE_CUDA_DRIVER_H_
 

@@ -394,6 +394,8 @@ TEST_F(FakeCudaDriverTest, DestroyingTheContextFreesAndCountsWhatItHeld) {
   ASSERT_EQ(cu_.cuStreamCreate(&stream, 0), CUDA_SUCCESS);
   CUmodule module;
   ASSERT_EQ(cu_.cuModuleLoadData(&module, kScatterKernelPtx), CUDA_SUCCESS);
+  CUfunction kernel;
+  ASSERT_EQ(cu_.cuModuleGetFunction(&kernel, module, kScatterKernelName), CUDA_SUCCESS);
   const CUdeviceptr base = Reserve(2 * kGranule);
   ASSERT_EQ(MapReadWrite(base, Create()), CUDA_SUCCESS);
   void* pinned;
@@ -419,6 +421,12 @@ TEST_F(FakeCudaDriverTest, DestroyingTheContextFreesAndCountsWhatItHeld) {
   // Whatever was made in it is gone for good.
   Enter();
   EXPECT_EQ(cu_.cuModuleUnload(module), CUDA_ERROR_INVALID_HANDLE);
+  CUdeviceptr table = Ptr(pinned);
+  unsigned count = 0;
+  void* arguments[] = {&table, &count};
+  EXPECT_EQ(cu_.cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, arguments, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cu_.cuStreamDestroy(stream), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cu_.cuMemHostUnregister(buffer.data()), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
   EXPECT_EQ(cu_.cuMemAddressFree(base, 2 * kGranule), CUDA_ERROR_INVALID_VALUE);
 }
