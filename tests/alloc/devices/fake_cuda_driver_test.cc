@@ -1,0 +1,437 @@
+// FakeCudaDriver through its entry points, as CudaDevice calls them.
+#include "gtest/gtest.h"
+
+#ifdef CUDAFS_WITH_CUDA
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "alloc/devices/scatter_kernel.h"
+#include "tests/support/fake_cuda_driver.h"
+
+namespace cudafs {
+namespace {
+
+constexpr size_t kGranule = size_t{2} << 20;
+
+class FakeCudaDriverTest : public testing::Test {
+ protected:
+  explicit FakeCudaDriverTest(FakeGpuOptions options = {})
+      : fake_(std::move(options)), cu_(fake_.driver()) {}
+
+  // Leaves no context current for the next test's fake.
+  ~FakeCudaDriverTest() override { cu_.cuCtxSetCurrent(nullptr); }
+
+  // Retains the primary context and makes it current.
+  CUcontext Enter() {
+    CUcontext context = nullptr;
+    EXPECT_EQ(cu_.cuDevicePrimaryCtxRetain(&context, 0), CUDA_SUCCESS);
+    EXPECT_EQ(cu_.cuCtxSetCurrent(context), CUDA_SUCCESS);
+    return context;
+  }
+
+  static CUmemAllocationProp DeviceProp() {
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    return prop;
+  }
+
+  CUmemGenericAllocationHandle Create(size_t size = kGranule) {
+    const CUmemAllocationProp prop = DeviceProp();
+    CUmemGenericAllocationHandle handle = 0;
+    EXPECT_EQ(cu_.cuMemCreate(&handle, size, &prop, 0), CUDA_SUCCESS);
+    return handle;
+  }
+
+  CUresult MapReadWrite(CUdeviceptr address, CUmemGenericAllocationHandle handle,
+                        size_t offset = 0) {
+    if (CUresult r = cu_.cuMemMap(address, kGranule, offset, handle, 0); r != CUDA_SUCCESS) {
+      return r;
+    }
+    CUmemAccessDesc access = {};
+    access.location = DeviceProp().location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return cu_.cuMemSetAccess(address, kGranule, &access, 1);
+  }
+
+  CUdeviceptr Reserve(size_t size) {
+    CUdeviceptr base = 0;
+    EXPECT_EQ(cu_.cuMemAddressReserve(&base, size, kGranule, 0, 0), CUDA_SUCCESS);
+    return base;
+  }
+
+  FakeCudaDriver fake_;
+  const CudaDriver& cu_;
+};
+
+CUdeviceptr Ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+TEST_F(FakeCudaDriverTest, AnswersDeviceQueriesWithoutAContext) {
+#define CUDAFS_EXPECT_SET(name) EXPECT_NE(cu_.name, nullptr) << #name;
+  CUDAFS_CUDA_ENTRY_POINTS(CUDAFS_EXPECT_SET)
+  CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(CUDAFS_EXPECT_SET)
+#undef CUDAFS_EXPECT_SET
+  int version = 0;
+  EXPECT_EQ(cu_.cuDriverGetVersion(&version), CUDA_SUCCESS);
+  EXPECT_EQ(version, CUDA_VERSION);
+  int count = 0;
+  EXPECT_EQ(cu_.cuDeviceGetCount(&count), CUDA_SUCCESS);
+  EXPECT_EQ(count, 1);
+  CUdevice device = -1;
+  EXPECT_EQ(cu_.cuDeviceGet(&device, 1), CUDA_ERROR_INVALID_DEVICE);
+  ASSERT_EQ(cu_.cuDeviceGet(&device, 0), CUDA_SUCCESS);
+  char text[64];
+  ASSERT_EQ(cu_.cuDeviceGetName(text, sizeof text, device), CUDA_SUCCESS);
+  EXPECT_STREQ(text, "Fake GPU");
+  ASSERT_EQ(cu_.cuDeviceGetPCIBusId(text, sizeof text, device), CUDA_SUCCESS);
+  EXPECT_STREQ(text, "0000:65:00.0");
+  EXPECT_EQ(cu_.cuDeviceGetByPCIBusId(&device, "65:00.0"), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuDeviceGetByPCIBusId(&device, "0000:66:00.0"), CUDA_ERROR_INVALID_DEVICE);
+  size_t total = 0;
+  EXPECT_EQ(cu_.cuDeviceTotalMem(&total, device), CUDA_SUCCESS);
+  EXPECT_EQ(total, size_t{8} << 30);
+  int value = 0;
+  EXPECT_EQ(cu_.cuDeviceGetAttribute(
+                &value, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device),
+            CUDA_SUCCESS);
+  EXPECT_EQ(value, 1);
+  EXPECT_EQ(cu_.cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_ECC_ENABLED, device),
+            CUDA_SUCCESS);
+  EXPECT_EQ(value, 0);
+  const CUmemAllocationProp prop = DeviceProp();
+  size_t granule = 0;
+  EXPECT_EQ(cu_.cuMemGetAllocationGranularity(&granule, &prop,
+                                              CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+            CUDA_SUCCESS);
+  EXPECT_EQ(granule, kGranule);
+  EXPECT_EQ(cu_.Describe("cuMemCreate", CUDA_ERROR_OUT_OF_MEMORY),
+            "cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY (out of memory)");
+  EXPECT_EQ(fake_.stats().contexts_created, 0);
+}
+
+TEST_F(FakeCudaDriverTest, PrimaryContextLivesFromFirstRetainToLastRelease) {
+  CUcontext first = nullptr, again = nullptr;
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRetain(&first, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
+  EXPECT_EQ(first, again);
+  EXPECT_EQ(fake_.stats().contexts_created, 1);
+  EXPECT_EQ(fake_.stats().live_contexts, 1);
+  EXPECT_EQ(cu_.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().live_contexts, 1);
+  EXPECT_EQ(cu_.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().live_contexts, 0);
+  EXPECT_EQ(cu_.cuDevicePrimaryCtxRelease(0), CUDA_ERROR_INVALID_CONTEXT);
+  CUcontext second = nullptr;
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRetain(&second, 0), CUDA_SUCCESS);
+  EXPECT_NE(second, first);
+  EXPECT_EQ(fake_.stats().contexts_created, 2);
+  EXPECT_EQ(fake_.stats().leaked_at_destroy, 0);
+  // Left retained: the fake's destruction frees it.
+}
+
+TEST_F(FakeCudaDriverTest, CallsNeedTheirContextCurrentAndAlive) {
+  size_t free = 0, total = 0;
+  CUstream stream = nullptr;
+  EXPECT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cu_.cuStreamCreate(&stream, 0), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cu_.cuCtxSetCurrent(reinterpret_cast<CUcontext>(0x1234)),
+            CUDA_ERROR_INVALID_CONTEXT);
+  const CUcontext old = Enter();
+  ASSERT_EQ(cu_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, total);
+  // Current per thread: another thread has none.
+  std::thread([&] {
+    size_t f, t;
+    EXPECT_EQ(cu_.cuMemGetInfo(&f, &t), CUDA_ERROR_INVALID_CONTEXT);
+  }).join();
+
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().leaked_at_destroy, 1);  // the stream
+  EXPECT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  // A new context does not revive the old handle, nor what was made in it.
+  CUcontext fresh = nullptr;
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRetain(&fresh, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  EXPECT_EQ(cu_.cuCtxSetCurrent(old), CUDA_SUCCESS);  // allowed, useless
+  EXPECT_EQ(cu_.cuStreamSynchronize(stream), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  ASSERT_EQ(cu_.cuCtxSetCurrent(fresh), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuStreamSynchronize(stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cu_.cuStreamDestroy(stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+}
+
+TEST_F(FakeCudaDriverTest, DeviceMemoryKeepsItsBytesAcrossUnmapAndRemap) {
+  Enter();
+  const CUdeviceptr base = Reserve(4 * kGranule);
+  ASSERT_EQ(base % kGranule, 0u);
+  const CUmemGenericAllocationHandle handle = Create();
+  EXPECT_EQ(cu_.cuMemMap(base + 4096, kGranule, 0, handle, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cu_.cuMemMap(base + 3 * kGranule, 2 * kGranule, 0, handle, 0),
+            CUDA_ERROR_INVALID_VALUE);  // past the allocation and the reservation
+  ASSERT_EQ(MapReadWrite(base, handle), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemMap(base, kGranule, 0, handle, 0), CUDA_ERROR_INVALID_VALUE);  // mapped
+
+  std::string data(kGranule, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  CUstream stream;
+  ASSERT_EQ(cu_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuMemcpyAsync(base, Ptr(data.data()), data.size(), stream), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuStreamSynchronize(stream), CUDA_SUCCESS);
+  // Device addresses are host addresses.
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const void*>(base), data.data(), data.size()), 0);
+  EXPECT_EQ(fake_.stats().mapped_bytes, kGranule);
+  EXPECT_EQ(fake_.stats().reserved_bytes, 4 * kGranule);
+
+  ASSERT_EQ(cu_.cuMemUnmap(base, kGranule), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().mapped_bytes, 0u);
+  ASSERT_EQ(MapReadWrite(base + 2 * kGranule, handle), CUDA_SUCCESS);
+  std::string back(kGranule, '\0');
+  ASSERT_EQ(cu_.cuMemcpyAsync(Ptr(back.data()), base + 2 * kGranule, back.size(), stream),
+            CUDA_SUCCESS);
+  EXPECT_EQ(back, data);
+
+  // Released while mapped: freed at the unmap.
+  ASSERT_EQ(cu_.cuMemRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemRelease(handle), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(fake_.stats().live_physical_allocations, 1);
+  EXPECT_EQ(cu_.cuMemAddressFree(base, 4 * kGranule), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cu_.cuMemUnmap(base + 2 * kGranule, kGranule / 2), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cu_.cuMemUnmap(base + 2 * kGranule, kGranule), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().live_physical_allocations, 0);
+  EXPECT_EQ(fake_.stats().physical_bytes, 0u);
+  EXPECT_EQ(cu_.cuMemAddressFree(base, kGranule), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cu_.cuMemAddressFree(base, 4 * kGranule), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuStreamDestroy(stream), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().leaked_at_destroy, 0);
+}
+
+class SmallFakeCudaDriverTest : public FakeCudaDriverTest {
+ protected:
+  SmallFakeCudaDriverTest() : FakeCudaDriverTest(FakeGpuOptions{.vram_limit = 3 * kGranule}) {}
+};
+
+TEST_F(SmallFakeCudaDriverTest, CreateFailsBeyondTheLimit) {
+  Enter();
+  const CUmemAllocationProp prop = DeviceProp();
+  CUmemGenericAllocationHandle handles[3];
+  for (auto& handle : handles) handle = Create();
+  CUmemGenericAllocationHandle more;
+  EXPECT_EQ(cu_.cuMemCreate(&more, kGranule, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cu_.cuMemCreate(&more, 4 * kGranule, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(fake_.stats().largest_create, 4 * kGranule);
+  size_t free = 1, total = 0;
+  ASSERT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, 0u);
+  ASSERT_EQ(cu_.cuMemRelease(handles[0]), CUDA_SUCCESS);
+  handles[0] = Create();
+  fake_.set_vram_limit(4 * kGranule);
+  const CUmemGenericAllocationHandle fourth = Create();
+  EXPECT_EQ(fake_.stats().physical_bytes, 4 * kGranule);
+  for (auto handle : handles) EXPECT_EQ(cu_.cuMemRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemRelease(fourth), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().live_physical_allocations, 0);
+}
+
+TEST_F(FakeCudaDriverTest, HostRegistrationsMayNotOverlap) {
+  Enter();
+  std::vector<char> buffer(64 << 10);
+  ASSERT_EQ(cu_.cuMemHostRegister(buffer.data(), 32 << 10, CU_MEMHOSTREGISTER_PORTABLE),
+            CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemHostRegister(buffer.data() + 4096, 64 << 10, 0),
+            CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  ASSERT_EQ(cu_.cuMemHostRegister(buffer.data() + (32 << 10), 32 << 10, 0), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().registered_host_bytes, 64u << 10);
+  EXPECT_EQ(cu_.cuMemHostUnregister(buffer.data() + 1), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  void* pinned = nullptr;
+  ASSERT_EQ(cu_.cuMemHostAlloc(&pinned, 8192, CU_MEMHOSTALLOC_PORTABLE), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().pinned_host_bytes, 8192u);
+  EXPECT_EQ(cu_.cuMemHostRegister(pinned, 4096, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  EXPECT_EQ(cu_.cuMemFreeHost(buffer.data()), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cu_.cuMemFreeHost(pinned), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemHostUnregister(buffer.data()), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemHostUnregister(buffer.data()), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  EXPECT_EQ(cu_.cuMemHostUnregister(buffer.data() + (32 << 10)), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().registered_host_bytes, 0u);
+  EXPECT_EQ(fake_.stats().pinned_host_bytes, 0u);
+}
+
+TEST_F(FakeCudaDriverTest, CopiesTouchingUnmappedDeviceMemoryFaultTheContext) {
+  Enter();
+  const CUdeviceptr base = Reserve(2 * kGranule);
+  const CUmemGenericAllocationHandle handle = Create();
+  ASSERT_EQ(cu_.cuMemMap(base, kGranule, 0, handle, 0), CUDA_SUCCESS);
+  CUstream stream;
+  ASSERT_EQ(cu_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  std::vector<char> host(4096, 'x');
+  // Batches and memset work on accessible memory; host memory is any other.
+  CUmemAccessDesc access = {};
+  access.location = DeviceProp().location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(cu_.cuMemSetAccess(base, kGranule, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuMemsetD8Async(base, 0xab, 4096, stream), CUDA_SUCCESS);
+  CUdeviceptr to[] = {Ptr(host.data()), base + 8192};
+  CUdeviceptr from[] = {base, Ptr(host.data())};
+  size_t lengths[] = {4096, 4096};
+  CUmemcpyAttributes attributes = {};
+  attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  size_t first = 0;
+  EXPECT_EQ(cu_.cuMemcpyBatchAsync(to, from, lengths, 2, &attributes, &first, 1, nullptr),
+            CUDA_ERROR_INVALID_VALUE);  // not on the legacy stream
+  ASSERT_EQ(cu_.cuMemcpyBatchAsync(to, from, lengths, 2, &attributes, &first, 1, stream),
+            CUDA_SUCCESS);
+  EXPECT_EQ(host, std::vector<char>(4096, static_cast<char>(0xab)));
+  EXPECT_EQ(reinterpret_cast<const char*>(base)[8192], static_cast<char>(0xab));
+
+  // Past the mapping, into the bare reservation: a fault, then every call
+  // in the context fails.
+  EXPECT_EQ(cu_.cuMemcpyAsync(base + kGranule - 100, Ptr(host.data()), 200, stream),
+            CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(cu_.cuStreamSynchronize(stream), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(cu_.cuMemcpyAsync(Ptr(host.data()), base, 100, stream), CUDA_ERROR_ILLEGAL_ADDRESS);
+  // Only a new context recovers.
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().leaked_at_destroy, 3);  // stream, allocation, reservation
+  Enter();
+  ASSERT_EQ(cu_.cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuStreamDestroy(stream), CUDA_SUCCESS);
+}
+
+TEST_F(FakeCudaDriverTest, MappedButInaccessibleMemoryFaults) {
+  Enter();
+  const CUdeviceptr base = Reserve(kGranule);
+  const CUmemGenericAllocationHandle handle = Create();
+  ASSERT_EQ(cu_.cuMemMap(base, kGranule, 0, handle, 0), CUDA_SUCCESS);
+  char byte = 0;
+  EXPECT_EQ(cu_.cuMemcpyAsync(Ptr(&byte), base, 1, nullptr), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+TEST_F(FakeCudaDriverTest, ScatterKernelCopiesPinnedPiecesOnTheCpu) {
+  Enter();
+  CUmodule module;
+  ASSERT_EQ(cu_.cuModuleLoadData(&module, kScatterKernelPtx), CUDA_SUCCESS);
+  CUfunction kernel;
+  EXPECT_EQ(cu_.cuModuleGetFunction(&kernel, module, "other"), CUDA_ERROR_NOT_FOUND);
+  ASSERT_EQ(cu_.cuModuleGetFunction(&kernel, module, kScatterKernelName), CUDA_SUCCESS);
+  const CUdeviceptr base = Reserve(kGranule);
+  const CUmemGenericAllocationHandle handle = Create();
+  ASSERT_EQ(MapReadWrite(base, handle), CUDA_SUCCESS);
+  void* table_memory;
+  void* source_memory;
+  ASSERT_EQ(cu_.cuMemHostAlloc(&table_memory, 3 * sizeof(ScatterPiece), 0), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuMemHostAlloc(&source_memory, 300, 0), CUDA_SUCCESS);
+  auto* source = static_cast<char*>(source_memory);
+  for (int i = 0; i < 300; ++i) source[i] = static_cast<char>(i);
+  auto* pieces = static_cast<ScatterPiece*>(table_memory);
+  pieces[0] = {base + 1000, Ptr(source), 100};
+  pieces[1] = {base + 5, Ptr(source + 100), 100};
+  pieces[2] = {base + 70000, Ptr(source + 200), 100};
+  CUdeviceptr table = Ptr(pieces);
+  unsigned count = 3;
+  void* arguments[] = {&table, &count};
+  CUstream stream;
+  ASSERT_EQ(cu_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuLaunchKernel(kernel, count, 1, 1, kScatterThreadsPerBlock, 1, 1, 0, stream,
+                               arguments, nullptr),
+            CUDA_SUCCESS);
+  const auto* device = reinterpret_cast<const char*>(base);
+  EXPECT_EQ(std::memcmp(device + 1000, source, 100), 0);
+  EXPECT_EQ(std::memcmp(device + 5, source + 100, 100), 0);
+  EXPECT_EQ(std::memcmp(device + 70000, source + 200, 100), 0);
+
+  // The GPU cannot read pageable memory.
+  std::vector<char> pageable(100);
+  pieces[1].source = Ptr(pageable.data());
+  EXPECT_EQ(cu_.cuLaunchKernel(kernel, count, 1, 1, kScatterThreadsPerBlock, 1, 1, 0, stream,
+                               arguments, nullptr),
+            CUDA_ERROR_ILLEGAL_ADDRESS);
+  // The faulted context still frees what it holds when it goes.
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().leaked_at_destroy, 6);
+  EXPECT_EQ(fake_.stats().live_modules, 0);
+  EXPECT_EQ(fake_.stats().pinned_host_bytes, 0u);
+}
+
+TEST_F(FakeCudaDriverTest, InjectedFailuresComeInTheNumberAsked) {
+  fake_.FailNext("cuDevicePrimaryCtxRetain", CUDA_ERROR_OUT_OF_MEMORY);
+  CUcontext context = nullptr;
+  EXPECT_EQ(cu_.cuDevicePrimaryCtxRetain(&context, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(fake_.stats().contexts_created, 0);
+  Enter();
+  EXPECT_EQ(fake_.calls("cuDevicePrimaryCtxRetain"), 2);
+
+  fake_.FailNext("cuMemCreate", CUDA_ERROR_OUT_OF_MEMORY, 2);
+  const CUmemAllocationProp prop = DeviceProp();
+  CUmemGenericAllocationHandle handle;
+  EXPECT_EQ(cu_.cuMemCreate(&handle, kGranule, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cu_.cuMemCreate(&handle, kGranule, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(cu_.cuMemCreate(&handle, kGranule, &prop, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.calls("cuMemCreate"), 3);
+  EXPECT_EQ(fake_.stats().live_physical_allocations, 0);
+
+  fake_.FailNext("cuStreamCreate", CUDA_ERROR_INVALID_VALUE, FakeCudaDriver::kAlways);
+  CUstream stream;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(cu_.cuStreamCreate(&stream, 0), CUDA_ERROR_INVALID_VALUE);
+  fake_.FailNext("cuStreamCreate", CUDA_SUCCESS, 0);
+  ASSERT_EQ(cu_.cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuStreamDestroy(stream), CUDA_SUCCESS);
+
+  std::vector<char> buffer(4096);
+  fake_.FailNext("cuMemHostRegister", CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cu_.cuMemHostRegister(buffer.data(), buffer.size(), 0), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(fake_.stats().registered_host_bytes, 0u);
+}
+
+TEST_F(FakeCudaDriverTest, DestroyingTheContextFreesAndCountsWhatItHeld) {
+  Enter();
+  CUstream stream;
+  ASSERT_EQ(cu_.cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  CUmodule module;
+  ASSERT_EQ(cu_.cuModuleLoadData(&module, kScatterKernelPtx), CUDA_SUCCESS);
+  CUfunction kernel;
+  ASSERT_EQ(cu_.cuModuleGetFunction(&kernel, module, kScatterKernelName), CUDA_SUCCESS);
+  const CUdeviceptr base = Reserve(2 * kGranule);
+  ASSERT_EQ(MapReadWrite(base, Create()), CUDA_SUCCESS);
+  void* pinned;
+  ASSERT_EQ(cu_.cuMemHostAlloc(&pinned, 4096, 0), CUDA_SUCCESS);
+  std::vector<char> buffer(4096);
+  ASSERT_EQ(cu_.cuMemHostRegister(buffer.data(), buffer.size(), 0), CUDA_SUCCESS);
+  FakeCudaDriver::Stats held = fake_.stats();
+  EXPECT_EQ(held.live_streams, 1);
+  EXPECT_EQ(held.live_modules, 1);
+  EXPECT_EQ(held.live_physical_allocations, 1);
+  EXPECT_EQ(held.mapped_bytes, kGranule);
+
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  const FakeCudaDriver::Stats after = fake_.stats();
+  EXPECT_EQ(after.leaked_at_destroy, 6);
+  EXPECT_EQ(after.live_contexts, 0);
+  EXPECT_EQ(after.live_streams, 0);
+  EXPECT_EQ(after.live_modules, 0);
+  EXPECT_EQ(after.live_physical_allocations, 0);
+  EXPECT_EQ(after.physical_bytes + after.mapped_bytes + after.reserved_bytes +
+                after.pinned_host_bytes + after.registered_host_bytes,
+            0u);
+  // Whatever was made in it is gone for good.
+  Enter();
+  EXPECT_EQ(cu_.cuModuleUnload(module), CUDA_ERROR_INVALID_HANDLE);
+  CUdeviceptr table = Ptr(pinned);
+  unsigned count = 0;
+  void* arguments[] = {&table, &count};
+  EXPECT_EQ(cu_.cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, arguments, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cu_.cuStreamDestroy(stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cu_.cuMemHostUnregister(buffer.data()), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  EXPECT_EQ(cu_.cuMemAddressFree(base, 2 * kGranule), CUDA_ERROR_INVALID_VALUE);
+}
+
+}  // namespace
+}  // namespace cudafs
+
+#endif  // CUDAFS_WITH_CUDA
