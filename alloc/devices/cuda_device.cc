@@ -252,9 +252,9 @@ absl::Status CudaDevice::CreateContext() {
     }
   }
   ++contexts_created_;
-  LogInfo(absl::StrFormat("%s: CUDA context created in %.0f ms (%d host buffers, %d MiB pinned)",
+  LogInfo(absl::StrFormat("%s: CUDA context created in %.0f ms (%d host buffers, %.1f MiB pinned)",
                           description_, absl::ToDoubleMilliseconds(absl::Now() - start), pinned,
-                          pinned_bytes / kMiB));
+                          static_cast<double>(pinned_bytes) / kMiB));
   return absl::OkStatus();
 }
 
