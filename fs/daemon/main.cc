@@ -170,9 +170,11 @@ absl::StatusOr<bool> UseUring(MountOptions::Uring mode) {
 // The largest request the kernel will send when max_request=`wanted`: it
 // sends at most /proc/sys/fs/fuse/max_pages_limit pages per request (a
 // host-wide setting, Linux 6.13; before, a compiled-in 256). As root a
-// lower limit is raised to `wanted`, never lowered, and the log says so;
-// otherwise the mount takes what the kernel allows, and says so.
-uint64_t RequestLimit(uint64_t wanted) {
+// lower limit is raised to `wanted`, never lowered; otherwise the mount
+// takes what the kernel allows. `note` gets a line saying either, for Init
+// to log (after the daemon detached: syslog, not the mounting command's
+// stderr).
+uint64_t RequestLimit(uint64_t wanted, std::string& note) {
   constexpr char kLimit[] = "/proc/sys/fs/fuse/max_pages_limit";
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t pages = (wanted + page - 1) / page;
@@ -180,21 +182,22 @@ uint64_t RequestLimit(uint64_t wanted) {
   std::ifstream file(kLimit);
   const bool tunable = file && (file >> limit);
   if (pages <= limit) return wanted;
+  std::string why;
   if (tunable && geteuid() == 0) {
     std::ofstream raise(kLimit);
     if (raise << pages << std::endl) {
-      LogInfo(absl::StrFormat("raised %s from %d to %d (host-wide) for max_request=%dk", kLimit,
-                              limit, pages, wanted / kKiB));
+      note = absl::StrFormat("raised %s from %d to %d (host-wide) for max_request=%dk", kLimit,
+                             limit, pages, wanted / kKiB);
       return wanted;
     }
-    LogInfo(absl::StrFormat("cannot raise %s from %d to %d: %s", kLimit, limit, pages,
-                            std::strerror(errno)));
+    why = absl::StrFormat("cannot raise %s from %d: %s", kLimit, limit, std::strerror(errno));
+  } else {
+    why = tunable ? absl::StrCat(kLimit, " is ", limit, "; root may raise it")
+                  : absl::StrCat("no ", kLimit, ": a kernel before 6.13");
   }
   const uint64_t allowed = limit * page;
-  LogInfo(absl::StrFormat("max_request=%dk: the kernel allows requests of %dk (%s)", wanted / kKiB,
-                          allowed / kKiB,
-                          tunable ? absl::StrCat(kLimit, " is ", limit, "; root may raise it")
-                                  : absl::StrCat("no ", kLimit, ": a kernel before 6.13")));
+  note = absl::StrFormat("max_request=%dk: the kernel allows %dk (%s)", wanted / kKiB,
+                         allowed / kKiB, why);
   return allowed;
 }
 
@@ -338,7 +341,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   if (!uring.ok()) return fail(std::string(uring.status().message()));
   context.uring = *uring;
   context.uring_depth = options.uring_depth.value_or(DefaultUringDepth(options.max_request));
-  context.max_request = RequestLimit(options.max_request);
+  context.max_request = RequestLimit(options.max_request, context.request_limit_note);
   context.max_readahead = context.max_request;
   context.workers = options.single_threaded ? 1 : kWorkerThreads;
   UringBuffers uring_buffers(device.get());

@@ -157,6 +157,7 @@ void Init(void* userdata, fuse_conn_info* conn) {
                           : "requests over /dev/fuse");
   }
   context.request_buffer_bytes = buffers;
+  if (!context.request_limit_note.empty()) LogInfo(context.request_limit_note);
   LogInfo(absl::StrFormat("asked for requests of up to %d KiB, readahead %d KiB; request buffers "
                           "take up to %d MiB of host memory",
                           conn->max_write / kKiB, conn->max_readahead / kKiB,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include "fs/core/filesystem.h"
 #include "fs/fuse/control_attributes.h"
@@ -64,6 +65,9 @@ struct FuseContext {
   // (main decided), and the readahead asked for (max_readahead).
   uint64_t max_request = kDefaultMaxRequest;
   uint64_t max_readahead = kDefaultMaxRequest;
+  // How main fitted max_request to the kernel's page limit, if it had to:
+  // one line for Init to log.
+  std::string request_limit_note;
   // Threads of the /dev/fuse loop (each holds a receive buffer and a read
   // reply buffer of max_request bytes), for the memory line of the log.
   uint32_t workers = 0;
