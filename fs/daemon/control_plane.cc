@@ -15,7 +15,10 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
   // on other users' I/O): for root and the user who mounted it only.
   if (caller != 0 && caller != owner_) return PosixError(EACCES, "the stats are the owner's");
   std::string stats = absl::StrCat("transport ", context_->transport.load(),
+                                   "\nmax_request ", context_->max_request,
                                    "\nuring_buffer_bytes ", context_->uring_buffer_bytes.load(),
+                                   "\nrequest_buffer_bytes ",
+                                   context_->request_buffer_bytes.load(),
                                    "\n", context_->filesystem->CacheStats().ToText());
   if (faults_ != nullptr) absl::StrAppend(&stats, "faults_injected ", faults_->injected(), "\n");
   // This very request is among those counted.

@@ -167,6 +167,40 @@ absl::StatusOr<bool> UseUring(MountOptions::Uring mode) {
   return false;
 }
 
+// The largest request the kernel will send when max_request=`wanted`: it
+// sends at most /proc/sys/fs/fuse/max_pages_limit pages per request (a
+// host-wide setting, Linux 6.13; before, a compiled-in 256). As root a
+// lower limit is raised to `wanted`, never lowered; otherwise the mount
+// takes what the kernel allows. `note` gets a line saying either, for Init
+// to log (after the daemon detached: syslog, not the mounting command's
+// stderr).
+uint64_t RequestLimit(uint64_t wanted, std::string& note) {
+  constexpr char kLimit[] = "/proc/sys/fs/fuse/max_pages_limit";
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t pages = (wanted + page - 1) / page;
+  uint64_t limit = kCompiledMaxPages;
+  std::ifstream file(kLimit);
+  const bool tunable = file && (file >> limit);
+  if (pages <= limit) return wanted;
+  std::string why;
+  if (tunable && geteuid() == 0) {
+    std::ofstream raise(kLimit);
+    if (raise << pages << std::endl) {
+      note = absl::StrFormat("raised %s from %d to %d (host-wide) for max_request=%dk", kLimit,
+                             limit, pages, wanted / kKiB);
+      return wanted;
+    }
+    why = absl::StrFormat("cannot raise %s from %d: %s", kLimit, limit, std::strerror(errno));
+  } else {
+    why = tunable ? absl::StrCat(kLimit, " is ", limit, "; root may raise it")
+                  : absl::StrCat("no ", kLimit, ": a kernel before 6.13");
+  }
+  const uint64_t allowed = limit * page;
+  note = absl::StrFormat("max_request=%dk: the kernel allows %dk (%s)", wanted / kKiB,
+                         allowed / kKiB, why);
+  return allowed;
+}
+
 // major * 100 + minor of a version like "3.18.3" found after `prefix` in
 // `text`, or nullopt.
 std::optional<int> MajorMinor(const std::string& text, const char* prefix) {
@@ -306,7 +340,10 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   absl::StatusOr<bool> uring = UseUring(options.uring);
   if (!uring.ok()) return fail(std::string(uring.status().message()));
   context.uring = *uring;
-  context.uring_depth = options.uring_depth;
+  context.uring_depth = options.uring_depth.value_or(DefaultUringDepth(options.max_request));
+  context.max_request = RequestLimit(options.max_request, context.request_limit_note);
+  context.max_readahead = context.max_request;
+  context.workers = options.single_threaded ? 1 : kWorkerThreads;
   UringBuffers uring_buffers(device.get());
   context.uring_buffers = &uring_buffers;
 
@@ -318,7 +355,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   }
   if (context.uring) {
     arguments.insert(arguments.end(), {"-o", "io_uring", "-o",
-                                       absl::StrCat("io_uring_q_depth=", options.uring_depth)});
+                                       absl::StrCat("io_uring_q_depth=", context.uring_depth)});
   }
   if (options.debug) arguments.push_back("-d");
   std::vector<char*> argv;
@@ -350,7 +387,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   // -s: one worker, for debugging; otherwise enough workers for parallel
   // streams to overlap their copies.
   const int result = RunSessionLoop(session, options.mountpoint, arena.device(),
-                                    options.single_threaded ? 1 : kWorkerThreads);
+                                    static_cast<int>(context.workers), context.max_request);
   if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
   uring_buffers.UnregisterAll();  // before libfuse frees them
   context.session = nullptr;

@@ -1,5 +1,6 @@
 #include "fs/daemon/mount_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <system_error>
@@ -33,6 +34,13 @@ uint64_t SizeSpec::Resolve(uint64_t device_memory, double default_percent) const
                             static_cast<long double>(percent.value_or(default_percent)) / 100;
   if (share >= static_cast<long double>(device_memory)) return device_memory;
   return static_cast<uint64_t>(share);
+}
+
+uint32_t DefaultUringDepth(uint64_t max_request) {
+  const uint64_t depth = max_request == 0 ? kMostDefaultUringDepth
+                                          : kUringBytesPerQueue / max_request;
+  return static_cast<uint32_t>(
+      std::clamp<uint64_t>(depth, kLeastDefaultUringDepth, kMostDefaultUringDepth));
 }
 
 absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv) {

@@ -79,8 +79,12 @@ struct MountOptions {
   enum class Uring { kAuto, kOn, kOff };
   Uring uring = Uring::kAuto;
   // uring_depth=: requests in flight per io_uring queue (one queue per CPU).
-  // Each costs a max_write-sized buffer (1 MiB).
-  uint32_t uring_depth = 4;
+  // Each costs a buffer of max_request bytes. Unset: DefaultUringDepth.
+  std::optional<uint32_t> uring_depth;
+  // max_request=: the largest read or write request the kernel sends, a
+  // power of two from 128k to 16m (kernel_settings.h); the kernel may
+  // allow less (see RequestLimit in main.cc).
+  uint64_t max_request = kDefaultMaxRequest;
   // cache=: bytes of the host-side write-back page cache; 0 turns it off.
   uint64_t cache_bytes = 64 * kMiB;
   bool read_only = false;
@@ -106,6 +110,11 @@ absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text);
 // otherwise add options; commas and backslashes are escaped the way libfuse
 // escapes the options it passes on to fusermount3 (fuse_opt_add_opt_escaped).
 std::string FsnameOption(absl::string_view source);
+
+// The io_uring queue depth when uring_depth= is not given: as many requests
+// of `max_request` bytes as fit in kUringBytesPerQueue, at least 2, at most
+// 4 (kernel_settings.h).
+uint32_t DefaultUringDepth(uint64_t max_request);
 
 // The --help text.
 std::string UsageText(absl::string_view program);

@@ -28,7 +28,7 @@ using Apply = decltype(MountOptionSpec::apply);
 
 constexpr uint64_t kSmallestMinBlock = 4 * kKiB;
 constexpr uint64_t kLargestMinBlock = kGiB;
-// Beyond this the buffers (1 MiB each, per CPU) cost more than any measured gain.
+// Beyond this the buffers (max_request each, per CPU) cost more than any measured gain.
 constexpr uint64_t kMostUringDepth = 64;
 
 // Text from the command line is escaped so that every message stays on one
@@ -163,6 +163,19 @@ absl::StatusOr<uint64_t> ParseMinBlock(absl::string_view name, absl::string_view
   if (!bytes.ok()) return bytes.status();
   if (!std::has_single_bit(*bytes) || *bytes < kSmallestMinBlock || *bytes > kLargestMinBlock) {
     return BadValue(name, value, kExpected);
+  }
+  return *bytes;
+}
+
+absl::StatusOr<uint64_t> ParseMaxRequest(absl::string_view name, absl::string_view value) {
+  const std::string expected =
+      absl::StrFormat("expected a power of two from %dk to %dm", kSmallestMaxRequest / kKiB,
+                      kLargestMaxRequest / kMiB);
+  const absl::StatusOr<uint64_t> bytes = ParseByteCountOption(name, value, expected);
+  if (!bytes.ok()) return bytes.status();
+  if (!std::has_single_bit(*bytes) || *bytes < kSmallestMaxRequest ||
+      *bytes > kLargestMaxRequest) {
+    return BadValue(name, value, expected);
   }
   return *bytes;
 }
@@ -330,8 +343,18 @@ const std::vector<MountOptionSpec>& Table() {
        .apply = Into<&MountOptions::uring_depth>(ParseUringDepth),
        .forms = {{.syntax = "uring_depth=N",
                   .help = "requests in flight per CPU over io_uring, 1 to 64",
-                  .readme = "Each costs a 1 MiB buffer"}},
-       .default_value = "4"},
+                  .readme = "Each costs a buffer of `max_request` bytes in host memory"}},
+       .default_text = "4 up to max_request=2m, 2 from 4m\n(8 MiB of buffers per CPU)"},
+      {.names = "max_request",
+       .value = kRequired,
+       .apply = Into<&MountOptions::max_request>(ParseMaxRequest),
+       .forms = {{.syntax = "max_request=N[k|m]",
+                  .help = "largest read or write request, a power of two, 128k to 16m;\n"
+                          "as root, raises /proc/sys/fs/fuse/max_pages_limit (host-wide)\n"
+                          "when it is lower, else takes what the kernel allows",
+                  .readme = "Larger requests mean fewer round trips per byte; each worker "
+                            "and io_uring entry holds a buffer of this size (see *Data path*)"}},
+       .default_value = "4m"},
       {.names = "noatime",
        .apply = Sets<&MountOptions::noatime>(true),
        .forms = {{.help = "do not update access times"}}},

@@ -102,10 +102,12 @@ void ReplyEntry(fuse_req_t req, const absl::StatusOr<struct stat>& st) {
 
 // A per-thread buffer for read replies, from the device so that a GPU
 // device can fill it with one DMA (pinned memory).
-char* ReadBuffer(Device& device, size_t size) {
+// Sized for the largest request at once (`max_request`), so that it is
+// allocated once per thread.
+char* ReadBuffer(Device& device, size_t size, size_t max_request) {
   thread_local PinnedBuffer buffer;
   if (buffer.size() < size || buffer.device() != &device) {
-    buffer = PinnedBuffer(&device, std::max<size_t>(size, kMaxRequestBytes));
+    buffer = PinnedBuffer(&device, std::max<size_t>(size, max_request));
   }
   return buffer.data();
 }
@@ -134,18 +136,32 @@ void Init(void* userdata, fuse_conn_info* conn) {
   const bool uring = false;
 #endif
   context.transport = uring ? "io_uring" : "/dev/fuse";
-  // Large requests: FUSE's per-request cost, not the copy, is the limit.
-  conn->max_write = kMaxRequestBytes;
-  conn->max_readahead = kMaxRequestBytes;
+  // Large requests: FUSE's per-request cost, not the copy, is the limit
+  // (see docs/DESIGN.md, "Data path"). libfuse grants max_write up to the
+  // size of the buffer the first request was received in (our
+  // receive-buf-size patch), which RunSessionLoop sizes from max_request.
+  conn->max_write = static_cast<uint32_t>(context.max_request);
+  conn->max_readahead = static_cast<uint32_t>(context.max_readahead);
+  const uint64_t queues = static_cast<uint32_t>(get_nprocs_conf());
+  // Every /dev/fuse worker holds a receive buffer (a request plus 8 KiB of
+  // header room) and, once it has served a read, a read reply buffer; over
+  // io_uring reads are answered from the ring entry's own buffer.
+  uint64_t buffers = uint64_t{context.workers} * (2 * context.max_request + 8 * kKiB);
   if (uring) {
-    context.uring_buffer_bytes =
-        uint64_t{static_cast<uint32_t>(get_nprocs_conf())} * context.uring_depth * conn->max_write;
-    LogInfo(absl::StrFormat("requests over io_uring, %d queues of depth %d",
-                            get_nprocs_conf(), context.uring_depth));
+    context.uring_buffer_bytes = queues * context.uring_depth * conn->max_write;
+    buffers += context.uring_buffer_bytes;
+    LogInfo(absl::StrFormat("requests over io_uring, %d queues of depth %d", queues,
+                            context.uring_depth));
   } else {
     LogInfo(context.uring ? "the kernel did not offer io_uring: requests over /dev/fuse"
                           : "requests over /dev/fuse");
   }
+  context.request_buffer_bytes = buffers;
+  if (!context.request_limit_note.empty()) LogInfo(context.request_limit_note);
+  LogInfo(absl::StrFormat("asked for requests of up to %d KiB, readahead %d KiB; request buffers "
+                          "take up to %d MiB of host memory",
+                          conn->max_write / kKiB, conn->max_readahead / kKiB,
+                          (buffers + kMiB - 1) / kMiB));
   context.direct_io_min = context.requested_direct_io_min.value_or(
       mmap_with_direct_io ? kDefaultDirectIoMin : kNeverDirectIo);
   if (context.zero_message_open) {
@@ -396,7 +412,7 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_i
   // Over io_uring the reply goes out of the payload buffer: filling it
   // directly saves libfuse's copy into it.
   char* buffer = UringPayload(req, size);
-  if (buffer == nullptr) buffer = ReadBuffer(Fs(req).arena().device(), size);
+  if (buffer == nullptr) buffer = ReadBuffer(Fs(req).arena().device(), size, Context(req).max_request);
   if (!buffer) {
     fuse_reply_err(req, ENOMEM);
     return;

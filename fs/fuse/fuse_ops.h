@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include "fs/core/filesystem.h"
 #include "fs/fuse/control_attributes.h"
@@ -34,7 +35,7 @@ struct FuseContext {
   double entry_timeout = kKernelCacheSeconds;
   // How each open is served (decided per open, see fuse_ops.cc's
   // ChooseDirectIo): with FOPEN_DIRECT_IO every read and write is one
-  // request straight to us, in up to 1 MiB pieces, and no page of file data
+  // request straight to us, in pieces of up to max_request, and no page of file data
   // is kept in host RAM, which is fastest for large streams; through the
   // kernel's page cache re-reads and small reads cost no request at all.
   // Files of at least `direct_io_min` bytes when opened, and O_DIRECT opens,
@@ -60,6 +61,16 @@ struct FuseContext {
   // it and told libfuse to start rings), and its queue depth, for the log.
   bool uring = false;
   uint32_t uring_depth = 0;
+  // The largest read or write request (max_write), as the kernel allows it
+  // (main decided), and the readahead asked for (max_readahead).
+  uint64_t max_request = kDefaultMaxRequest;
+  uint64_t max_readahead = kDefaultMaxRequest;
+  // How main fitted max_request to the kernel's page limit, if it had to:
+  // one line for Init to log.
+  std::string request_limit_note;
+  // Threads of the /dev/fuse loop (each holds a receive buffer and a read
+  // reply buffer of max_request bytes), for the memory line of the log.
+  uint32_t workers = 0;
   // Registers the ring buffers that read and write requests arrive in.
   UringBuffers* uring_buffers = nullptr;
   // "io_uring" or "/dev/fuse", decided in Init, for the stats.
@@ -67,6 +78,10 @@ struct FuseContext {
   // Host memory of libfuse's ring entry buffers (one request each): queues
   // × depth × max_write; 0 over /dev/fuse. For the stats.
   std::atomic<uint64_t> uring_buffer_bytes{0};
+  // Host memory of all request buffers: the ring's, the /dev/fuse workers'
+  // receive buffers and the per-thread read reply buffers (ReadBuffer, one
+  // per worker or ring thread). For the stats and the log.
+  std::atomic<uint64_t> request_buffer_bytes{0};
   // Requests served, by type, over either transport: for the stats.
   RequestCounters requests;
   // The mounted session, once there is one: for notifications.

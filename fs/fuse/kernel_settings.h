@@ -12,10 +12,27 @@
 
 namespace cudafs {
 
-// The largest read or write the kernel sends (the max_write and
-// max_readahead asked for at FUSE init), and so the least a buffer for one
-// request's data holds.
-inline constexpr uint64_t kMaxRequestBytes = kMiB;
+// The largest read or write the kernel sends (the max_write and, unless
+// told otherwise, max_readahead asked for at FUSE init: the max_request=
+// option), and so the least a buffer for one request's data holds. The
+// kernel sends at most /proc/sys/fs/fuse/max_pages_limit pages per request
+// (256 before kernel 6.13 and by default: 1 MiB); main raises that limit
+// when it must and may (see RequestLimit in fs/daemon/main.cc).
+inline constexpr uint64_t kDefaultMaxRequest = 4 * kMiB;
+inline constexpr uint64_t kSmallestMaxRequest = 128 * kKiB;
+// FUSE's max_pages is 16 bits; beyond this the buffers (one per worker
+// and per io_uring entry) cost more than fewer requests gain.
+inline constexpr uint64_t kLargestMaxRequest = 16 * kMiB;
+// The kernel's limit when /proc/sys/fs/fuse/max_pages_limit is absent
+// (FUSE_MAX_MAX_PAGES before 6.13).
+inline constexpr uint64_t kCompiledMaxPages = 256;
+// Host memory of io_uring request buffers per queue (one per CPU) that the
+// default uring_depth= keeps to beyond depth 2: depth 4 up to 2 MiB
+// requests, 2 from 4 MiB. (Depth 4 measured best for 4k random reads, 2
+// second; see docs/DESIGN.md, "Data path".)
+inline constexpr uint64_t kUringBytesPerQueue = 8 * kMiB;
+inline constexpr uint32_t kLeastDefaultUringDepth = 2;
+inline constexpr uint32_t kMostDefaultUringDepth = 4;
 
 // How long the kernel may keep names and attributes: a day (see
 // FuseContext::attr_timeout).

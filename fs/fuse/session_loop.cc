@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <string>
@@ -40,10 +41,14 @@ constexpr int kInterruptSignal = SIGUSR2;
 
 void OnInterruptSignal(int) {}
 
-// libfuse reads whole requests of up to its session buffer size (256 pages
-// of payload plus a 4 KiB header; fuse_i.h) into the buffer it is given,
-// whatever size that buffer claims.
-size_t ReceiveBufferSize() { return 256 * static_cast<size_t>(sysconf(_SC_PAGESIZE)) + 4096; }
+// libfuse reads whole requests of up to its session buffer size (max_write
+// plus a 4 KiB header; fuse_i.h) into the buffer it is given. Before INIT
+// that size is 256 pages plus the header; with our receive-buf-size patch
+// the buffer the INIT request arrives in raises it, so that INIT may grant
+// the max_write that Init asks for (max_request).
+size_t ReceiveBufferSize(size_t max_request) {
+  return std::max<size_t>(max_request, 256 * static_cast<size_t>(sysconf(_SC_PAGESIZE))) + 4096;
+}
 
 // Where a request starts in a worker's buffer: placed so that a FUSE_WRITE's
 // payload, which follows the request header and fuse_write_in, begins on a
@@ -59,7 +64,8 @@ constexpr absl::Duration kStopTimeout = absl::Seconds(5);
 
 class Workers {
  public:
-  Workers(fuse_session* session, Device& device) : session_(session), device_(device) {}
+  Workers(fuse_session* session, Device& device, size_t max_request)
+      : session_(session), device_(device), max_request_(max_request) {}
 
   void Start(int count) {
     absl::MutexLock lock(&mu_);
@@ -94,7 +100,7 @@ class Workers {
 
  private:
   void Serve() {
-    const size_t capacity = kRequestOffset + ReceiveBufferSize();
+    const size_t capacity = kRequestOffset + ReceiveBufferSize(max_request_);
     const PinnedBuffer buffer(&device_, capacity);
     int error = 0;
     while (buffer.data() != nullptr && !fuse_session_exited(session_)) {
@@ -128,6 +134,7 @@ class Workers {
 
   fuse_session* const session_;
   Device& device_;
+  const size_t max_request_;
   std::vector<std::thread> threads_;
   absl::Mutex mu_;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
@@ -148,7 +155,7 @@ void MaskStopSignals(int how) {
 void BlockStopSignals() { MaskStopSignals(SIG_BLOCK); }
 
 int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
-                   int threads) {
+                   int threads, size_t max_request) {
   g_wakeup_fd = eventfd(0, EFD_CLOEXEC);
   if (g_wakeup_fd < 0) return -errno;
 
@@ -173,7 +180,7 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   // Workers block the stop signals, so they reach this thread; one that
   // came since BlockStopSignals is delivered to the handler now.
   BlockStopSignals();
-  Workers workers(session, device);
+  Workers workers(session, device, max_request);
   workers.Start(threads);
   MaskStopSignals(SIG_UNBLOCK);
 

@@ -17,6 +17,7 @@
 #ifndef CUDAFS_FS_FUSE_SESSION_LOOP_H_
 #define CUDAFS_FS_FUSE_SESSION_LOOP_H_
 
+#include <cstddef>
 #include <string>
 
 #include "alloc/devices/device.h"
@@ -31,9 +32,11 @@ namespace cudafs {
 void BlockStopSignals();
 
 // Serves `session`, mounted on `mountpoint`, with `threads` workers until it
-// ends, then unmounts it. Returns 0, or -errno when the loop failed.
+// ends, then unmounts it. Each worker receives into a buffer for requests
+// of up to `max_request` bytes (FuseContext::max_request, which Init asks
+// for as max_write). Returns 0, or -errno when the loop failed.
 int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
-                   int threads);
+                   int threads, size_t max_request);
 
 }  // namespace cudafs
 

@@ -213,6 +213,8 @@ TEST(CliTest, MalformedValuesAreRefused) {
       {"uring_depth=0", "uring_depth="},
       {"uring_depth=65", "uring_depth="},
       {"uring_depth=four", "uring_depth="},
+      {"max_request=3m", "max_request="},
+      {"max_request=64k", "max_request="},
   };
   for (const auto& [option, culprit] : cases) {
     SCOPED_TRACE(option);

@@ -7,10 +7,12 @@
 // Every expectation also holds on tmpfs: run with CUDAFS_TEST_DIR=/dev/shm
 // to check them against the kernel's own implementation.
 #include <sys/file.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -347,6 +349,52 @@ TEST_P(IoTest, LargeTransfersRoundTripByteForByte) {
       BytesEqual(std::string_view(*odd).substr(0, kOddOffset), std::string(kOddOffset, '\0')));
   EXPECT_TRUE(BytesEqual(std::string_view(*odd).substr(kOddOffset), data));
 }
+
+// Requests larger than 1 MiB (max_request=8m): whether the kernel sends
+// them whole (/proc/sys/fs/fuse/max_pages_limit raised, as root) or splits
+// them at what it allows, 4 MiB written and read in single system calls,
+// through the page cache and direct I/O and mmap, come back byte for byte.
+class LargeRequestTest : public BackendTest {};
+
+TEST_P(LargeRequestTest, FourMiBReadsAndWritesRoundTrip) {
+  Mount mount;
+  StartOrSkip(mount, MountOptions({"max_request=8m"}));
+  if (HasFatalFailure() || IsSkipped()) return;
+  const std::map<std::string, std::string> stats = MountStats(mount.path());
+  ASSERT_TRUE(stats.contains("max_request"));
+  const uint64_t granted = std::stoull(stats.at("max_request"));
+  EXPECT_GE(granted, 1 * kMiB);  // 256 pages, the least any kernel allows
+  EXPECT_LE(granted, 8 * kMiB);
+
+  const std::string data = RandomBytes(4 * kMiB + 3 * kKiB, 21);
+  const std::string path = mount.path() + "/big";
+  Fd fd;
+  // A new file gets direct I/O: 4 MiB at an odd offset.
+  ASSERT_TRUE(OpenFd(path, O_RDWR | O_CREAT, &fd));
+  ASSERT_EQ(pwrite(fd.get(), data.data(), data.size(), 4095),
+            static_cast<ssize_t>(data.size()));
+  ASSERT_SYS_OK(fsync(fd.get()));
+  ASSERT_TRUE(DropCache(fd.get()));
+  std::string back(data.size(), '\0');
+  ASSERT_EQ(pread(fd.get(), back.data(), back.size(), 4095), static_cast<ssize_t>(back.size()));
+  EXPECT_TRUE(BytesEqual(back, data));
+  fd = Fd();
+  // Reopened at more than direct_io_min: direct I/O again, one request each
+  // where the kernel allows 4 MiB.
+  ASSERT_TRUE(OpenFd(path, O_RDWR, &fd));
+  const std::string other = RandomBytes(4 * kMiB, 22);
+  ASSERT_EQ(pwrite(fd.get(), other.data(), other.size(), 0), static_cast<ssize_t>(other.size()));
+  back.assign(other.size(), '\0');
+  ASSERT_EQ(pread(fd.get(), back.data(), back.size(), 0), static_cast<ssize_t>(back.size()));
+  EXPECT_TRUE(BytesEqual(back, other));
+  // mmap readers get the same bytes through the page cache's readahead.
+  void* map = mmap(nullptr, other.size(), PROT_READ, MAP_SHARED, fd.get(), 0);
+  ASSERT_NE(map, MAP_FAILED) << ErrnoName(errno);
+  EXPECT_TRUE(BytesEqual(std::string_view(static_cast<const char*>(map), other.size()), other));
+  munmap(map, other.size());
+}
+
+CUDAFS_INSTANTIATE_BACKENDS(LargeRequestTest);
 
 TEST_P(IoTest, SparseFileHolesReadAsZeros) {
   constexpr off_t kFarOffset = 64 * kMiB;

@@ -472,7 +472,7 @@ TEST(MountOptionTest, UringModeAndDepth) {
   absl::StatusOr<MountOptions> options = ParseOption("size=1g");
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->uring, MountOptions::Uring::kAuto);
-  EXPECT_EQ(options->uring_depth, 4u);
+  EXPECT_EQ(options->uring_depth, std::nullopt);  // DefaultUringDepth
   const struct {
     const char* option;
     MountOptions::Uring uring;
@@ -495,6 +495,40 @@ TEST(MountOptionTest, UringModeAndDepth) {
                           "uring_depth="}) {
     EXPECT_EQ(OptionError(bad).rfind("bad value for uring_depth=:", 0), 0u) << bad;
   }
+}
+
+TEST(MountOptionTest, DefaultUringDepthBoundsBuffersPerQueue) {
+  EXPECT_EQ(DefaultUringDepth(128 * kKiB), 4u);
+  EXPECT_EQ(DefaultUringDepth(kMiB), 4u);
+  EXPECT_EQ(DefaultUringDepth(2 * kMiB), 4u);
+  EXPECT_EQ(DefaultUringDepth(4 * kMiB), 2u);
+  EXPECT_EQ(DefaultUringDepth(16 * kMiB), 2u);
+}
+
+TEST(MountOptionTest, MaxRequest) {
+  absl::StatusOr<MountOptions> options = ParseOption("size=1g");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->max_request, kDefaultMaxRequest);
+  const struct {
+    const char* option;
+    uint64_t bytes;
+  } kCases[] = {{"max_request=128k", 128 * kKiB},   {"max_request=1m", kMiB},
+                {"max_request=1048576", kMiB},      {"max_request=2M", 2 * kMiB},
+                {"max_request=16m", 16 * kMiB},     {"max_request=8m,max_request=1m", kMiB}};
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.option);
+    options = ParseOption(c.option);
+    ASSERT_TRUE(options.ok()) << options.status();
+    EXPECT_EQ(options->max_request, c.bytes);
+  }
+  EXPECT_EQ(OptionError("max_request=3m"),
+            "bad value for max_request=: \"3m\" (expected a power of two from 128k to 16m)");
+  for (const char* bad : {"max_request=64k", "max_request=32m", "max_request=0",
+                          "max_request=1g", "max_request=4097", "max_request=", "max_request=big",
+                          "max_request=-1m"}) {
+    EXPECT_EQ(OptionError(bad).rfind("bad value for max_request=:", 0), 0u) << bad;
+  }
+  EXPECT_EQ(OptionError("max_request=20e"), "bad value for max_request=: \"20e\" (too large)");
 }
 
 TEST(MountOptionTest, CacheBudget) {
