@@ -49,6 +49,7 @@ Environment (defaults in brackets):
   BENCH_SIZE         size= of each mount, e.g. 16g [what the workloads need + 1 GiB]
   BENCH_WORKLOADS    subset of "seq par wide fio small" [all]
   BENCH_TIMEOUT      seconds before one command is killed [900]
+  BENCH_DD_MIB       MiB per dd read and write of the seq, par and wide workloads [1]
   BENCH_GPU_INDEX    GPU whose memory.used is recorded [0]
 
 Quick local run:
@@ -78,6 +79,7 @@ FIO_SECONDS=${BENCH_FIO_SECONDS:-10}
 SMALL_FILES=${BENCH_SMALL_FILES:-20000}
 WORKLOADS=${BENCH_WORKLOADS:-seq par wide fio small}
 TIMEOUT=${BENCH_TIMEOUT:-900}
+DD_MIB=${BENCH_DD_MIB:-1}
 GPU_INDEX=${BENCH_GPU_INDEX:-0}
 readonly SMALL_FILE_BYTES=4096
 
@@ -146,10 +148,10 @@ measure_dd() {
   start=$(now_ns)
   for file in "$@"; do
     if [[ $mode == write ]]; then
-      run_logged "$log_file" dd if=/dev/zero of="$dir/$file" bs=1M count="$((bytes / $# >> 20))" \
-        conv=fdatasync &
+      run_logged "$log_file" dd if=/dev/zero of="$dir/$file" bs="${DD_MIB}M" \
+        count="$((bytes / $# >> 20) / DD_MIB)" conv=fdatasync &
     else
-      run_logged "$log_file" dd if="$dir/$file" of=/dev/null bs=1M &
+      run_logged "$log_file" dd if="$dir/$file" of=/dev/null bs="${DD_MIB}M" &
     fi
     pids+=($!)
   done

@@ -25,7 +25,9 @@
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "alloc/base/log.h"
 #include "alloc/devices/faulty_device.h"
@@ -199,6 +201,43 @@ uint64_t RequestLimit(uint64_t wanted, std::string& note) {
   note = absl::StrFormat("max_request=%dk: the kernel allows %dk (%s)", wanted / kKiB,
                          allowed / kKiB, why);
   return allowed;
+}
+
+// The kernel reads ahead of mmap and buffered readers by the filesystem's
+// readahead window, which stays at the VM's 128 KiB default whatever
+// max_readahead says (that is only its cap): a safetensors load through
+// mmap then runs 128 KiB requests. As root, raises the window of the mount
+// at `mountpoint` (found in /proc/self/mountinfo, so the filesystem is not
+// touched before it serves) to `bytes`, never lowers it; returns a line
+// saying what happened, for the log.
+std::string RaiseReadahead(const std::string& mountpoint, uint64_t bytes) {
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line, device;
+  while (std::getline(mounts, line)) {
+    // "ID PARENT MAJOR:MINOR ROOT MOUNTPOINT ... - fuse.cudafs SOURCE ...";
+    // the last match is the newest mount there.
+    const std::vector<std::string> fields = absl::StrSplit(line, ' ');
+    if (fields.size() > 4 && fields[4] == mountpoint &&
+        absl::StrContains(line, " - fuse.cudafs ")) {
+      device = fields[2];
+    }
+  }
+  if (device.empty()) return "readahead: the mount is not in /proc/self/mountinfo; left as is";
+  const std::string path = absl::StrCat("/sys/class/bdi/", device, "/read_ahead_kb");
+  uint64_t current_kb = 0;
+  if (std::ifstream current(path); !(current >> current_kb)) {
+    return absl::StrCat("readahead: cannot read ", path, "; left as is");
+  }
+  const uint64_t wanted_kb = bytes / kKiB;
+  if (current_kb >= wanted_kb) return "";
+  if (geteuid() != 0) {
+    return absl::StrFormat("readahead: %d KiB (root may raise %s to %d)", current_kb, path,
+                           wanted_kb);
+  }
+  if (std::ofstream raise(path); !(raise << wanted_kb << std::endl)) {
+    return absl::StrFormat("readahead: cannot raise %s: %s", path, std::strerror(errno));
+  }
+  return absl::StrFormat("readahead raised from %d to %d KiB (%s)", current_kb, wanted_kb, path);
 }
 
 // major * 100 + minor of a version like "3.18.3" found after `prefix` in
@@ -380,6 +419,10 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
     (void)!chdir("/");
     DetachStdio();
     LogToSyslog(options.mountpoint);
+  }
+  if (const std::string note = RaiseReadahead(options.mountpoint, context.max_request);
+      !note.empty()) {
+    LogInfo(note);
   }
   ready.Send(0);
 

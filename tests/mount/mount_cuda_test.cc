@@ -47,9 +47,37 @@ testing::AssertionResult WriteLarge(const std::string& path, uint64_t size, uint
   return testing::AssertionSuccess();
 }
 
+// A mount holds nothing on the GPU until the first byte of data, and gives
+// everything back, its context included, once nothing has been stored for
+// gpu_idle.
+TEST_P(MountCudaTest, AnEmptyMountHoldsNoGpuMemory) {
+  const uint64_t before = FreeVram();
+  StartCuda({"size=8g", "gpu_idle=1"});
+  if (IsSkipped() || HasFatalFailure()) return;
+  ASSERT_SYS_OK(mkdir(Path("dir").c_str(), 0755));
+  Fd(open(Path("dir/empty").c_str(), O_WRONLY | O_CREAT, 0644));
+  struct statvfs fs;
+  ASSERT_SYS_OK(statvfs(mount_.path().c_str(), &fs));
+  EXPECT_LE(before - FreeVram(), 16 * kMiB) << "an empty mount holds VRAM";
+  ASSERT_TRUE(WriteLarge(Path("data"), 64 * kMiB, 1));
+  EXPECT_GE(before - FreeVram(), 64 * kMiB);
+  ASSERT_SYS_OK(unlink(Path("data").c_str()));
+  EXPECT_TRUE(Eventually([&] { return before - FreeVram() <= 16 * kMiB; }, 5s))
+      << "the context outlived gpu_idle=1";
+  // And the next write makes it again.
+  ASSERT_TRUE(WriteLarge(Path("again"), 4 * kMiB, 2));
+  const std::optional<std::string> back = ReadFile(Path("again"));
+  ASSERT_TRUE(back.has_value());
+  std::string expected;
+  for (int i = 0; i < 4; ++i) expected += RandomBytes(kMiB, 2);
+  EXPECT_TRUE(BytesEqual(*back, expected));
+}
+
 TEST_P(MountCudaTest, VramUseFollowsFileContent) {
   StartCuda({"size=8g"});
   if (IsSkipped() || HasFatalFailure()) return;
+  // The context comes with the first data: make it before measuring.
+  ASSERT_TRUE(WriteLarge(Path("first"), kMiB, 9));
   const uint64_t empty = FreeVram();
   ASSERT_TRUE(WriteLarge(Path("big"), 1 * kGiB, 1));
   const uint64_t full = FreeVram();
@@ -69,9 +97,14 @@ TEST_P(MountCudaTest, EnospcWhenTheGpuRunsOutBelowSize) {
   absl::StatusOr<std::unique_ptr<cudafs::CudaDevice>> hog =
       cudafs::CudaDevice::Create(*index, 256 * kGiB);
   ASSERT_TRUE(hog.ok()) << hog.status();
-  StartCuda({"size=4g"});  // context first: it needs memory too
+  StartCuda({"size=4g"});
   if (IsSkipped() || HasFatalFailure()) return;
+  // Both contexts first (they come with the first data): they need memory
+  // too.
+  ASSERT_TRUE(WriteLarge(Path("first"), kMiB, 9));
   const uint64_t granule = (*hog)->granule_size();
+  ASSERT_TRUE((*hog)->Commit(0, granule).ok());
+  ASSERT_TRUE((*hog)->Decommit(0, granule).ok());
   const uint64_t to_take = (FreeVram() - 512 * kMiB) / granule * granule;
   ASSERT_TRUE((*hog)->Commit(0, to_take).ok());
 
