@@ -5,7 +5,7 @@ matrix-multiply loop sharing the GPU. Needs root (drop_caches), PyTorch with
 CUDA and safetensors.
 
 usage: bench/gpu_consumers.py safetensors MOUNT TMPFS [--gib 8] [--runs 3]
-       bench/gpu_consumers.py matmul MOUNT [--seconds 10]
+       bench/gpu_consumers.py matmul MOUNT [--seconds 10] [--loads NAME,...]
 MOUNT is a mounted cudafs, TMPFS a mounted tmpfs; prints markdown rows.
 """
 
@@ -80,29 +80,43 @@ def matmul_rate(seconds):
     return count * 2 * 8192**3 / elapsed / 1e12
 
 
+LOADS = {
+    # name: (readers, writers, dd flags of the writers)
+    "8 readers + 4 writers": (8, 4, "oflag=direct"),
+    "8 readers": (8, 0, ""),
+    "4 writers": (0, 4, "oflag=direct"),
+    "4 writers in place": (0, 4, "oflag=direct conv=notrunc"),
+}
+
+
 def matmul(args):
     files = [os.path.join(args.mount, f"stream{i}") for i in range(12)]
-    for path in files[:8]:
+    for path in files:
         subprocess.run(["dd", "if=/dev/zero", f"of={path}", "bs=1M", "count=2048", "status=none"],
                        check=True)
-    alone = matmul_rate(args.seconds)
-    # 8 readers and 4 writers, over and over, while the loop runs.
-    script = ("while :; do dd if={0} of=/dev/null bs=1M iflag=direct status=none; done")
-    writer = ("while :; do dd if=/dev/zero of={0} bs=1M count=2048 oflag=direct status=none; done")
-    load = [subprocess.Popen(["bash", "-c", script.format(p)]) for p in files[:8]]
-    load += [subprocess.Popen(["bash", "-c", writer.format(p)]) for p in files[8:]]
-    time.sleep(2)
-    busy = matmul_rate(args.seconds)
-    for process in load:
-        process.kill()
-    for process in load:
-        process.wait()
-    for path in files:
-        if os.path.exists(path):
-            os.unlink(path)
-    print("| bf16 matmul 8192², TFLOP/s | alone | beside cudafs (8 readers + 4 writers) | slower by |")
+    print("| bf16 matmul 8192², TFLOP/s, beside cudafs streaming | alone | busy | slower by |")
     print("|---|---|---|---|")
-    print(f"| {args.seconds:g} s each | {alone:.1f} | {busy:.1f} | {(1 - busy / alone) * 100:.1f}% |")
+    for name in args.loads.split(","):
+        readers, writers, flags = LOADS[name]
+        alone = matmul_rate(args.seconds)
+        # Readers and writers in loops, each its own process group, until the
+        # loop has run.
+        read = "while :; do dd if={0} of=/dev/null bs=1M iflag=direct status=none; done"
+        write = "while :; do dd if=/dev/zero of={0} bs=1M count=2048 " + flags + " status=none; done"
+        load = [subprocess.Popen(["bash", "-c", read.format(p)], start_new_session=True)
+                for p in files[:readers]]
+        load += [subprocess.Popen(["bash", "-c", write.format(p)], start_new_session=True)
+                 for p in files[8:8 + writers]]
+        time.sleep(2)
+        busy = matmul_rate(args.seconds)
+        for process in load:
+            os.killpg(process.pid, 9)
+        for process in load:
+            process.wait()
+        print(f"| {name}, {args.seconds:g} s each | {alone:.1f} | {busy:.1f} | "
+              f"{(1 - busy / alone) * 100:.1f}% |", flush=True)
+    for path in files:
+        os.unlink(path)
 
 
 def main():
@@ -116,6 +130,7 @@ def main():
     mm = commands.add_parser("matmul")
     mm.add_argument("mount")
     mm.add_argument("--seconds", type=float, default=10)
+    mm.add_argument("--loads", default=",".join(LOADS), help="comma-separated: " + ", ".join(LOADS))
     args = parser.parse_args()
     {"safetensors": safetensors, "matmul": matmul}[args.command](args)
 

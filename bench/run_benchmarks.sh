@@ -149,7 +149,7 @@ measure_dd() {
   for file in "$@"; do
     if [[ $mode == write ]]; then
       run_logged "$log_file" dd if=/dev/zero of="$dir/$file" bs="${DD_MIB}M" \
-        count="$((bytes / $# >> 20) / DD_MIB)" conv=fdatasync &
+        count="$(( (bytes / $# >> 20) / DD_MIB ))" conv=fdatasync &
     else
       run_logged "$log_file" dd if="$dir/$file" of=/dev/null bs="${DD_MIB}M" &
     fi

@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "absl/algorithm/container.h"
+
 namespace cudafs {
 
 ExtentMap::~ExtentMap() {
@@ -94,7 +96,11 @@ void ExtentMap::Release(Extents::iterator it) {
 }
 
 absl::Status ExtentMap::Read(uint64_t offset, size_t length, char* out) const {
-  const uint64_t end = offset + length;
+  // Bytes past the end of the data may hold anything (see the class
+  // comment): they read as zeros without a device call.
+  const uint64_t end = std::min(offset + length, std::max(offset, data_end_));
+  std::fill(out + (end - offset), out + length, 0);
+  length = end - offset;
   std::vector<DeviceToHost> copies;
   auto it = Find(offset);
   if (it == extents_.end()) it = extents_.upper_bound(offset);
@@ -119,15 +125,40 @@ absl::Status ExtentMap::Read(uint64_t offset, size_t length, char* out) const {
   return arena_->device().Read(copies);
 }
 
-std::vector<DeviceRange> ExtentMap::PaddingOf(const std::vector<uint64_t>& added,
-                                              uint64_t offset, uint64_t end) const {
-  std::vector<DeviceRange> zeros;
+void ExtentMap::AppendMapped(uint64_t offset, uint64_t end,
+                             std::vector<DeviceRange>* ranges) const {
+  auto it = Find(offset);
+  if (it == extents_.end()) it = extents_.upper_bound(offset);
+  for (; it != extents_.end() && it->first < end; ++it) {
+    const uint64_t piece_start = std::max(offset, it->first);
+    const uint64_t piece_end = std::min(end, it->first + it->second.size);
+    ranges->push_back({it->second.offset + (piece_start - it->first), piece_end - piece_start});
+  }
+}
+
+std::vector<DeviceRange> ExtentMap::ZerosFor(const std::vector<uint64_t>& added, uint64_t offset,
+                                             uint64_t end) const {
+  // File ranges to zero, below the data's new end only.
+  const uint64_t data_end = std::max(data_end_, end);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  const auto add = [&](uint64_t from, uint64_t to) {
+    to = std::min(to, data_end);
+    if (from < to) ranges.emplace_back(from, to);
+  };
   for (uint64_t start : added) {
-    const Block& block = extents_.at(start);
-    if (start < offset) zeros.push_back({block.offset, offset - start});
-    if (start + block.size > end) {
-      zeros.push_back({block.offset + (end - start), start + block.size - end});
-    }
+    add(start, std::min(offset, start + extents_.at(start).size));
+    add(std::max(end, start), start + extents_.at(start).size);
+  }
+  // Older blocks' bytes between the old end of the data and the write.
+  add(data_end_, offset);
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<DeviceRange> zeros;
+  uint64_t covered = 0;  // merged: a batch's ranges must not overlap
+  for (auto [from, to] : ranges) {
+    from = std::max(from, covered);
+    if (from >= to) continue;
+    AppendMapped(from, to, &zeros);
+    covered = to;
   }
   return zeros;
 }
@@ -140,9 +171,9 @@ absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) 
     return status;
   }
 
-  // Bytes of new blocks outside the write would otherwise show whatever the
-  // arena held before.
-  const std::vector<DeviceRange> zeros = PaddingOf(added, offset, end);
+  // Bytes of new blocks outside the write, and of older ones up to it, would
+  // otherwise show whatever the arena held before.
+  const std::vector<DeviceRange> zeros = ZerosFor(added, offset, end);
   std::vector<HostToDevice> copies;
   AppendCopies(offset, end, data, &copies);
   absl::Status status = arena_->device().Zero(zeros);
@@ -173,7 +204,7 @@ absl::Status ExtentMap::MapForWriteBack(uint64_t offset, uint64_t length) {
   if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
     return status;
   }
-  absl::Status status = arena_->device().Zero(PaddingOf(added, offset, end));
+  absl::Status status = arena_->device().Zero(ZerosFor(added, offset, end));
   if (!status.ok()) {
     for (uint64_t start : added) Release(extents_.find(start));
     return status;
@@ -206,7 +237,7 @@ absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset
   if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
     return status;
   }
-  std::vector<DeviceRange> zeros = PaddingOf(added, offset, end);
+  std::vector<DeviceRange> zeros = ZerosFor(added, offset, end);
   std::vector<DeviceToDevice> copies;
   // Walk the range in pieces that lie in one destination extent and in one
   // source extent (copied on the device) or one source hole (zeroed).
@@ -217,12 +248,16 @@ absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset
     const auto from = source.Find(from_position);
     uint64_t piece = std::min(to_left, length - done);
     const uint64_t to_address = to->second.offset + (offset + done - to->first);
-    if (from == source.extents_.end()) {
-      const uint64_t hole_end = source.NextData(from_position).value_or(UINT64_MAX);
+    if (from == source.extents_.end() || from_position >= source.data_end_) {
+      // A hole, or past the end of the source's data: zeros.
+      const uint64_t hole_end = from_position >= source.data_end_
+                                    ? UINT64_MAX
+                                    : source.NextData(from_position).value_or(UINT64_MAX);
       piece = std::min(piece, hole_end - from_position);
       zeros.push_back({to_address, piece});
     } else {
-      piece = std::min(piece, from->first + from->second.size - from_position);
+      piece = std::min({piece, from->first + from->second.size - from_position,
+                        source.data_end_ - from_position});
       copies.push_back(DeviceToDevice{
           to_address, from->second.offset + (from_position - from->first), piece});
     }
@@ -246,10 +281,23 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
       !status.ok()) {
     return status;
   }
+  // The range becomes data: new blocks are zeroed whole (a reservation
+  // reads as zeros), older ones from the old end of the data.
   std::vector<DeviceRange> zeros;
   for (uint64_t start : added) {
     const Block& block = extents_.at(start);
     zeros.push_back({block.offset, block.size});
+  }
+  const uint64_t end = offset + length;
+  for (auto it = Find(data_end_) == extents_.end() ? extents_.upper_bound(data_end_)
+                                                   : Find(data_end_);
+       it != extents_.end() && it->first < end; ++it) {
+    if (absl::c_linear_search(added, it->first)) continue;
+    const uint64_t piece_start = std::max(data_end_, it->first);
+    const uint64_t piece_end = std::min(end, it->first + it->second.size);
+    if (piece_start < piece_end) {
+      zeros.push_back({it->second.offset + (piece_start - it->first), piece_end - piece_start});
+    }
   }
   absl::Status status = arena_->device().Zero(zeros);
   if (!status.ok()) {
@@ -261,28 +309,65 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
   return status;
 }
 
+void ExtentMap::Carve(uint64_t start, Block block, uint64_t offset, uint64_t end,
+                      uint64_t zero_end, std::vector<DeviceRange>* zeros,
+                      std::vector<Block>* freed) {
+  const uint64_t block_end = start + block.size;
+  if (start >= offset && block_end <= end) {
+    freed->push_back(block);
+    return;
+  }
+  if (block_end <= offset || start >= end || block.size <= arena_->min_block()) {
+    const uint64_t from = std::max(offset, start);
+    const uint64_t to = std::min(zero_end, block_end);
+    if (from < to) zeros->push_back({block.offset + (from - start), to - from});
+    extents_.emplace(start, block);
+    return;
+  }
+  const auto [lower, upper] = arena_->Split(block);
+  Carve(start, lower, offset, end, zero_end, zeros, freed);
+  Carve(start + lower.size, upper, offset, end, zero_end, zeros, freed);
+}
+
 absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
   const uint64_t end = length > std::numeric_limits<uint64_t>::max() - offset
                            ? std::numeric_limits<uint64_t>::max()
                            : offset + length;
-  std::vector<DeviceRange> zeros;
-  std::vector<uint64_t> inside;  // extents wholly in the range
+  std::vector<std::pair<uint64_t, Block>> touched;
   auto it = extents_.upper_bound(offset);
   if (it != extents_.begin() && std::prev(it)->first + std::prev(it)->second.size > offset) --it;
-  for (; it != extents_.end() && it->first < end; ++it) {
-    const uint64_t extent_end = it->first + it->second.size;
-    if (it->first >= offset && extent_end <= end) {
-      inside.push_back(it->first);
-      continue;
-    }
-    const uint64_t piece_start = std::max(offset, it->first);
-    const uint64_t piece_end = std::min(end, extent_end);
-    zeros.push_back({it->second.offset + (piece_start - it->first), piece_end - piece_start});
+  for (; it != extents_.end() && it->first < end; it = extents_.erase(it)) {
+    touched.emplace_back(it->first, it->second);
   }
-  // Zero first: if the device fails, the blocks are still all there and
-  // the caller sees EIO with the file as it was outside the range.
-  if (absl::Status status = arena_->device().Zero(zeros); !status.ok()) return status;
-  for (uint64_t start : inside) Release(extents_.find(start));
+  // A block partly in the range is split into aligned halves down to
+  // min_block, so that the range gives back all its whole min_blocks
+  // however large the blocks (a punch or truncate inside a 32 MiB block).
+  std::vector<DeviceRange> zeros;
+  std::vector<Block> freed;
+  // Bytes past the end of the data read as zeros already.
+  const uint64_t zero_end = std::min(end, std::max(offset, data_end_));
+  for (const auto& [start, block] : touched) {
+    Carve(start, block, offset, end, zero_end, &zeros, &freed);
+  }
+  // Zero first: if the device fails, the blocks are still all there (split
+  // or not, the same bytes) and the caller sees EIO with the file as it was
+  // outside the range.
+  if (absl::Status status = arena_->device().Zero(zeros); !status.ok()) {
+    for (const Block& block : freed) {
+      // Freed blocks lie inside the range; put them back where they were.
+      for (const auto& [start, original] : touched) {
+        if (block.offset >= original.offset && block.offset < original.offset + original.size) {
+          extents_.emplace(start + (block.offset - original.offset), block);
+          break;
+        }
+      }
+    }
+    return status;
+  }
+  for (const Block& block : freed) {
+    arena_->Free(block);
+    allocated_bytes_ -= block.size;
+  }
   return absl::OkStatus();
 }
 

@@ -25,9 +25,16 @@
 // file, where TrimTail cannot reach it, and random writes into a large
 // sparse file would hold up to max_extent each.
 //
-// Every byte of a block that is not written is zeroed when the block is
-// allocated, and bytes cut off by Truncate/PunchHole are zeroed, so a block
-// never exposes bytes of a deleted file and holes read as zeros.
+// Blocks never expose bytes of a deleted file, and holes read as zeros:
+// below the end of the data (the furthest byte written, reserved, or kept
+// by Truncate), every mapped byte is the file's or zero, since the bytes of
+// a new block that a write leaves out are zeroed, as are older blocks'
+// bytes between the end of the data and a write past it, and bytes cut off
+// by PunchHole. Past the end of the data, mapped bytes may hold anything
+// and read as zeros. So a stream of appends never zeroes on the device
+// (each zeroing is a GPU kernel, which slows every other program on the
+// GPU: 9% for a matrix-multiply loop beside 4 appending writers), nor does
+// a truncate.
 //
 // Not thread-safe: the owning inode's lock guards it.
 #ifndef CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
@@ -90,11 +97,12 @@ class ExtentMap {
   // (fallocate). On ResourceExhausted nothing changed.
   absl::Status Reserve(uint64_t offset, uint64_t length);
 
-  // Makes [offset, offset + length) read as zeros; frees the blocks that lie
-  // wholly inside it.
+  // Makes [offset, offset + length) read as zeros and frees every
+  // min_block wholly inside it (blocks partly inside are split). On a
+  // device error nothing is freed and the bytes read as before.
   absl::Status PunchHole(uint64_t offset, uint64_t length);
 
-  // Frees the blocks at or beyond `size` and zeroes the rest of the block
+  // Frees every min_block at or beyond `size` and zeroes the rest of the one
   // that holds byte `size`, so a later extension reads zeros.
   absl::Status Truncate(uint64_t size);
 
@@ -125,10 +133,15 @@ class ExtentMap {
   // Whether writing [offset, end) extends the data: only such writes earn
   // growth slack (see the growth policy above).
   bool Appends(uint64_t offset, uint64_t end) const;
-  // The parts of the blocks `added` (file offsets) by MapRange that lie
-  // outside [offset, end): they must be zeroed before the blocks are used.
-  std::vector<DeviceRange> PaddingOf(const std::vector<uint64_t>& added, uint64_t offset,
-                                     uint64_t end) const;
+  // What must be zeroed before [offset, end) is written, so that every
+  // mapped byte below the data's new end is the file's or zero: the parts of
+  // the blocks `added` (file offsets) by MapRange outside [offset, end), and
+  // older blocks' bytes from the old end of the data to `offset`, each only
+  // below the new end. Never overlapping.
+  std::vector<DeviceRange> ZerosFor(const std::vector<uint64_t>& added, uint64_t offset,
+                                    uint64_t end) const;
+  // Appends the device ranges of the mapped bytes of [offset, end).
+  void AppendMapped(uint64_t offset, uint64_t end, std::vector<DeviceRange>* ranges) const;
   // Appends the copies that put `data` at [offset, end), all mapped.
   void AppendCopies(uint64_t offset, uint64_t end, const char* data,
                     std::vector<HostToDevice>* copies) const;
@@ -136,6 +149,12 @@ class ExtentMap {
   // neighbours, starting from `wanted`.
   uint64_t FitBlock(uint64_t offset, uint64_t wanted) const;
   void Release(Extents::iterator it);
+  // Puts `block`, mapped at file offset `start` and taken out of extents_,
+  // back as the aligned sub-blocks (halving down to min_block) that hold
+  // bytes outside [offset, end); those wholly inside go to `freed`, and the
+  // bytes inside of the sub-blocks kept, below `zero_end`, to `zeros`.
+  void Carve(uint64_t start, Block block, uint64_t offset, uint64_t end, uint64_t zero_end,
+             std::vector<DeviceRange>* zeros, std::vector<Block>* freed);
 
   Arena* const arena_;
   const uint64_t max_extent_;
