@@ -60,11 +60,13 @@ absl::Status AllocateLocked(FilesystemState& state, Inode& inode, int operation,
   if (inode.is_directory()) return PosixError(EISDIR);
   if (!inode.is_regular()) return PosixError(ENODEV);
   const uint64_t end = offset + length;
-  if (operation != 0) {
-    // Punching past the end has nothing to do; zeroing past it with
-    // KEEP_SIZE only preallocates.
-    if (offset < inode.size && inode.data()) {
-      const uint64_t punch_end = std::min(end, inode.size);
+  if (operation != 0 && inode.data()) {
+    // A punch frees what lies past the end too, as tmpfs does: blocks
+    // reserved with KEEP_SIZE, and the min_block holding the end. Zeroing
+    // past the end has nothing to zero (with KEEP_SIZE it only
+    // preallocates, below).
+    const uint64_t punch_end = operation == FALLOC_FL_PUNCH_HOLE ? end : std::min(end, inode.size);
+    if (offset < punch_end) {
       if (absl::Status status = inode.data()->PunchHole(offset, punch_end - offset); !status.ok()) {
         return status;
       }
