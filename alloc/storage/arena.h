@@ -4,8 +4,9 @@
 // A block is handed out only once every granule under it is committed on the
 // device (the fresh granules of a block in one Commit per adjacent run, so
 // that a device can back a large block with one large allocation), and a
-// granule is decommitted as soon as no allocated block touches it, so the device's memory use follows what is stored (like tmpfs follows
-// RAM) instead of the mount's size.
+// granule is decommitted as soon as no allocated block touches it, so the
+// device's memory use follows what is stored (like tmpfs follows RAM)
+// instead of the mount's size.
 //
 // Content of a new block is unspecified: callers must write or Zero every
 // byte they later read (alloc/storage/extent_map.h does).

@@ -335,7 +335,8 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
     capacity = (size + options.min_block - 1) / options.min_block * options.min_block;
     return capacity;
   };
-  absl::StatusOr<OpenedDevice> opened = OpenDevice(options.backend, options.device, options.gpu_idle, sizer);
+  absl::StatusOr<OpenedDevice> opened =
+      OpenDevice(options.backend, options.device, options.gpu_idle, sizer);
   if (!opened.ok()) return fail(std::string(opened.status().message()));
   if (!opened->notice.empty()) std::fprintf(stderr, "%s\n", opened->notice.c_str());
   std::unique_ptr<Device> device = std::move(opened->device);

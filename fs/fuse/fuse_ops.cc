@@ -412,7 +412,9 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_i
   // Over io_uring the reply goes out of the payload buffer: filling it
   // directly saves libfuse's copy into it.
   char* buffer = UringPayload(req, size);
-  if (buffer == nullptr) buffer = ReadBuffer(Fs(req).arena().device(), size, Context(req).max_request);
+  if (buffer == nullptr) {
+    buffer = ReadBuffer(Fs(req).arena().device(), size, Context(req).max_request);
+  }
   if (!buffer) {
     fuse_reply_err(req, ENOMEM);
     return;

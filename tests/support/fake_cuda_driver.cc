@@ -539,7 +539,8 @@ CUresult FakeMemMap(CUdeviceptr address, size_t size, size_t offset,
   if (!Contains(s.reservations, address, size)) return CUDA_ERROR_INVALID_VALUE;
   auto next = s.mappings.lower_bound(address);
   if (next != s.mappings.end() && next->first < address + size) return CUDA_ERROR_INVALID_VALUE;
-  if (next != s.mappings.begin() && std::prev(next)->first + std::prev(next)->second.size > address) {
+  if (next != s.mappings.begin() &&
+      std::prev(next)->first + std::prev(next)->second.size > address) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   // No access until cuMemSetAccess, as on the GPU.

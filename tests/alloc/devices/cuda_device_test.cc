@@ -49,8 +49,8 @@ TEST_F(CudaDeviceTest, OpeningTakesNoContextAndNoMemory) {
 // under it, once nothing has been committed for the idle time; host buffers
 // made before, during and after stay usable throughout.
 TEST_F(CudaDeviceTest, TheContextComesWithTheFirstCommitAndGoesWhenIdle) {
-  absl::StatusOr<std::unique_ptr<CudaDevice>> opened =
-      CudaDevice::Create(index_, 1 * kGiB, CudaDeviceOptions{.idle_release = absl::Milliseconds(200)});
+  absl::StatusOr<std::unique_ptr<CudaDevice>> opened = CudaDevice::Create(
+      index_, 1 * kGiB, CudaDeviceOptions{.idle_release = absl::Milliseconds(200)});
   ASSERT_TRUE(opened.ok()) << opened.status();
   CudaDevice& device = **opened;
   char* early = static_cast<char*>(device.AllocateHostBuffer(kMiB));
