@@ -13,11 +13,11 @@ import sys
 # Workload ids in table order, with a label template filled from the run's
 # parameters and the unit their values are in.
 WORKLOADS = [
-    ("seq_write", "sequential write {seq}, dd bs=1M + fdatasync", "GB/s"),
-    ("seq_read_cold", "sequential read {seq}, cold, dd bs=1M", "GB/s"),
-    ("par_write", "{par_jobs} writers × {par}, dd bs=1M + fdatasync, aggregate", "GB/s"),
+    ("seq_write", "sequential write {seq}, dd bs={dd} + fdatasync", "GB/s"),
+    ("seq_read_cold", "sequential read {seq}, cold, dd bs={dd}", "GB/s"),
+    ("par_write", "{par_jobs} writers × {par}, dd bs={dd} + fdatasync, aggregate", "GB/s"),
     ("par_read_cold", "{par_jobs} readers × {par}, cold, aggregate", "GB/s"),
-    ("wide_write", "{wide_jobs} writers × {wide}, dd bs=1M + fdatasync, aggregate", "GB/s"),
+    ("wide_write", "{wide_jobs} writers × {wide}, dd bs={dd} + fdatasync, aggregate", "GB/s"),
     ("wide_read_cold", "{wide_jobs} readers × {wide}, cold, aggregate", "GB/s"),
     ("fio_randread", "4 KiB random read, fio psync, {fio_jobs} jobs, {fio_files}", "IOPS"),
     ("fio_randwrite", "4 KiB random write, fio psync, {fio_jobs} jobs, {fio_files}", "IOPS"),
@@ -70,6 +70,7 @@ def workload_labels(run):
         "fio_files": ("one shared %s file" % fio_size) if run["fio_shared"]
         else ("one %s file per job" % fio_size),
         "small_files": count_text(run["small_files"]),
+        "dd": "%dM" % run.get("dd_mib", 1),
     }
     return {workload: (label.format(**fields), unit) for workload, label, unit in WORKLOADS}
 

@@ -332,7 +332,7 @@ emit_run_record() {
     wide_mib:="$WIDE_MIB" fio_jobs:="$FIO_JOBS" \
     fio_mib:="$FIO_MIB" fio_shared:="$FIO_SHARED" fio_seconds:="$FIO_SECONDS" \
     small_files:="$SMALL_FILES" small_file_bytes:="$SMALL_FILE_BYTES" mount_size="$MOUNT_SIZE" \
-    workloads="$WORKLOADS"
+    workloads="$WORKLOADS" dd_mib:="$DD_MIB"
 }
 
 default_mount_size() {  # what the largest workload keeps at once, plus 1 GiB
