@@ -179,6 +179,17 @@ absl::StatusOr<bool> UseUring(MountOptions::Uring mode) {
 uint64_t RequestLimit(uint64_t wanted, std::string& note) {
   constexpr char kLimit[] = "/proc/sys/fs/fuse/max_pages_limit";
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (FUSE_VERSION < FUSE_MAKE_VERSION(3, 18) && wanted > kCompiledMaxPages * page) {
+    // Such a libfuse reads requests into a buffer of 256 pages (plus a
+    // header) whatever max_write it grants, and a larger max_write makes
+    // every read of /dev/fuse fail with EINVAL. (3.18 caps max_write at
+    // its buffer; our patched build raises the buffer: see
+    // RunSessionLoop.)
+    note = absl::StrFormat("max_request=%dk: libfuse %d.%d reads requests of at most %dk",
+                           wanted / kKiB, FUSE_MAJOR_VERSION, FUSE_MINOR_VERSION,
+                           kCompiledMaxPages * page / kKiB);
+    return kCompiledMaxPages * page;
+  }
   const uint64_t pages = (wanted + page - 1) / page;
   uint64_t limit = kCompiledMaxPages;
   std::ifstream file(kLimit);
