@@ -57,8 +57,12 @@ absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, bool grow,
     }
     uint64_t wanted;
     if (grow) {
-      wanted = std::clamp(std::bit_floor(std::max(position, end - position)), min_block,
-                          max_extent_);
+      // As large as what the file holds so far (its offset, for a file
+      // without holes), so that growth slack stays below its size even for
+      // data far into a sparse file.
+      wanted = std::clamp(
+          std::bit_floor(std::max(std::min(position, allocated_bytes_), end - position)),
+          min_block, max_extent_);
     } else {
       // The largest block, aligned to its size, that starts at the
       // min_block holding `position` and ends by `end` rounded up to

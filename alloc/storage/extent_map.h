@@ -9,15 +9,15 @@
 // Growth policy: a write that extends the data (ends past the furthest byte
 // written and starts no later than the end of that byte's min_block, so it
 // leaves no unmapped hole behind: an append) gets, for unmapped space, the
-// largest block that is no larger than max(offset, write length) (at least
-// min_block, at most max_extent), aligned, not overlapping a neighbour, and
-// available in the arena. Small files thus cost their size rounded up to
-// min_block (a 4 KiB file takes one 4 KiB block), a file grown by appends
-// costs at most about twice its size while it grows, and a large file
-// written in 1 MiB requests maps one extent per request. TrimTail, called
-// when the last writer closes, gives back what growth reserved past the end:
-// a closed file costs its size rounded up to min_block, in at most
-// log2(block / min_block) more extents.
+// largest block that is no larger than max(min(offset, bytes the file
+// holds), write length) (at least min_block, at most max_extent), aligned,
+// not overlapping a neighbour, and available in the arena. Small files thus
+// cost their size rounded up to min_block (a 4 KiB file takes one 4 KiB
+// block), a file grown by appends costs at most about twice its size while
+// it grows, and a large file written in 1 MiB requests maps one extent per
+// max_extent. TrimTail, called when the last writer closes, gives back what
+// growth reserved past the end: a closed file costs its size rounded up to
+// min_block, in at most log2(block / min_block) more extents.
 //
 // Any other write (into a hole below the end of the data, or leaving a hole
 // before it), and every Reserve, maps only the range itself rounded out to
