@@ -35,6 +35,16 @@ std::string PciBusId(const CudaDriver& cu, CUdevice device) {
   return absl::AsciiStrToLower(bus_id);
 }
 
+// The entry of `ranges` (start -> a value whose length `length_of` gives)
+// whose range holds `at`, or ranges.end().
+template <typename Map, typename LengthOf>
+auto Containing(Map& ranges, uint64_t at, LengthOf length_of) {
+  auto it = ranges.upper_bound(at);
+  if (it == ranges.begin()) return ranges.end();
+  --it;
+  return at < it->first + length_of(it->second) ? it : ranges.end();
+}
+
 std::string DeviceName(const CudaDriver& cu, CUdevice device) {
   char name[256] = {};
   if (cu.cuDeviceGetName(name, sizeof name, device) != CUDA_SUCCESS) return "?";
@@ -388,10 +398,7 @@ void CudaDevice::UnmapPiece(uint64_t offset, const Piece& piece) {
 }
 
 absl::btree_map<uint64_t, CudaDevice::Piece>::iterator CudaDevice::PieceOf(uint64_t offset) {
-  auto it = pieces_.upper_bound(offset);
-  if (it == pieces_.begin()) return pieces_.end();
-  --it;
-  return offset < it->first + it->second.length ? it : pieces_.end();
+  return Containing(pieces_, offset, [](const Piece& piece) { return piece.length; });
 }
 
 std::vector<std::pair<uint64_t, CudaDevice::Piece>> CudaDevice::Uncommit(uint64_t offset,
@@ -601,10 +608,9 @@ void CudaDevice::ReleasePieceTable(void* table) {
 
 bool CudaDevice::InPinnedBuffer(const void* memory, size_t length) {
   const auto start = reinterpret_cast<uintptr_t>(memory);
-  auto it = host_ranges_.upper_bound(start);
-  if (it == host_ranges_.begin()) return false;
-  --it;
-  return it->second.registered && start + length <= it->first + it->second.length;
+  auto it = Containing(host_ranges_, start, [](const HostRange& range) { return range.length; });
+  return it != host_ranges_.end() && it->second.registered &&
+         start + length <= it->first + it->second.length;
 }
 
 std::optional<absl::Status> CudaDevice::TryScatter(absl::Span<const HostToDevice> copies) {

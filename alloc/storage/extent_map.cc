@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <utility>
 #include <vector>
 
-#include "absl/algorithm/container.h"
 
 namespace cudafs {
 
@@ -155,6 +155,11 @@ std::vector<DeviceRange> ExtentMap::ZerosFor(const std::vector<uint64_t>& added,
   }
   // Older blocks' bytes between the old end of the data and the write.
   add(data_end_, offset);
+  return MappedZeros(std::move(ranges));
+}
+
+std::vector<DeviceRange> ExtentMap::MappedZeros(
+    std::vector<std::pair<uint64_t, uint64_t>> ranges) const {
   std::sort(ranges.begin(), ranges.end());
   std::vector<DeviceRange> zeros;
   uint64_t covered = 0;  // merged: a batch's ranges must not overlap
@@ -287,23 +292,9 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
   }
   // The range becomes data: new blocks are zeroed whole (a reservation
   // reads as zeros), older ones from the old end of the data.
-  std::vector<DeviceRange> zeros;
-  for (uint64_t start : added) {
-    const Block& block = extents_.at(start);
-    zeros.push_back({block.offset, block.size});
-  }
-  const uint64_t end = offset + length;
-  for (auto it = Find(data_end_) == extents_.end() ? extents_.upper_bound(data_end_)
-                                                   : Find(data_end_);
-       it != extents_.end() && it->first < end; ++it) {
-    if (absl::c_linear_search(added, it->first)) continue;
-    const uint64_t piece_start = std::max(data_end_, it->first);
-    const uint64_t piece_end = std::min(end, it->first + it->second.size);
-    if (piece_start < piece_end) {
-      zeros.push_back({it->second.offset + (piece_start - it->first), piece_end - piece_start});
-    }
-  }
-  absl::Status status = arena_->device().Zero(zeros);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges = {{data_end_, offset + length}};
+  for (uint64_t start : added) ranges.emplace_back(start, start + extents_.at(start).size);
+  absl::Status status = arena_->device().Zero(MappedZeros(std::move(ranges)));
   if (!status.ok()) {
     for (uint64_t start : added) Release(extents_.find(start));
     return status;
@@ -314,11 +305,10 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
 }
 
 void ExtentMap::Carve(uint64_t start, Block block, uint64_t offset, uint64_t end,
-                      uint64_t zero_end, std::vector<DeviceRange>* zeros,
-                      std::vector<Block>* freed) {
+                      uint64_t zero_end, std::vector<DeviceRange>* zeros, Extents* freed) {
   const uint64_t block_end = start + block.size;
   if (start >= offset && block_end <= end) {
-    freed->push_back(block);
+    freed->emplace(start, block);
     return;
   }
   if (block_end <= offset || start >= end || block.size <= arena_->min_block()) {
@@ -347,7 +337,7 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
   // min_block, so that the range gives back all its whole min_blocks
   // however large the blocks (a punch or truncate inside a 32 MiB block).
   std::vector<DeviceRange> zeros;
-  std::vector<Block> freed;
+  Extents freed;
   // Bytes past the end of the data read as zeros already.
   const uint64_t zero_end = std::min(end, std::max(offset, data_end_));
   for (const auto& [start, block] : touched) {
@@ -357,18 +347,10 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
   // or not, the same bytes) and the caller sees EIO with the file as it was
   // outside the range.
   if (absl::Status status = arena_->device().Zero(zeros); !status.ok()) {
-    for (const Block& block : freed) {
-      // Freed blocks lie inside the range; put them back where they were.
-      for (const auto& [start, original] : touched) {
-        if (block.offset >= original.offset && block.offset < original.offset + original.size) {
-          extents_.emplace(start + (block.offset - original.offset), block);
-          break;
-        }
-      }
-    }
+    extents_.merge(freed);
     return status;
   }
-  for (const Block& block : freed) {
+  for (const auto& [start, block] : freed) {
     arena_->Free(block);
     allocated_bytes_ -= block.size;
   }

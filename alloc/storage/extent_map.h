@@ -43,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/container/btree_map.h"
@@ -140,6 +141,9 @@ class ExtentMap {
   // below the new end. Never overlapping.
   std::vector<DeviceRange> ZerosFor(const std::vector<uint64_t>& added, uint64_t offset,
                                     uint64_t end) const;
+  // The device ranges of the mapped bytes of file `ranges` ([from, to)
+  // pairs), merged so that none overlap (a batch's must not).
+  std::vector<DeviceRange> MappedZeros(std::vector<std::pair<uint64_t, uint64_t>> ranges) const;
   // Appends the device ranges of the mapped bytes of [offset, end).
   void AppendMapped(uint64_t offset, uint64_t end, std::vector<DeviceRange>* ranges) const;
   // Appends the copies that put `data` at [offset, end), all mapped.
@@ -151,10 +155,11 @@ class ExtentMap {
   void Release(Extents::iterator it);
   // Puts `block`, mapped at file offset `start` and taken out of extents_,
   // back as the aligned sub-blocks (halving down to min_block) that hold
-  // bytes outside [offset, end); those wholly inside go to `freed`, and the
-  // bytes inside of the sub-blocks kept, below `zero_end`, to `zeros`.
+  // bytes outside [offset, end); those wholly inside go to `freed` (by file
+  // offset, as in extents_), and the bytes inside of the sub-blocks kept,
+  // below `zero_end`, to `zeros`.
   void Carve(uint64_t start, Block block, uint64_t offset, uint64_t end, uint64_t zero_end,
-             std::vector<DeviceRange>* zeros, std::vector<Block>* freed);
+             std::vector<DeviceRange>* zeros, Extents* freed);
 
   Arena* const arena_;
   const uint64_t max_extent_;

@@ -393,7 +393,6 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   context.uring = *uring;
   context.uring_depth = options.uring_depth.value_or(DefaultUringDepth(options.max_request));
   context.max_request = RequestLimit(options.max_request, context.request_limit_note);
-  context.max_readahead = context.max_request;
   context.workers = options.single_threaded ? 1 : kWorkerThreads;
   UringBuffers uring_buffers(device.get());
   context.uring_buffers = &uring_buffers;

@@ -141,7 +141,7 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // size of the buffer the first request was received in (our
   // receive-buf-size patch), which RunSessionLoop sizes from max_request.
   conn->max_write = static_cast<uint32_t>(context.max_request);
-  conn->max_readahead = static_cast<uint32_t>(context.max_readahead);
+  conn->max_readahead = static_cast<uint32_t>(context.max_request);
   const uint64_t queues = static_cast<uint32_t>(get_nprocs_conf());
   // Every /dev/fuse worker holds a receive buffer (a request plus 8 KiB of
   // header room) and, once it has served a read, a read reply buffer; over

@@ -61,10 +61,9 @@ struct FuseContext {
   // it and told libfuse to start rings), and its queue depth, for the log.
   bool uring = false;
   uint32_t uring_depth = 0;
-  // The largest read or write request (max_write), as the kernel allows it
-  // (main decided), and the readahead asked for (max_readahead).
+  // The largest read or write request (max_write and max_readahead), as the
+  // kernel allows it (main decided).
   uint64_t max_request = kDefaultMaxRequest;
-  uint64_t max_readahead = kDefaultMaxRequest;
   // How main fitted max_request to the kernel's page limit, if it had to:
   // one line for Init to log.
   std::string request_limit_note;

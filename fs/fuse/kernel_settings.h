@@ -12,8 +12,8 @@
 
 namespace cudafs {
 
-// The largest read or write the kernel sends (the max_write and, unless
-// told otherwise, max_readahead asked for at FUSE init: the max_request=
+// The largest read or write the kernel sends (the max_write and
+// max_readahead asked for at FUSE init: the max_request=
 // option), and so the least a buffer for one request's data holds. The
 // kernel sends at most /proc/sys/fs/fuse/max_pages_limit pages per request
 // (256 before kernel 6.13 and by default: 1 MiB); main raises that limit

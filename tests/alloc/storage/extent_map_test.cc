@@ -805,5 +805,34 @@ TEST_F(ExtentMapTest, AppendsAndTruncatesZeroNothingYetThePastReadsAsZeros) {
   }
 }
 
+// A punch that fails to zero its partial min_blocks frees nothing: the
+// blocks it split stay mapped, the bytes read as before, and the punch
+// succeeds later.
+TEST_F(ExtentMapTest, AFailedPunchFreesNothing) {
+  FaultyDevice faulty(device_.get());
+  Arena arena(&faulty, kMinBlock);
+  ExtentMap map(&arena, 1 * MiB);
+  std::mt19937_64 rng(12);
+  const std::string data = RandomBytes(rng, 1 * MiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  ASSERT_EQ(map.extent_count(), 1u);
+  const uint64_t used = arena.Stats().blocks.used;
+
+  faulty.SetPlan(FaultPlan{.probability = 1.0, .ops = kFaultZero});
+  EXPECT_FALSE(map.PunchHole(100, 600 * KiB).ok());
+  faulty.SetProbability(0);
+  EXPECT_EQ(map.allocated_bytes(), 1 * MiB);
+  EXPECT_EQ(arena.Stats().blocks.used, used);
+  EXPECT_EQ(map.NextHole(0), 1 * MiB);
+  EXPECT_TRUE(ReadAll(map, 0, data.size()) == data);
+
+  ASSERT_TRUE(map.PunchHole(100, 600 * KiB).ok());
+  std::string expected = data;
+  std::fill(expected.begin() + 100, expected.begin() + 100 + 600 * KiB, '\0');
+  EXPECT_TRUE(ReadAll(map, 0, data.size()) == expected);
+  EXPECT_EQ(map.NextHole(0), kMinBlock);
+  EXPECT_EQ(map.allocated_bytes(), 1 * MiB - (600 * KiB + 100) / kMinBlock * kMinBlock + kMinBlock);
+}
+
 }  // namespace
 }  // namespace cudafs
