@@ -115,22 +115,28 @@ absl::StatusOr<uint64_t> Filesystem::Open(InodeNumber ino, int flags, const Call
 
 void Filesystem::Release(InodeNumber ino) {
   std::shared_ptr<Inode> inode = state_->table.Get(ino);
-  if (!inode || !state_->table.Release(inode) || !inode->is_regular()) return;
   // The last writer is gone: what growth reserved past the end goes back
   // (see ExtentMap). A file opened again and appended to grows anew.
-  bool trimmed = false;
+  if (inode && state_->table.Release(inode)) state_->TrimGrowth(*inode);
+}
+
+void Filesystem::TrimIdleGrowth(absl::Duration idle) {
+  const absl::Time cutoff = absl::Now() - idle;
+  std::vector<InodeNumber> due;
   {
-    absl::MutexLock lock(&inode->mu);
-    if (CachedFile* data = inode->data()) {
-      const uint64_t before = data->allocated_bytes();
-      data->TrimTail(inode->size);
-      trimmed = data->allocated_bytes() != before;
+    absl::MutexLock lock(&state_->growing_mu);
+    for (auto it = state_->growing.begin(); it != state_->growing.end();) {
+      if (it->second <= cutoff) {
+        due.push_back(it->first);
+        state_->growing.erase(it++);
+      } else {
+        ++it;
+      }
     }
   }
-  // st_blocks changed with no request of the kernel's asking for it, and the
-  // kernel keeps attributes for a day: a stat answered before this release
-  // would otherwise keep showing the reserved blocks.
-  if (trimmed) state_->AttributesChanged(ino);
+  for (InodeNumber ino : due) {
+    if (std::shared_ptr<Inode> inode = state_->table.Get(ino)) state_->TrimGrowth(*inode);
+  }
 }
 
 void Filesystem::MarkAccessed(InodeNumber ino) {
@@ -173,6 +179,7 @@ absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const
   if (!found.ok()) return found.status();
   Inode& inode = **found;
   bool set_id_dropped;
+  bool grew;
   {
     absl::MutexLock lock(&inode.mu);
     if (inode.is_directory()) return PosixError(EISDIR);
@@ -187,7 +194,10 @@ absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const
     inode.size = std::max<uint64_t>(inode.size, offset + size);
     inode.mtime = inode.ctime = Now();
     set_id_dropped = DropSetIdOnWrite(inode, caller);
+    const uint64_t min_block = state_->arena->min_block();
+    grew = inode.data()->allocated_bytes() > (inode.size + min_block - 1) / min_block * min_block;
   }
+  if (grew) state_->NoteGrowth(ino);
   if (set_id_dropped) state_->AttributesChanged(ino);
   return size;
 }

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "alloc/base/sizes.h"
 #include "alloc/storage/arena.h"
 #include "cache/page_cache.h"
@@ -61,6 +62,11 @@ struct FilesystemConfig {
   // Bytes of host-side write-back page cache (cache/page_cache.h); 0: none,
   // every read and write goes to the arena.
   uint64_t cache_bytes = 0;
+  // Growth slack (ExtentMap) normally goes when the last open handle is
+  // released. A kernel that sends no RELEASE (zero_message_open) needs
+  // TrimIdleGrowth instead: with this set, writes that leave slack note
+  // their file for it.
+  bool trim_growth_when_idle = false;
   // Called, outside every lock, when an operation changed attributes that
   // its reply does not carry (set-id bits dropped by a write, an O_TRUNC
   // open, fallocate or a copy; the atime of a copy's source or of
@@ -133,11 +139,25 @@ class Filesystem {
   // Files. Create makes a regular file and opens it (EEXIST if the name
   // exists). Open applies O_TRUNC and returns the file's size after it, so
   // that the caller can choose how to serve the open.
-  // Every successful Create/Open is matched by one Release.
+  // Every successful Open, and Create with a counted handle, is matched by
+  // one Release.
+  enum class Handle {
+    kCounted,
+    // For a kernel that will send no RELEASE (zero_message_open: once it
+    // opens files itself it releases none, created ones included): the
+    // file lives while it has a name or a lookup reference, which the
+    // kernel holds while the file is open.
+    kUncounted,
+  };
   absl::StatusOr<struct stat> Create(InodeNumber parent, absl::string_view name, mode_t mode,
-                                     int flags, const Caller& caller);
+                                     int flags, const Caller& caller,
+                                     Handle handle = Handle::kCounted);
   absl::StatusOr<uint64_t> Open(InodeNumber ino, int flags, const Caller& caller);
   void Release(InodeNumber ino);
+  // Gives back the growth slack of files whose last write that left some
+  // was at least `idle` ago (FilesystemConfig::trim_growth_when_idle), as
+  // Release does for the last handle. A file written again grows anew.
+  void TrimIdleGrowth(absl::Duration idle);
   // Counts as a read of `ino` for its atime (relatime rules, unless the
   // mount is noatime): for reads that a cache above the filesystem serves
   // without asking it. A moved atime is reported through

@@ -66,6 +66,29 @@ bool FilesystemState::TouchAtime(Inode& inode) {
   return true;
 }
 
+void FilesystemState::TrimGrowth(Inode& inode) {
+  if (!inode.is_regular()) return;
+  bool trimmed = false;
+  {
+    absl::MutexLock lock(&inode.mu);
+    if (CachedFile* data = inode.data()) {
+      const uint64_t before = data->allocated_bytes();
+      data->TrimTail(inode.size);
+      trimmed = data->allocated_bytes() != before;
+    }
+  }
+  // st_blocks changed with no request of the kernel's asking for it, and the
+  // kernel keeps attributes for a day: a stat answered before would
+  // otherwise keep showing the reserved blocks.
+  if (trimmed) AttributesChanged(inode.ino);
+}
+
+void FilesystemState::NoteGrowth(InodeNumber ino) {
+  if (!config.trim_growth_when_idle) return;
+  absl::MutexLock lock(&growing_mu);
+  growing[ino] = absl::Now();
+}
+
 void FilesystemState::AttributesChanged(InodeNumber ino) const {
   if (config.attributes_changed) config.attributes_changed(ino);
 }

@@ -22,8 +22,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "alloc/storage/arena.h"
 #include "cache/page_cache.h"
 #include "fs/core/filesystem.h"
@@ -50,6 +52,13 @@ struct FilesystemState {
   // Sets the atime to now where relatime (or strictatime) says a read
   // should, unless the mount is noatime. True when it moved.
   bool TouchAtime(Inode& inode);
+  // Gives back what growth reserved past the end of regular file `inode`
+  // (ExtentMap::TrimTail) and tells whoever caches its attributes.
+  void TrimGrowth(Inode& inode);
+  // Notes that a write left growth slack in `ino`, for TrimIdleGrowth
+  // (only under FilesystemConfig::trim_growth_when_idle). Call with no lock
+  // held.
+  void NoteGrowth(InodeNumber ino);
   // Tells whoever caches attributes that those of `ino` changed (see
   // FilesystemConfig::attributes_changed). Call with no lock held.
   void AttributesChanged(InodeNumber ino) const;
@@ -68,6 +77,10 @@ struct FilesystemState {
   // Guards every Directory (see the overview in filesystem.cc).
   mutable absl::Mutex namespace_mu;
   InodeTable table;
+  // Files with growth slack waiting for TrimIdleGrowth, by when the write
+  // that left it was made. Taken with no other lock held.
+  absl::Mutex growing_mu;
+  absl::flat_hash_map<InodeNumber, absl::Time> growing ABSL_GUARDED_BY(growing_mu);
 };
 
 timespec Now();

@@ -17,7 +17,7 @@ Inode::Inode(uint64_t number, mode_t file_type) : ino(number), type(file_type & 
       new (&directory_) std::unique_ptr<Directory>(std::make_unique<Directory>());
       break;
     case S_IFLNK:
-      new (&symlink_target_) std::unique_ptr<const std::string>();
+      new (&symlink_target_) std::unique_ptr<const SymlinkTarget>();
       break;
     default:
       rdev_ = 0;

@@ -36,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cache/cached_file.h"
 #include "fs/core/directory.h"
+#include "fs/core/symlink_target.h"
 
 namespace cudafs {
 
@@ -127,13 +128,13 @@ struct Inode {
     return *directory_;
   }
   // Symlinks: set before the inode has a name, never changed.
-  const std::string& symlink_target() const {
+  const SymlinkTarget& symlink_target() const {
     assert(is_symlink());
     return *symlink_target_;
   }
-  void set_symlink_target(absl::string_view target) {
+  void set_symlink_target(std::unique_ptr<const SymlinkTarget> target) {
     assert(is_symlink());
-    symlink_target_ = std::make_unique<const std::string>(target);
+    symlink_target_ = std::move(target);
   }
   // Character and block devices.
   dev_t rdev() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
@@ -167,7 +168,7 @@ struct Inode {
   union {
     std::unique_ptr<CachedFile> data_;
     std::unique_ptr<Directory> directory_;
-    std::unique_ptr<const std::string> symlink_target_;
+    std::unique_ptr<const SymlinkTarget> symlink_target_;
     dev_t rdev_;
   };
 };

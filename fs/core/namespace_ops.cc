@@ -266,22 +266,27 @@ absl::StatusOr<struct stat> Filesystem::SymbolicLink(InodeNumber parent, absl::s
                                                      const Caller& caller) {
   if (target.empty()) return PosixError(ENOENT);
   if (target.size() > kSymlinkMax) return PosixError(ENAMETOOLONG);
+  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  absl::StatusOr<std::unique_ptr<const SymlinkTarget>> stored =
+      SymlinkTarget::Make(state_->arena, target);
+  if (!stored.ok()) return stored.status();
   return CreateNamed(
       *state_, parent, name, S_IFLNK | 0777, 0, caller,
       [&](Inode& inode) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        inode.set_symlink_target(target);
         inode.size = target.size();
+        inode.set_symlink_target(*std::move(stored));
       },
       false);
 }
 
 absl::StatusOr<struct stat> Filesystem::Create(InodeNumber parent, absl::string_view name,
-                                               mode_t mode, int /*flags*/, const Caller& caller) {
+                                               mode_t mode, int /*flags*/, const Caller& caller,
+                                               Handle handle) {
   // The kernel has applied O_EXCL; O_TRUNC and the rest mean nothing for a
   // file that did not exist.
   return CreateNamed(
       *state_, parent, name, S_IFREG | (mode & 07777), 0, caller, [](Inode&) {},
-      /*open=*/true);
+      /*open=*/handle == Handle::kCounted);
 }
 
 absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_parent,
@@ -398,7 +403,7 @@ absl::StatusOr<std::string> Filesystem::ReadLink(InodeNumber ino) {
   // Reading a link is an access (touch_atime in do_readlinkat and when a
   // path follows it), with the relatime rules of a read.
   if (state_->TouchAtime(inode)) state_->AttributesChanged(ino);
-  return inode.symlink_target();
+  return inode.symlink_target().Read();
 }
 
 absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool plus,

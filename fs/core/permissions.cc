@@ -44,9 +44,7 @@ mode_t ModeAfterChown(mode_t mode) {
 }
 
 bool ListsExtendedAttribute(absl::string_view name, const Caller& caller) {
-  // tmpfs lists trusted.* names to CAP_SYS_ADMIN only; a FUSE request
-  // carries no capabilities, so uid 0 stands in for it here.
-  return !absl::StartsWith(name, "trusted.") || caller.is_root();
+  return !absl::StartsWith(name, "trusted.") || caller.sees_trusted_names();
 }
 
 }  // namespace cudafs

@@ -44,9 +44,15 @@ class Caller {
   gid_t gid() const { return gid_; }
   // True when gid is the caller's primary or a supplementary group.
   bool InGroup(gid_t gid) const;
-  // uid 0. Only for what the kernel cannot decide: listing trusted.* names
-  // (listxattr reaches the filesystem without a capability check).
-  bool is_root() const { return uid_ == 0; }
+  // Whether listxattr shows this caller trusted.* names, which tmpfs shows
+  // to CAP_SYS_ADMIN only (listxattr reaches the filesystem without a
+  // capability check). A FUSE request carries no capabilities: the glue
+  // says what the calling process holds; without a word, uid 0 stands in.
+  bool sees_trusted_names() const { return sees_trusted_names_.value_or(uid_ == 0); }
+  Caller& set_sees_trusted_names(bool sees) {
+    sees_trusted_names_ = sees;
+    return *this;
+  }
   // True when a write, truncate, fallocate or copy into a regular file by
   // this caller clears its set-user-ID bit, and its set-group-ID bit when
   // the group may execute or the caller is not in the group, as the
@@ -61,6 +67,7 @@ class Caller {
   uid_t uid_;
   gid_t gid_;
   bool drops_set_id_;
+  std::optional<bool> sees_trusted_names_;
   GroupsFetcher fetch_groups_;
   mutable std::optional<std::vector<gid_t>> groups_;
 };

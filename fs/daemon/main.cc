@@ -11,6 +11,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,7 @@
 #include "fs/daemon/memory_trimmer.h"
 #include "fs/daemon/mount_options.h"
 #include "fs/daemon/option_table.h"
+#include "fs/daemon/periodic_task.h"
 #include "fs/fuse/fuse_ops.h"
 #include "fs/fuse/session_loop.h"
 #ifdef CUDAFS_WITH_CUDA
@@ -50,11 +52,16 @@ namespace {
 constexpr int kExitUsage = 2;
 constexpr double kDefaultSizePercent = 50;
 // Default nr_inodes: one inode per 4 KiB of size, like a filesystem full of
-// the smallest files it stores efficiently.
+// the smallest files it stores efficiently, and at least enough for a tiny
+// mount's empty files and directories (the root takes one).
 constexpr uint64_t kBytesPerDefaultInode = 4096;
+constexpr uint64_t kLeastDefaultInodes = 64;
 // Workers serving requests. Each holds a 1 MiB request in flight, so this
 // bounds the parallel streams whose copies overlap.
 constexpr int kWorkerThreads = 16;
+// zero_message_open: how long a file goes without a write before its
+// growth slack is given back (and how often that is looked at).
+constexpr absl::Duration kIdleGrowthTrimInterval = absl::Seconds(1);
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "cudafs: %s\n", message.c_str());
@@ -367,7 +374,8 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   config.root_mode = options.mode;
   config.root_uid = options.uid.value_or(getuid());
   config.root_gid = options.gid.value_or(getgid());
-  config.max_inodes = options.nr_inodes.value_or(arena.capacity() / kBytesPerDefaultInode);
+  config.max_inodes = options.nr_inodes.value_or(
+      std::max(arena.capacity() / kBytesPerDefaultInode, kLeastDefaultInodes));
   config.update_atime = !options.noatime;
   // Pinned memory the kernel cannot page out: a budget beyond half the
   // machine's memory is a typo, not a cache.
@@ -377,6 +385,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
                                 options.cache_bytes, host_memory));
   }
   config.cache_bytes = options.cache_bytes;
+  config.trim_growth_when_idle = options.zero_message_open;
   FuseContext context;
   config.attributes_changed = [&context](InodeNumber ino) {
     InvalidateCachedAttributes(context, ino);
@@ -438,6 +447,13 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   ready.Send(0);
 
   const MemoryTrimmer trimmer;
+  // zero_message_open: no RELEASE says when a writer is done, so a file's
+  // growth slack goes once it has had no write for a while.
+  std::optional<PeriodicTask> growth_trimmer;
+  if (options.zero_message_open) {
+    growth_trimmer.emplace(kIdleGrowthTrimInterval,
+                           [&filesystem] { filesystem.TrimIdleGrowth(kIdleGrowthTrimInterval); });
+  }
   // -s: one worker, for debugging; otherwise enough workers for parallel
   // streams to overlap their copies.
   const int result = RunSessionLoop(session, options.mountpoint, arena.device(),

@@ -9,15 +9,7 @@ namespace cudafs {
 MemoryTrimmer::MemoryTrimmer(absl::Duration interval) {
   // Setting it also turns off glibc's dynamic raising of it.
   mallopt(M_MMAP_THRESHOLD, kMmapThreshold);
-  thread_ = std::thread([this, interval] {
-    while (!stop_.WaitForNotificationWithTimeout(interval)) TrimIfWorthIt();
-  });
-}
-
-MemoryTrimmer::~MemoryTrimmer() {
-  if (!thread_.joinable()) return;
-  stop_.Notify();
-  thread_.join();
+  thread_ = std::make_unique<PeriodicTask>(interval, [this] { TrimIfWorthIt(); });
 }
 
 bool MemoryTrimmer::TrimIfWorthIt() {

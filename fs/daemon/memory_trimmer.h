@@ -20,11 +20,11 @@
 #define CUDAFS_FS_DAEMON_MEMORY_TRIMMER_H_
 
 #include <cstdint>
-#include <thread>
+#include <memory>
 
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "alloc/base/sizes.h"
+#include "fs/daemon/periodic_task.h"
 
 namespace cudafs {
 
@@ -39,7 +39,6 @@ class MemoryTrimmer {
   // Sets malloc's mmap threshold (for the whole process) and starts a
   // thread that calls TrimIfWorthIt every `interval`.
   explicit MemoryTrimmer(absl::Duration interval = absl::Seconds(1));
-  ~MemoryTrimmer();  // stops the thread
 
   MemoryTrimmer(const MemoryTrimmer&) = delete;
   MemoryTrimmer& operator=(const MemoryTrimmer&) = delete;
@@ -56,8 +55,8 @@ class MemoryTrimmer {
  private:
   // Free bytes malloc held after the last trim, or the least seen since.
   uint64_t baseline_ = 0;
-  absl::Notification stop_;
-  std::thread thread_;
+  // Last, so stopped first, while baseline_ lives.
+  std::unique_ptr<PeriodicTask> thread_;
 };
 
 }  // namespace cudafs

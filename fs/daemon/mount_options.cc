@@ -16,9 +16,27 @@
 namespace cudafs {
 namespace {
 
+// Splits an -o list at its commas, as libfuse does (fuse_opt_parse): a
+// backslash takes the next character as it is, so "fsname=a\,b" is one
+// option whose value has a comma, and "\\" is a backslash.
+std::vector<std::string> SplitOptionList(absl::string_view list) {
+  std::vector<std::string> options(1);
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i] == '\\' && i + 1 < list.size()) {
+      options.back() += list[++i];
+    } else if (list[i] == ',') {
+      options.emplace_back();
+    } else {
+      options.back() += list[i];
+    }
+  }
+  return options;
+}
+
 absl::Status ApplyOptionList(absl::string_view list, OptionTarget& target) {
-  // Empty items ("rw,,size=1g", a trailing comma) are harmless slips.
-  for (absl::string_view option : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+  for (const std::string& option : SplitOptionList(list)) {
+    // Empty items ("rw,,size=1g", a trailing comma) are harmless slips.
+    if (option.empty()) continue;
     if (absl::Status status = ApplyMountOption(option, target); !status.ok()) return status;
   }
   return absl::OkStatus();

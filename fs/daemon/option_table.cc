@@ -75,6 +75,28 @@ std::optional<double> ParsePercent(absl::string_view text) {
   return value;
 }
 
+// cache=: 0 (none) or at least a page, the cache's unit: a smaller budget
+// would be taken as none without a word.
+absl::StatusOr<uint64_t> ParseCacheBytes(absl::string_view name, absl::string_view value) {
+  constexpr absl::string_view kExpected =
+      "expected a byte count with an optional k/m/g suffix, 0 for none";
+  absl::StatusOr<uint64_t> bytes = ParseByteCountOption(name, value, kExpected);
+  if (bytes.ok() && *bytes != 0 && *bytes < 4 * kKiB) {
+    return BadValue(name, value, "less than one 4 KiB page: 0 turns the cache off");
+  }
+  return bytes;
+}
+
+// nr_inodes=: the root takes one inode, so 1 would leave none for any file.
+absl::StatusOr<uint64_t> ParseInodeCount(absl::string_view name, absl::string_view value) {
+  absl::StatusOr<uint64_t> count = ParseByteCountOption(
+      name, value, "expected a count with an optional k/m/g suffix, 0 for unlimited");
+  if (count.ok() && *count == 1) {
+    return BadValue(name, value, "the root directory takes the only inode: at least 2");
+  }
+  return count;
+}
+
 absl::StatusOr<SizeSpec> ParseSize(absl::string_view name, absl::string_view value) {
   constexpr absl::string_view kExpected =
       "expected bytes with an optional k/m/g/t suffix or a percentage";
@@ -233,13 +255,12 @@ const std::vector<MountOptionSpec>& Table() {
        .default_text = "50% of the device's memory"},
       {.names = "nr_inodes",
        .value = kRequired,
-       .apply = Into<&MountOptions::nr_inodes>(
-           ByteCount("expected a count with an optional k/m/g suffix, 0 for unlimited")),
+       .apply = Into<&MountOptions::nr_inodes>(ParseInodeCount),
        .forms = {{.syntax = "nr_inodes=N[k|m|g]",
                   .help = "most files, 0 for unlimited",
                   .readme = "Extra hard links and extended attributes take inode space too "
                             "(see *Semantics*)"}},
-       .default_text = "one per 4 KiB of size"},
+       .default_text = "one per 4 KiB of size, at least 64"},
       {.names = "mode",
        .value = kRequired,
        .apply = Into<&MountOptions::mode>(ParseMode),
@@ -321,8 +342,7 @@ const std::vector<MountOptionSpec>& Table() {
                   .readme = "See *Data path*"}}},
       {.names = "cache",
        .value = kRequired,
-       .apply = Into<&MountOptions::cache_bytes>(
-           ByteCount("expected a byte count with an optional k/m/g suffix, 0 for none")),
+       .apply = Into<&MountOptions::cache_bytes>(ParseCacheBytes),
        .forms = {{.syntax = "cache=N[k|m|g]",
                   .help = "host-side write-back cache for small reads and writes, in\n"
                           "pinned memory; 0 turns it off",

@@ -4,6 +4,7 @@
 // can reach.
 #include "fs/fuse/fuse_ops.h"
 
+#include <linux/capability.h>
 #include <sys/sysinfo.h>
 #include <sys/xattr.h>
 
@@ -378,12 +379,18 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
             fuse_file_info* fi) {
-  absl::StatusOr<struct stat> st = Fs(req).Create(parent, name, mode, fi->flags, CallerOf(req));
+  // Under zero_message_open no RELEASE comes for any file once the kernel
+  // opens files itself (fuse_file_put() checks that when the file is
+  // closed), so no handle is counted: see Release.
+  const bool counted = !Context(req).zero_message_open;
+  absl::StatusOr<struct stat> st =
+      Fs(req).Create(parent, name, mode, fi->flags, CallerOf(req),
+                     counted ? Filesystem::Handle::kCounted : Filesystem::Handle::kUncounted);
   if (!st.ok()) return ReplyError(req, st.status());
   fuse_entry_param entry = EntryOf(req, *st);
   SetCaching(ChooseDirectIo(Context(req), fi->flags, std::nullopt), fi);
   if (fuse_reply_create(req, &entry, fi) != 0) {
-    Fs(req).Release(st->st_ino);
+    if (counted) Fs(req).Release(st->st_ino);
     Fs(req).Forget(st->st_ino, 1);
   }
 }
@@ -449,8 +456,11 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int /*datasync*/, fuse_file_info*) {
   ReplyStatus(req, Fs(req).Fsync(ino));
 }
 
+// Under zero_message_open nothing was counted (see Create); a RELEASE may
+// still come for a file created before the kernel learned to open files
+// itself, and is not one.
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  Fs(req).Release(ino);
+  if (!Context(req).zero_message_open) Fs(req).Release(ino);
   fuse_reply_err(req, 0);
 }
 
@@ -460,16 +470,19 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 // died and the kernel has not yet aborted the connection (over io_uring
 // that can take a while), and fusermount3's auto_unmount, which unmounts
 // only when that open fails with ENOTCONN, would leave the dead mount
-// behind. With OPENDIR the open waits for the abort and fails. The reply
-// lets the kernel keep what readdir returns in its page cache
-// (FOPEN_CACHE_DIR), dropping it when the directory changes: a second walk
-// of a tree costs OPENDIR and RELEASEDIR per directory only.
+// behind. With OPENDIR the open waits for the abort and fails.
+//
+// The kernel's readdir cache (FOPEN_CACHE_DIR) is not asked for: it takes
+// in a READDIR reply whenever it arrives, checking the directory's version
+// at that moment, not when the request was sent. A listing answered before
+// an unlink and delivered after another lister restarted the cache stays
+// in it, and the unlinker's next listing shows the name it removed (75 of
+// 12,477 rounds; DirectoryListingTest). No notification from here can be
+// ordered after a reply's delivery. docs/BENCHMARKS.md has what it cost.
 void OpenDirectory(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   absl::StatusOr<struct stat> st = Fs(req).GetAttributes(ino);
   if (!st.ok()) return ReplyError(req, st.status());
   if (!S_ISDIR(st->st_mode)) return (void)fuse_reply_err(req, ENOTDIR);
-  fi->cache_readdir = 1;
-  fi->keep_cache = 1;
   fuse_reply_open(req, fi);
 }
 
@@ -556,8 +569,37 @@ void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   ReplySized(req, Fs(req).GetExtendedAttribute(ino, name), size);
 }
 
+// Whether process `pid` holds `capability` in its effective set, from
+// /proc (as libfuse reads supplementary groups); nullopt when that cannot
+// be read: the process is gone, or lives in a PID namespace the daemon
+// cannot see (the kernel sends pid 0 then).
+std::optional<bool> HasCapability(pid_t pid, int capability) {
+  if (pid <= 0) return std::nullopt;
+  std::FILE* status = std::fopen(absl::StrFormat("/proc/%d/status", pid).c_str(), "re");
+  if (status == nullptr) return std::nullopt;
+  std::optional<bool> held;
+  char line[256];
+  unsigned long long effective;
+  while (std::fgets(line, sizeof line, status) != nullptr) {
+    if (std::sscanf(line, "CapEff: %llx", &effective) == 1) {
+      held = (effective >> capability) & 1;
+      break;
+    }
+  }
+  std::fclose(status);
+  return held;
+}
+
+// tmpfs lists trusted.* names to callers with CAP_SYS_ADMIN. A process that
+// exits and whose pid is reused between its request and this read could
+// get the other process's answer: names only, as reading or writing a
+// trusted.* value is checked by the kernel itself.
 void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  ReplySized(req, Fs(req).ListExtendedAttributes(ino, CallerOf(req)), size);
+  Caller caller = CallerOf(req);
+  if (std::optional<bool> admin = HasCapability(fuse_req_ctx(req)->pid, CAP_SYS_ADMIN)) {
+    caller.set_sees_trusted_names(*admin);
+  }
+  ReplySized(req, Fs(req).ListExtendedAttributes(ino, caller), size);
 }
 
 void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {

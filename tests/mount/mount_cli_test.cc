@@ -1103,8 +1103,10 @@ bool DirectIoAvailable() {
 }
 
 // Every change goes through the mount, so the kernel keeps names,
-// attributes, listings and small files' pages: what was seen once costs no
-// request the second time. Large files bypass the page cache.
+// attributes and small files' pages: what was seen once costs no request
+// the second time. Large files bypass the page cache. Listings are asked
+// for every time: the kernel's readdir cache can keep a stale one (see
+// OpenDirectory in fs/fuse/fuse_ops.cc).
 TEST_P(CliMountTest, KernelCachesWhatOnlyThisMountChanges) {
   ScratchDir dir;
   ASSERT_FALSE(dir.path().empty());
@@ -1149,7 +1151,7 @@ TEST_P(CliMountTest, KernelCachesWhatOnlyThisMountChanges) {
   list(6);
   grown({});
   list(6);
-  EXPECT_EQ(grown({"readdir", "readdirplus"}), 0) << "a second listing";
+  EXPECT_GE(grown({"readdir", "readdirplus"}), 1) << "a second listing asks cudafs";
 
   EXPECT_EQ(ReadFile(tree + "/a"), small);
   grown({});

@@ -131,12 +131,17 @@ class Client {
       if (unlink(mine.c_str()) != 0 || unlink((mine + ".link").c_str()) != 0) {
         return "shared unlink: " + ErrnoName(errno);
       }
-      // Listing a directory others change all the time must work.
+      // Listing a directory others change all the time must work, and never
+      // show the names this client just removed.
       DIR* dir = opendir(shared_.c_str());
       if (dir == nullptr) return "opendir shared: " + ErrnoName(errno);
-      while (readdir(dir) != nullptr) {
+      const std::string base = mine.substr(shared_.size() + 1);
+      bool stale = false;
+      while (const dirent* entry = readdir(dir)) {
+        stale |= entry->d_name == base || entry->d_name == base + ".link";
       }
       closedir(dir);
+      if (stale) return "the shared listing shows " + base + " after its unlink";
     }
     return std::nullopt;
   }

@@ -556,6 +556,99 @@ TEST_P(SpaceTest, FullFilesystemFailsWithEnospcAndRecovers) {
   EXPECT_TRUE(BytesEqual(*content, keep));
 }
 
+// zero_message_open: once the kernel opens files itself it sends no RELEASE,
+// for files created later too. Their data must still go with their last
+// name, or any user fills the mount by creating and removing files.
+TEST_P(SpaceTest, ZeroMessageOpenFreesRemovedFiles) {
+  SKIP_UNLESS_CUDAFS();
+  ASSERT_TRUE(Remount({"size=64m", "zero_message_open"}));
+  ASSERT_TRUE(WriteFile(Path("e"), "x"));
+  ASSERT_TRUE(ReadFile(Path("e")));  // the first OPEN, answered ENOSYS
+  const int64_t used_before = UsedBytes(root());
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_TRUE(WriteFile(Path("r" + std::to_string(round) + "-" + std::to_string(i)), RandomBytes(5 * kMiB, i)))
+          << ErrnoName(errno);
+    }
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_SYS_OK(unlink(Path("r" + std::to_string(round) + "-" + std::to_string(i)).c_str()));
+    }
+    // The kernel forgets an unlinked inode (FORGET) once it drops it.
+    EXPECT_TRUE(Eventually([&] { return UsedBytes(root()) <= used_before; }, 5s))
+        << UsedBytes(root()) << " bytes used, " << used_before << " before";
+  }
+}
+
+// zero_message_open: no RELEASE says when an appending writer is done, yet a
+// closed file costs its size rounded to a page soon after its last write.
+TEST_P(SpaceTest, ZeroMessageOpenTrimsTheGrowthOfAppendedFiles) {
+  SKIP_UNLESS_CUDAFS();
+  ASSERT_TRUE(Remount({"size=256m", "zero_message_open"}));
+  ASSERT_TRUE(WriteFile(Path("e"), "x"));
+  ASSERT_TRUE(ReadFile(Path("e")));  // the first OPEN, answered ENOSYS
+  constexpr size_t kFileSize = 4 * kMiB + 100;
+  for (int i = 0; i < 10; ++i) {
+    const std::string data = RandomBytes(kFileSize, i);
+    const std::string path = Path("log" + std::to_string(i));
+    ASSERT_TRUE(WriteFile(path, ""));
+    for (size_t at = 0; at < kFileSize; at += 64 * kKiB) {
+      Fd fd(open(path.c_str(), O_WRONLY | O_APPEND));
+      ASSERT_TRUE(fd.valid()) << ErrnoName(errno);
+      const std::string_view piece = std::string_view(data).substr(at, 64 * kKiB);
+      ASSERT_EQ(write(fd.get(), piece.data(), piece.size()), ssize_t(piece.size()));
+    }
+  }
+  const int64_t expected = 4 * kKiB + 10 * ((kFileSize + 4 * kKiB - 1) / (4 * kKiB) * 4 * kKiB);
+  EXPECT_TRUE(Eventually([&] { return UsedBytes(root()) == expected; }, 10s))
+      << UsedBytes(root()) << " bytes used for " << expected;
+  for (int i = 0; i < 10; ++i) {
+    const auto content = ReadStored(Path("log" + std::to_string(i)));
+    ASSERT_TRUE(content);
+    EXPECT_TRUE(BytesEqual(*content, RandomBytes(kFileSize, i))) << i;
+  }
+}
+
+// A tiny mount still has inodes for a few files: the default nr_inodes (one
+// per 4 KiB of size) left size=4k with only the root's.
+TEST_P(SpaceTest, TinyMountsHoldFiles) {
+  SKIP_UNLESS_CUDAFS();
+  ASSERT_TRUE(Remount({"size=4k"}));
+  ASSERT_TRUE(WriteFile(Path("page"), RandomBytes(4 * kKiB, 1))) << ErrnoName(errno);
+  ASSERT_SYS_OK(mkdir(Path("d").c_str(), 0755));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(WriteFile(Path("d/e" + std::to_string(i)), ""));
+  Fd more(open(Path("more").c_str(), O_WRONLY | O_CREAT, 0644));
+  ASSERT_TRUE(more.valid()) << ErrnoName(errno);
+  EXPECT_ERRNO(pwrite(more.get(), "x", 1, 0), ENOSPC) << "the page is taken";
+}
+
+// Long symlink targets count against size=, as tmpfs counts the page it
+// stores them in: no user makes links past the mount's size.
+TEST_P(SpaceTest, LongSymlinkTargetsCountAgainstSize) {
+  SKIP_UNLESS_CUDAFS();
+  ASSERT_TRUE(Remount({"size=1m", "nr_inodes=0"}));
+  const std::string target(4000, 't');
+  int links = 0;
+  const Errno failure = RunAs(65534, 65534, [&] {
+    for (;; ++links) {
+      if (symlink((target + std::to_string(links)).c_str(),
+                  Path("l" + std::to_string(links)).c_str()) != 0) {
+        return Errno{errno};
+      }
+    }
+  });
+  EXPECT_EQ(failure, Errno{ENOSPC});
+  const auto st = StatFs(root());
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->f_bfree, 0u) << "every link took a page";
+  ASSERT_SYS_OK(symlink("short", Path("short").c_str()));  // under 128 bytes: no page
+  char buffer[4100];
+  const ssize_t length = readlink(Path("l7").c_str(), buffer, sizeof buffer);
+  EXPECT_EQ(std::string(buffer, std::max<ssize_t>(length, 0)), target + "7");
+  ASSERT_TRUE(ShellOk("rm -f " + root() + "/l*"));
+  EXPECT_TRUE(Eventually([&] { return UsedBytes(root()) == 0; }, 5s)) << UsedBytes(root());
+}
+
 CUDAFS_INSTANTIATE_BACKENDS(SpaceTest);
 
 }  // namespace

@@ -259,6 +259,41 @@ TEST_F(FilesystemTest, UnlinkedOpenFileLivesUntilRelease) {
   EXPECT_EQ(fs_->StatFs().f_bfree, before.f_bfree);
 }
 
+// zero_message_open: the kernel sends no RELEASE, so Create counts no
+// handle, and the file goes with its last name and lookup reference.
+TEST_F(FilesystemTest, UncountedCreateLivesByNameAndLookupsAlone) {
+  const struct statvfs before = fs_->StatFs();
+  ASSERT_OK_AND_ASSIGN(struct stat st, fs_->Create(kRootInode, "f", 0644, O_RDWR, root_,
+                                                   Filesystem::Handle::kUncounted));
+  const InodeNumber ino = st.st_ino;
+  WriteAt(ino, 0, std::string(5 * kMiB, 'a'));
+  ASSERT_OK(fs_->Unlink(kRootInode, "f"));
+  EXPECT_EQ(ReadAt(ino, 1000, 3), "aaa") << "the kernel's reference keeps it while open";
+  fs_->Forget(ino, 1);
+  EXPECT_EQ(Errno(fs_->GetAttributes(ino)), ENOENT);
+  EXPECT_EQ(fs_->StatFs().f_bfree, before.f_bfree);
+}
+
+// Without RELEASE, growth slack goes once the file has been idle.
+TEST_F(FilesystemTest, TrimIdleGrowthGivesBackSlackOfIdleFilesOnly) {
+  FilesystemConfig config;
+  config.trim_growth_when_idle = true;
+  Build(64 * kMiB, config);
+  ASSERT_OK_AND_ASSIGN(struct stat st, fs_->Create(kRootInode, "f", 0644, O_RDWR, root_,
+                                                   Filesystem::Handle::kUncounted));
+  const InodeNumber ino = st.st_ino;
+  for (uint64_t at = 0; at < 3 * kMiB + 100; at += 64 * 1024) {
+    WriteAt(ino, at, std::string(std::min<uint64_t>(64 * 1024, 3 * kMiB + 100 - at), 'a'));
+  }
+  const uint64_t held = Stat(ino).st_blocks * 512;
+  ASSERT_GT(held, 3 * kMiB + kMinBlock) << "appends earn growth slack";
+  fs_->TrimIdleGrowth(absl::Hours(1));
+  EXPECT_EQ(uint64_t(Stat(ino).st_blocks * 512), held) << "written just now";
+  fs_->TrimIdleGrowth(absl::ZeroDuration());
+  EXPECT_EQ(Stat(ino).st_blocks * 512, 3 * kMiB + kMinBlock);
+  EXPECT_EQ(ReadAll(ino), std::string(3 * kMiB + 100, 'a'));
+}
+
 TEST_F(FilesystemTest, LinkedInodeSurvivesForgetOfAllReferences) {
   const InodeNumber ino = NewFile(kRootInode, "f");
   fs_->Forget(ino, 100);  // more than it has: clamps, the name keeps it
@@ -687,6 +722,36 @@ TEST_F(FilesystemTest, SymbolicLinks) {
   EXPECT_EQ(Errno(fs_->ReadLink(kRootInode)), EINVAL);
   char byte;
   EXPECT_EQ(Errno(fs_->Read(st.st_ino, 0, 1, &byte)), EINVAL);
+}
+
+// As tmpfs: a target of 128 bytes or more takes a block of the mount's
+// space (tmpfs: a page), a shorter one none; the block goes with the link.
+TEST_F(FilesystemTest, LongSymlinkTargetsTakeSpaceAndGiveItBack) {
+  Build(64 * kMinBlock, FilesystemConfig{});
+  const uint64_t free_before = fs_->StatFs().f_bfree;
+  ASSERT_OK(fs_->SymbolicLink(kRootInode, "short", std::string(127, 's'), root_));
+  EXPECT_EQ(fs_->StatFs().f_bfree, free_before);
+  int links = 0;
+  std::vector<InodeNumber> made;
+  for (;;) {
+    absl::StatusOr<struct stat> link = fs_->SymbolicLink(
+        kRootInode, absl::StrCat("l", links), std::string(128 + links, 'a' + links % 26), root_);
+    if (!link.ok()) {
+      EXPECT_EQ(Errno(link), ENOSPC);
+      break;
+    }
+    made.push_back(link->st_ino);
+    ++links;
+  }
+  EXPECT_EQ(uint64_t(links), free_before) << "one block each";
+  EXPECT_EQ(fs_->StatFs().f_bfree, 0u);
+  ASSERT_OK_AND_ASSIGN(struct stat st, fs_->Lookup(kRootInode, "l37"));
+  ASSERT_OK_AND_ASSIGN(std::string target, fs_->ReadLink(st.st_ino));
+  EXPECT_EQ(target, std::string(128 + 37, 'a' + 37 % 26));
+  fs_->Forget(st.st_ino, 1);
+  for (int i = 0; i < links; ++i) ASSERT_OK(fs_->Unlink(kRootInode, absl::StrCat("l", i)));
+  for (InodeNumber ino : made) fs_->Forget(ino, 1);  // the replies' references
+  EXPECT_EQ(fs_->StatFs().f_bfree, free_before);
 }
 
 // ---------------------------------------------------------------------------

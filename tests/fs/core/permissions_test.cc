@@ -44,11 +44,18 @@ TEST(PermissionsCallerTest, WithoutFetcherOnlyThePrimaryGroupCounts) {
 
 TEST(PermissionsCallerTest, EveryoneButRootDropsSetIdUnlessTheKernelSaysOtherwise) {
   EXPECT_FALSE(Caller::Root().drops_set_id());
-  EXPECT_TRUE(Caller::Root().is_root());
   Caller user(kUser, kGroup);
   EXPECT_TRUE(user.drops_set_id());
-  EXPECT_FALSE(user.is_root());
   EXPECT_FALSE(user.set_drops_set_id(false).drops_set_id());  // CAP_FSETID
+}
+
+TEST(PermissionsCallerTest, TrustedNamesAreListedByTheCapabilityTheGlueReports) {
+  EXPECT_TRUE(ListsExtendedAttribute("trusted.a", Caller::Root()));  // no word: uid 0
+  EXPECT_FALSE(ListsExtendedAttribute("trusted.a", Caller(kUser, kGroup)));
+  EXPECT_FALSE(ListsExtendedAttribute("trusted.a", Caller::Root().set_sees_trusted_names(false)));
+  EXPECT_TRUE(
+      ListsExtendedAttribute("trusted.a", Caller(kUser, kGroup).set_sees_trusted_names(true)));
+  EXPECT_TRUE(ListsExtendedAttribute("user.a", Caller(kUser, kGroup)));
 }
 
 TEST(PermissionsOwnershipOfNewTest, PlainDirectoryGivesTheCallersIds) {

@@ -542,9 +542,34 @@ TEST(MountOptionTest, CacheBudget) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->cache_bytes, uint64_t{256} << 20);
   EXPECT_EQ(options->fuse_options, Strings());
-  for (const char* bad : {"cache=", "cache=-1", "cache=lots", "cache=1.5g", "cache=99999999999e"}) {
+  for (const char* bad : {"cache=", "cache=-1", "cache=lots", "cache=1.5g", "cache=99999999999e",
+                          "cache=1", "cache=4095"}) {
     EXPECT_EQ(OptionError(bad).rfind("bad value for cache=:", 0), 0u) << bad;
   }
+  EXPECT_TRUE(Contains(OptionError("cache=1"), "less than one 4 KiB page"));
+  options = ParseOption("cache=4k");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->cache_bytes, 4096u);
+}
+
+TEST(MountOptionTest, OneInodeIsRefusedForTheRootTakesIt) {
+  EXPECT_TRUE(Contains(OptionError("nr_inodes=1"), "the root directory takes the only inode"));
+  absl::StatusOr<MountOptions> options = ParseOption("nr_inodes=2");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->nr_inodes, 2u);
+}
+
+// As libfuse reads -o lists: a backslash takes the next character as it is.
+TEST(MountOptionTest, EscapedCommasStayInTheValue) {
+  absl::StatusOr<MountOptions> options = ParseOption("fsname=y\\,suid");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->source, "y,suid");
+  EXPECT_EQ(options->fuse_options, Strings()) << "suid is part of the name, not an option";
+  options = ParseOption("fsname=a\\\\b,ro");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->source, "a\\b");
+  EXPECT_EQ(options->fuse_options, Strings({"ro"}));
+  EXPECT_TRUE(Contains(OptionError("noatime\\,size=1g"), "noatime,size"));
 }
 
 TEST(MountOptionTest, ReadOnlyIsOursAndForwarded) {
