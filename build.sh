@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 packages=(build-essential cmake pkg-config libfuse3-dev fuse3 libabsl-dev libgtest-dev
-          libbenchmark-dev git tar)
+          libbenchmark-dev git tar ccache)
 # To build libfuse >= 3.18 from Debian's source package when the system's is
 # older (Debian 12 has 3.14). libfuse leaves out FUSE over io_uring, without
 # a word, when liburing or libnuma is missing.
@@ -26,6 +26,13 @@ libfuse_prefix=$PWD/build/libfuse
 # libfuse lacks); a build made with another set is made again.
 libfuse_patches=(fs/daemon/libfuse/*.patch)
 libfuse_patches_hash() { cat "${libfuse_patches[@]}" | sha256sum | cut -d' ' -f1; }
+
+# Every build (the variants below, abseil for ThreadSanitizer, libfuse, which
+# meson hands to ccache by itself) compiles through ccache: a file compiled
+# before, by any clone on this machine (paths are taken relative to the
+# checkout), is not compiled again. The cache is ccache's own (~/.cache/ccache).
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
+compiler_launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -146,7 +153,7 @@ obtain_libfuse() {
 build() {
   install_dependencies
   cmake -S . -B build -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
-    -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" ${CMAKE_ARGS:-}
+    -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" "${compiler_launcher[@]}" ${CMAKE_ARGS:-}
   local targets=()
   if (($#)); then targets=(--target "$@"); fi
   cmake --build build -j "$(nproc)" "${targets[@]}"
@@ -188,7 +195,7 @@ ctest_on_each_transport() {
 fallback() {
   install_packages "${packages[@]}"
   cmake -S . -B build-fallback -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
-    -DCUDAFS_LIBFUSE_PREFIX= -DCUDAFS_BUILD_BENCHMARKS=OFF ${CMAKE_ARGS:-}
+    -DCUDAFS_LIBFUSE_PREFIX= -DCUDAFS_BUILD_BENCHMARKS=OFF "${compiler_launcher[@]}" ${CMAKE_ARGS:-}
   cmake --build build-fallback -j "$(nproc)"
   cd build-fallback
   CUDAFS_TEST_MOUNT_OPTIONS=uring=off ctest --output-on-failure -j "$(nproc)"
@@ -201,7 +208,7 @@ fallback() {
 sanitize() {
   install_dependencies
   cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUDAFS_BUILD_BENCHMARKS=OFF \
-    -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" \
+    -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" "${compiler_launcher[@]}" \
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
   cmake --build build-sanitize -j "$(nproc)"
   cd build-sanitize
@@ -225,11 +232,13 @@ tsan() {
     source=$(find "$work" -maxdepth 1 -type d -name 'abseil-*' | head -1)
     cmake -S "$source" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_STANDARD=20 -DABSL_PROPAGATE_CXX_STD=ON -DBUILD_TESTING=OFF \
-      -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_INSTALL_PREFIX="$absl_prefix" >/dev/null
+      -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_INSTALL_PREFIX="$absl_prefix" \
+      "${compiler_launcher[@]}" >/dev/null
     ninja -C "$work/build" install >/dev/null
   fi
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUDAFS_BUILD_BENCHMARKS=OFF \
     -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" -DCMAKE_PREFIX_PATH="$absl_prefix" \
+    "${compiler_launcher[@]}" \
     -DCMAKE_CXX_FLAGS="-fsanitize=thread -Wno-deprecated-declarations"
   cmake --build build-tsan -j "$(nproc)"
   cd build-tsan
@@ -252,7 +261,8 @@ clang_check() {
   install_dependencies
   install_packages clang
   cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
-    -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" -DCUDAFS_BUILD_BENCHMARKS=OFF ${CMAKE_ARGS:-}
+    -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" -DCUDAFS_BUILD_BENCHMARKS=OFF \
+    "${compiler_launcher[@]}" ${CMAKE_ARGS:-}
   cmake --build build-clang -j "$(nproc)"
 }
 

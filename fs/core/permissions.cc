@@ -43,6 +43,13 @@ mode_t ModeAfterChown(mode_t mode) {
   return mode;
 }
 
+bool Caller::sees_trusted_names() const {
+  if (!sees_trusted_names_) {
+    sees_trusted_names_ = check_trusted_names_ ? check_trusted_names_() : uid_ == 0;
+  }
+  return *sees_trusted_names_;
+}
+
 bool ListsExtendedAttribute(absl::string_view name, const Caller& caller) {
   return !absl::StartsWith(name, "trusted.") || caller.sees_trusted_names();
 }

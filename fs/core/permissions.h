@@ -47,10 +47,13 @@ class Caller {
   // Whether listxattr shows this caller trusted.* names, which tmpfs shows
   // to CAP_SYS_ADMIN only (listxattr reaches the filesystem without a
   // capability check). A FUSE request carries no capabilities: the glue
-  // says what the calling process holds; without a word, uid 0 stands in.
-  bool sees_trusted_names() const { return sees_trusted_names_.value_or(uid_ == 0); }
-  Caller& set_sees_trusted_names(bool sees) {
-    sees_trusted_names_ = sees;
+  // gives a check of what the calling process holds (it reads /proc, so it
+  // runs only when a trusted.* name is there to show, and at most once);
+  // without one, uid 0 stands in.
+  using TrustedNamesCheck = std::function<bool()>;
+  bool sees_trusted_names() const;
+  Caller& set_trusted_names_check(TrustedNamesCheck check) {
+    check_trusted_names_ = std::move(check);
     return *this;
   }
   // True when a write, truncate, fallocate or copy into a regular file by
@@ -67,9 +70,10 @@ class Caller {
   uid_t uid_;
   gid_t gid_;
   bool drops_set_id_;
-  std::optional<bool> sees_trusted_names_;
   GroupsFetcher fetch_groups_;
   mutable std::optional<std::vector<gid_t>> groups_;
+  TrustedNamesCheck check_trusted_names_;
+  mutable std::optional<bool> sees_trusted_names_;
 };
 
 // Owner, group and mode of an inode that `caller` creates with `mode` (type

@@ -596,9 +596,10 @@ std::optional<bool> HasCapability(pid_t pid, int capability) {
 // trusted.* value is checked by the kernel itself.
 void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   Caller caller = CallerOf(req);
-  if (std::optional<bool> admin = HasCapability(fuse_req_ctx(req)->pid, CAP_SYS_ADMIN)) {
-    caller.set_sees_trusted_names(*admin);
-  }
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  caller.set_trusted_names_check([pid = ctx->pid, uid = ctx->uid] {
+    return HasCapability(pid, CAP_SYS_ADMIN).value_or(uid == 0);
+  });
   ReplySized(req, Fs(req).ListExtendedAttributes(ino, caller), size);
 }
 

@@ -3,7 +3,9 @@
 // Each *_test.cc is its own executable, so everything here is header-only.
 //
 // FsTest gives every test a fresh, empty filesystem: it starts the real
-// `cudafs` binary (CUDAFS_BINARY) on a temporary mountpoint with the backend
+// `cudafs` binary (CUDAFS_BINARY, or the one the environment variable
+// CUDAFS_TEST_BINARY names: another build, or a copy on the GPU machine)
+// on a temporary mountpoint with the backend
 // named by the test parameter and unmounts it afterwards. When the
 // environment variable CUDAFS_TEST_DIR names a directory, the tests run in a
 // fresh subdirectory of it instead, so the suite can be checked against
@@ -66,7 +68,10 @@ namespace cudafs_test {
 
 using namespace std::chrono_literals;
 
-inline constexpr const char* kBinary = CUDAFS_BINARY;
+inline const char* const kBinary = [] {
+  const char* binary = getenv("CUDAFS_TEST_BINARY");
+  return binary != nullptr && *binary != '\0' ? binary : CUDAFS_BINARY;
+}();
 inline constexpr const char* kSourceDir = CUDAFS_SOURCE_DIR;
 
 // Users for permission tests: an owner that is not root, and "nobody".

@@ -52,9 +52,22 @@ TEST(PermissionsCallerTest, EveryoneButRootDropsSetIdUnlessTheKernelSaysOtherwis
 TEST(PermissionsCallerTest, TrustedNamesAreListedByTheCapabilityTheGlueReports) {
   EXPECT_TRUE(ListsExtendedAttribute("trusted.a", Caller::Root()));  // no word: uid 0
   EXPECT_FALSE(ListsExtendedAttribute("trusted.a", Caller(kUser, kGroup)));
-  EXPECT_FALSE(ListsExtendedAttribute("trusted.a", Caller::Root().set_sees_trusted_names(false)));
-  EXPECT_TRUE(
-      ListsExtendedAttribute("trusted.a", Caller(kUser, kGroup).set_sees_trusted_names(true)));
+  int checks = 0;
+  const auto check = [&checks](bool result) {
+    return [&checks, result] {
+      ++checks;
+      return result;
+    };
+  };
+  EXPECT_FALSE(
+      ListsExtendedAttribute("trusted.a", Caller::Root().set_trusted_names_check(check(false))));
+  Caller admin(kUser, kGroup);
+  admin.set_trusted_names_check(check(true));
+  EXPECT_TRUE(ListsExtendedAttribute("user.a", admin));
+  EXPECT_EQ(checks, 1) << "checked only for a trusted.* name";
+  EXPECT_TRUE(ListsExtendedAttribute("trusted.a", admin));
+  EXPECT_TRUE(ListsExtendedAttribute("trusted.b", admin));
+  EXPECT_EQ(checks, 2) << "and once per caller";
   EXPECT_TRUE(ListsExtendedAttribute("user.a", Caller(kUser, kGroup)));
 }
 
