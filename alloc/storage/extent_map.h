@@ -40,6 +40,7 @@
 #ifndef CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
 #define CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -55,7 +56,9 @@ namespace cudafs {
 
 class ExtentMap {
  public:
-  ExtentMap(Arena* arena, uint64_t max_extent) : arena_(arena), max_extent_(max_extent) {}
+  // Extents grow up to `max_extent`, and never stop below min_block.
+  ExtentMap(Arena* arena, uint64_t max_extent)
+      : arena_(arena), max_extent_(std::max(max_extent, arena->min_block())) {}
   ~ExtentMap();  // gives every block back to the arena
 
   ExtentMap(const ExtentMap&) = delete;

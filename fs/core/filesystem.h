@@ -51,13 +51,9 @@ struct FilesystemConfig {
   uid_t root_uid = 0;
   gid_t root_gid = 0;
   uint64_t max_inodes = 0;  // 0: unlimited
-  // Largest extent a growing file gets; see ExtentMap for the policy. 0:
-  // by the arena's capacity, from 1 MiB up to 32 MiB (a 128th of the
-  // capacity), so that a large file is backed by GPU allocations of up to
-  // 32 MiB (committed about ten times faster per byte than 2 MiB granules;
-  // see CudaDevice), while the growth slack an open file may hold stays a
-  // small share of a small mount.
-  uint64_t max_extent = 0;
+  // Largest extent a growing file gets; see ExtentMap for the policy (the
+  // daemon's mount plan sizes it by the capacity).
+  uint64_t max_extent = kMiB;
   bool update_atime = true;  // false for noatime
   // Bytes of host-side write-back page cache (cache/page_cache.h); 0: none,
   // every read and write goes to the arena.

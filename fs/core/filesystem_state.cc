@@ -1,7 +1,6 @@
 #include "fs/core/filesystem_state.h"
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
 
 #include "alloc/base/errors.h"
@@ -15,21 +14,10 @@ bool Before(const timespec& a, const timespec& b) {
   return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec <= b.tv_nsec);
 }
 
-// FilesystemConfig::max_extent, resolved.
-FilesystemConfig Resolved(FilesystemConfig config, const Arena& arena) {
-  if (config.max_extent == 0) {
-    config.max_extent =
-        std::clamp<uint64_t>(std::bit_floor(arena.capacity() / 128), kMiB, 32 * kMiB);
-  }
-  // Never below the smallest block (min_block may be up to 1 GiB).
-  config.max_extent = std::max(config.max_extent, arena.min_block());
-  return config;
-}
-
 }  // namespace
 
 FilesystemState::FilesystemState(Arena* arena, const FilesystemConfig& config, PageCache* cache)
-    : arena(arena), config(Resolved(config, *arena)), cache(cache), table(config.max_inodes) {
+    : arena(arena), config(config), cache(cache), table(config.max_inodes) {
   std::shared_ptr<Inode> root = table.CreateRoot(S_IFDIR | (config.root_mode & 07777));
   absl::MutexLock namespace_lock(&namespace_mu);
   WritesNamespace();

@@ -14,15 +14,15 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
   // The counters follow everyone's activity on the mount (a side channel
   // on other users' I/O): for root and the user who mounted it only.
   if (caller != 0 && caller != owner_) return PosixError(EACCES, "the stats are the owner's");
-  std::string stats = absl::StrCat("transport ", context_->transport.load(),
-                                   "\nmax_request ", context_->max_request,
-                                   "\nuring_buffer_bytes ", context_->uring_buffer_bytes.load(),
-                                   "\nrequest_buffer_bytes ",
-                                   context_->request_buffer_bytes.load(),
+  const FuseStats& fuse = context_->stats;
+  std::string stats = absl::StrCat("transport ", fuse.transport.load(),
+                                   "\nmax_request ", context_->settings.max_request,
+                                   "\nuring_buffer_bytes ", fuse.uring_buffer_bytes.load(),
+                                   "\nrequest_buffer_bytes ", fuse.request_buffer_bytes.load(),
                                    "\n", context_->filesystem->CacheStats().ToText());
   if (faults_ != nullptr) absl::StrAppend(&stats, "faults_injected ", faults_->injected(), "\n");
   // This very request is among those counted.
-  absl::StrAppend(&stats, context_->requests.ToText());
+  absl::StrAppend(&stats, fuse.requests.ToText());
   return stats;
 }
 

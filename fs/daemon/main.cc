@@ -38,6 +38,7 @@
 #include "fs/daemon/control_plane.h"
 #include "fs/daemon/memory_trimmer.h"
 #include "fs/daemon/mount_options.h"
+#include "fs/daemon/mount_plan.h"
 #include "fs/daemon/option_table.h"
 #include "fs/daemon/periodic_task.h"
 #include "fs/fuse/fuse_ops.h"
@@ -50,15 +51,6 @@ namespace cudafs {
 namespace {
 
 constexpr int kExitUsage = 2;
-constexpr double kDefaultSizePercent = 50;
-// Default nr_inodes: one inode per 4 KiB of size, like a filesystem full of
-// the smallest files it stores efficiently, and at least enough for a tiny
-// mount's empty files and directories (the root takes one).
-constexpr uint64_t kBytesPerDefaultInode = 4096;
-constexpr uint64_t kLeastDefaultInodes = 64;
-// Workers serving requests. Each holds a 1 MiB request in flight, so this
-// bounds the parallel streams whose copies overlap.
-constexpr int kWorkerThreads = 16;
 // zero_message_open: how long a file goes without a write before its
 // growth slack is given back (and how often that is looked at).
 constexpr absl::Duration kIdleGrowthTrimInterval = absl::Seconds(1);
@@ -154,26 +146,21 @@ void DetachStdio() {
   if (null > STDERR_FILENO) close(null);
 }
 
-// Whether requests should come over io_uring, for uring=`mode`: the kernel
-// offers it (Linux 6.14 with the fuse module's enable_uring set) and libfuse
-// can drive it (3.18).
-absl::StatusOr<bool> UseUring(MountOptions::Uring mode) {
-  if (mode == MountOptions::Uring::kOff) return false;
+// Why requests cannot come over io_uring here, or empty when they can: the
+// kernel offers it (Linux 6.14 with the fuse module's enable_uring set) and
+// libfuse can drive it (3.18).
+std::string NoUringReason() {
   constexpr char kParameter[] = "/sys/module/fuse/parameters/enable_uring";
-  std::string why_not;
   if (FUSE_VERSION < FUSE_MAKE_VERSION(3, 18)) {
-    why_not = absl::StrCat("libfuse ", fuse_pkgversion(), " cannot use io_uring (needs 3.18)");
-  } else if (std::ifstream parameter(kParameter); !parameter) {
-    why_not = absl::StrCat("this kernel has no FUSE over io_uring (no ", kParameter, ")");
-  } else if (std::string value; !(parameter >> value) || value != "Y") {
-    why_not = absl::StrCat("FUSE over io_uring is off: ", kParameter,
-                           " is not Y (as root: echo Y > ", kParameter, ")");
+    return absl::StrCat("libfuse ", fuse_pkgversion(), " cannot use io_uring (needs 3.18)");
   }
-  if (why_not.empty()) return true;
-  if (mode == MountOptions::Uring::kOn) {
-    return absl::FailedPreconditionError(absl::StrCat("uring=on: ", why_not));
+  std::ifstream parameter(kParameter);
+  if (!parameter) return absl::StrCat("this kernel has no FUSE over io_uring (no ", kParameter, ")");
+  if (std::string value; !(parameter >> value) || value != "Y") {
+    return absl::StrCat("FUSE over io_uring is off: ", kParameter, " is not Y (as root: echo Y > ",
+                        kParameter, ")");
   }
-  return false;
+  return "";
 }
 
 // The largest request the kernel will send when max_request=`wanted`: it
@@ -322,7 +309,9 @@ absl::Status CheckAutoUnmount() {
       fuse_pkgversion(), which, output.substr(0, end)));
 }
 
-int Serve(const MountOptions& options, ReadyPipe& ready) {
+// Carries out `plan`: opens the device, mounts and serves until unmounted.
+int Serve(const MountPlan& plan, ReadyPipe& ready) {
+  const MountOptions& options = plan.options();
   const auto fail = [&](const std::string& message) {
     Fail(message);
     ready.Send(kExitUsage);
@@ -335,23 +324,13 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   // A stop signal during startup now waits for those handlers.
   BlockStopSignals();
 
-  // The mount's capacity: size= rounded up to min_block (like tmpfs, which
-  // rounds to a page). The device may round its arena up further, to its
-  // granule; the Arena hands out no more than this.
+  // The device may round its arena up further, to its granule; the Arena
+  // hands out no more than the plan's capacity.
   uint64_t capacity = 0;
   const ArenaSizer sizer = [&](uint64_t device_memory) -> absl::StatusOr<uint64_t> {
-    const uint64_t size = options.size.Resolve(device_memory, kDefaultSizePercent);
-    if (size < options.min_block) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "size=%d is smaller than min_block=%d", size, options.min_block));
-    }
-    // The null device stores nothing, so any size is honest there.
-    if (size > device_memory && options.backend != BackendKind::kNull) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "size=%d exceeds the device's memory (%d bytes)", size, device_memory));
-    }
-    capacity = (size + options.min_block - 1) / options.min_block * options.min_block;
-    return capacity;
+    absl::StatusOr<uint64_t> planned = plan.Capacity(device_memory);
+    if (planned.ok()) capacity = *planned;
+    return planned;
   };
   absl::StatusOr<OpenedDevice> opened =
       OpenDevice(options.backend, options.device, options.gpu_idle, sizer);
@@ -370,41 +349,19 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   }
   Arena arena(device.get(), options.min_block, capacity);
 
-  FilesystemConfig config;
-  config.root_mode = options.mode;
-  config.root_uid = options.uid.value_or(getuid());
-  config.root_gid = options.gid.value_or(getgid());
-  config.max_inodes = options.nr_inodes.value_or(
-      std::max(arena.capacity() / kBytesPerDefaultInode, kLeastDefaultInodes));
-  config.update_atime = !options.noatime;
-  // Pinned memory the kernel cannot page out: a budget beyond half the
-  // machine's memory is a typo, not a cache.
-  const uint64_t host_memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
-  if (options.cache_bytes > host_memory / 2) {
-    return fail(absl::StrFormat("cache=%d exceeds half of this machine's memory (%d bytes)",
-                                options.cache_bytes, host_memory));
-  }
-  config.cache_bytes = options.cache_bytes;
-  config.trim_growth_when_idle = options.zero_message_open;
-  FuseContext context;
-  config.attributes_changed = [&context](InodeNumber ino) {
-    InvalidateCachedAttributes(context, ino);
+  FilesystemConfig config = plan.FilesystemConfigFor(arena.capacity());
+  // The glue invalidates what the kernel caches; it exists once the
+  // filesystem does, and nothing is cached before the mount.
+  const FuseContext* glue = nullptr;
+  config.attributes_changed = [&glue](InodeNumber ino) {
+    if (glue != nullptr) InvalidateCachedAttributes(*glue, ino);
   };
   Filesystem filesystem(&arena, config);
-  context.filesystem = &filesystem;
-  context.requested_direct_io_min = options.direct_io_min;
-  context.zero_message_open = options.zero_message_open;
+  UringBuffers uring_buffers(device.get());
+  FuseContext context(&filesystem, device.get(), plan.fuse(), &uring_buffers);
+  glue = &context;
   ControlPlane control(&context, getuid(), faults);
   context.control = &control;
-  context.cache = filesystem.CacheStats().budget_bytes > 0;
-  absl::StatusOr<bool> uring = UseUring(options.uring);
-  if (!uring.ok()) return fail(std::string(uring.status().message()));
-  context.uring = *uring;
-  context.uring_depth = options.uring_depth.value_or(DefaultUringDepth(options.max_request));
-  context.max_request = RequestLimit(options.max_request, context.request_limit_note);
-  context.workers = options.single_threaded ? 1 : kWorkerThreads;
-  UringBuffers uring_buffers(device.get());
-  context.uring_buffers = &uring_buffers;
 
   std::vector<std::string> arguments = {"cudafs", "-o", "default_permissions",
                                         "-o", "subtype=cudafs", "-o", FsnameOption(options.source)};
@@ -412,9 +369,10 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
     arguments.push_back("-o");
     arguments.push_back(option);
   }
-  if (context.uring) {
-    arguments.insert(arguments.end(), {"-o", "io_uring", "-o",
-                                       absl::StrCat("io_uring_q_depth=", context.uring_depth)});
+  if (context.settings.uring) {
+    arguments.insert(arguments.end(),
+                     {"-o", "io_uring", "-o",
+                      absl::StrCat("io_uring_q_depth=", context.settings.uring_depth)});
   }
   if (options.debug) arguments.push_back("-d");
   std::vector<char*> argv;
@@ -440,7 +398,7 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
     DetachStdio();
     LogToSyslog(options.mountpoint);
   }
-  if (const std::string note = RaiseReadahead(options.mountpoint, context.max_request);
+  if (const std::string note = RaiseReadahead(options.mountpoint, context.settings.max_request);
       !note.empty()) {
     LogInfo(note);
   }
@@ -450,14 +408,13 @@ int Serve(const MountOptions& options, ReadyPipe& ready) {
   // zero_message_open: no RELEASE says when a writer is done, so a file's
   // growth slack goes once it has had no write for a while.
   std::optional<PeriodicTask> growth_trimmer;
-  if (options.zero_message_open) {
+  if (config.trim_growth_when_idle) {
     growth_trimmer.emplace(kIdleGrowthTrimInterval,
                            [&filesystem] { filesystem.TrimIdleGrowth(kIdleGrowthTrimInterval); });
   }
-  // -s: one worker, for debugging; otherwise enough workers for parallel
-  // streams to overlap their copies.
-  const int result = RunSessionLoop(session, options.mountpoint, arena.device(),
-                                    static_cast<int>(context.workers), context.max_request);
+  const int result = RunSessionLoop(session, options.mountpoint, *device,
+                                    static_cast<int>(context.settings.workers),
+                                    context.settings.max_request);
   if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
   uring_buffers.UnregisterAll();  // before libfuse frees them
   context.session = nullptr;
@@ -512,8 +469,16 @@ int Main(int argc, char** argv) {
     options.mountpoint = absolute;
     std::free(absolute);
   }
+  MachineFacts facts;
+  facts.host_memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  facts.no_uring_reason = NoUringReason();
+  facts.allowed_max_request = RequestLimit(options.max_request, facts.request_limit_note);
+  facts.uid = getuid();
+  facts.gid = getgid();
+  absl::StatusOr<MountPlan> plan = MountPlan::Make(options, facts);
+  if (!plan.ok()) return Fail(std::string(plan.status().message()));
   ReadyPipe ready(options.foreground ? -1 : Daemonize());
-  return Serve(options, ready);
+  return Serve(*plan, ready);
 }
 
 }  // namespace

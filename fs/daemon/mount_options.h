@@ -64,7 +64,7 @@ struct MountOptions {
   uint64_t min_block = 4096;  // power of two, 4 KiB .. 1 GiB
   bool noatime = false;
   // direct_io_min=: files at least this large when opened, and O_DIRECT
-  // opens, bypass the kernel's page cache (see FuseContext::direct_io_min).
+  // opens, bypass the kernel's page cache (see Negotiated::direct_io_min).
   // direct_io is direct_io_min=0, nodirect_io never. Unset: the default
   // where the kernel and libfuse let direct-I/O files be mmapped, else never.
   std::optional<uint64_t> direct_io_min;  // kNeverDirectIo: nodirect_io

@@ -61,7 +61,7 @@ Caller CallerOf(fuse_req_t req) {
 // best guess there is: `uid_rule_without_kernel`.
 Caller DataChangerOf(fuse_req_t req, bool kernel_kills, bool uid_rule_without_kernel = false) {
   Caller caller = CallerOf(req);
-  if (Context(req).kernel_kills_set_id || !uid_rule_without_kernel) {
+  if (Context(req).negotiated.kernel_kills_set_id || !uid_rule_without_kernel) {
     caller.set_drops_set_id(kernel_kills);
   }
   return caller;
@@ -88,8 +88,8 @@ fuse_entry_param EntryOf(fuse_req_t req, const struct stat& st) {
   entry.ino = st.st_ino;
   entry.generation = 0;
   entry.attr = st;
-  entry.attr_timeout = Context(req).attr_timeout;
-  entry.entry_timeout = Context(req).entry_timeout;
+  entry.attr_timeout = Context(req).settings.attr_timeout;
+  entry.entry_timeout = Context(req).settings.entry_timeout;
   return entry;
 }
 
@@ -130,49 +130,50 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // Over io_uring libfuse's ring threads (one per CPU) take requests and
   // call the same operations; RunSessionLoop still serves /dev/fuse, which
   // carries INIT, FORGET and interrupts.
-  const bool uring = context.uring && fuse_set_feature_flag(conn, FUSE_CAP_OVER_IO_URING);
-  if (!context.uring) fuse_unset_feature_flag(conn, FUSE_CAP_OVER_IO_URING);
+  const bool uring = context.settings.uring && fuse_set_feature_flag(conn, FUSE_CAP_OVER_IO_URING);
+  if (!context.settings.uring) fuse_unset_feature_flag(conn, FUSE_CAP_OVER_IO_URING);
 #else
   const bool mmap_with_direct_io = false;
   const bool uring = false;
 #endif
-  context.transport = uring ? "io_uring" : "/dev/fuse";
+  context.stats.transport = uring ? "io_uring" : "/dev/fuse";
   // Large requests: FUSE's per-request cost, not the copy, is the limit
   // (see docs/DESIGN.md, "Data path"). libfuse grants max_write up to the
   // size of the buffer the first request was received in (our
   // receive-buf-size patch), which RunSessionLoop sizes from max_request.
-  conn->max_write = static_cast<uint32_t>(context.max_request);
-  conn->max_readahead = static_cast<uint32_t>(context.max_request);
+  conn->max_write = static_cast<uint32_t>(context.settings.max_request);
+  conn->max_readahead = static_cast<uint32_t>(context.settings.max_request);
   const uint64_t queues = static_cast<uint32_t>(get_nprocs_conf());
   // Every /dev/fuse worker holds a receive buffer (a request plus 8 KiB of
   // header room) and, once it has served a read, a read reply buffer; over
   // io_uring reads are answered from the ring entry's own buffer.
-  uint64_t buffers = uint64_t{context.workers} * (2 * context.max_request + 8 * kKiB);
+  uint64_t buffers =
+      uint64_t{context.settings.workers} * (2 * context.settings.max_request + 8 * kKiB);
   if (uring) {
-    context.uring_buffer_bytes = queues * context.uring_depth * conn->max_write;
-    buffers += context.uring_buffer_bytes;
+    context.stats.uring_buffer_bytes = queues * context.settings.uring_depth * conn->max_write;
+    buffers += context.stats.uring_buffer_bytes;
     LogInfo(absl::StrFormat("requests over io_uring, %d queues of depth %d", queues,
-                            context.uring_depth));
+                            context.settings.uring_depth));
   } else {
-    LogInfo(context.uring ? "the kernel did not offer io_uring: requests over /dev/fuse"
+    LogInfo(context.settings.uring ? "the kernel did not offer io_uring: requests over /dev/fuse"
                           : "requests over /dev/fuse");
   }
-  context.request_buffer_bytes = buffers;
-  if (!context.request_limit_note.empty()) LogInfo(context.request_limit_note);
+  context.stats.request_buffer_bytes = buffers;
+  if (!context.settings.request_limit_note.empty()) LogInfo(context.settings.request_limit_note);
   LogInfo(absl::StrFormat("asked for requests of up to %d KiB, readahead %d KiB; request buffers "
                           "take up to %d MiB of host memory",
                           conn->max_write / kKiB, conn->max_readahead / kKiB,
                           (buffers + kMiB - 1) / kMiB));
-  context.direct_io_min = context.requested_direct_io_min.value_or(
+  context.negotiated.direct_io_min = context.settings.requested_direct_io_min.value_or(
       mmap_with_direct_io ? kDefaultDirectIoMin : kNeverDirectIo);
-  if (context.zero_message_open) {
+  if (context.settings.zero_message_open) {
     // Existing files then never get an open reply to ask for direct I/O
     // in; new files still do (CREATE), and keep the default rule.
     if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
       conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+      context.negotiated.zero_message_open = true;
     } else {
       LogInfo("the kernel cannot open files without a request: zero_message_open is off");
-      context.zero_message_open = false;
     }
   }
 #ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
@@ -181,9 +182,9 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // capabilities, so the daemon could only guess from the uid. (Without
   // it, direct-I/O writes would not clear them at all: the kernel leaves
   // that to the filesystem.)
-  context.kernel_kills_set_id = fuse_set_feature_flag(conn, FUSE_CAP_HANDLE_KILLPRIV_V2);
+  context.negotiated.kernel_kills_set_id = fuse_set_feature_flag(conn, FUSE_CAP_HANDLE_KILLPRIV_V2);
 #endif
-  if (!context.kernel_kills_set_id) {
+  if (!context.negotiated.kernel_kills_set_id) {
     // Without KILLPRIV_V2 the kernel removes set-id bits itself, with a
     // SETATTR of the new mode (see DataChangerOf), but only when the
     // filesystem does not claim FUSE_HANDLE_KILLPRIV (v1: "the filesystem
@@ -200,7 +201,7 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // The kernel then truncates with a SETATTR (size 0 and, where due, the
   // mode) after the open, one more request per O_TRUNC open, as on every
   // local filesystem.
-  if (context.kernel_kills_set_id && !context.zero_message_open &&
+  if (context.negotiated.kernel_kills_set_id && !context.negotiated.zero_message_open &&
       (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)) {
     conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   } else {
@@ -219,7 +220,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     // any other: creating a file then costs no LOOKUP round trip. Every
     // create goes through this connection, which drops the negative entry.
     fuse_entry_param negative{};
-    negative.entry_timeout = Context(req).entry_timeout;
+    negative.entry_timeout = Context(req).settings.entry_timeout;
     fuse_reply_entry(req, &negative);
     return;
   }
@@ -227,13 +228,13 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  Context(req).requests.CountForgotten(1);
+  Context(req).stats.requests.CountForgotten(1);
   Fs(req).Forget(ino, nlookup);
   fuse_reply_none(req);
 }
 
 void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  Context(req).requests.CountForgotten(count);
+  Context(req).stats.requests.CountForgotten(count);
   for (size_t i = 0; i < count; ++i) Fs(req).Forget(forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
 }
@@ -241,7 +242,7 @@ void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   absl::StatusOr<struct stat> st = Fs(req).GetAttributes(ino);
   if (!st.ok()) return ReplyError(req, st.status());
-  fuse_reply_attr(req, &*st, Context(req).attr_timeout);
+  fuse_reply_attr(req, &*st, Context(req).settings.attr_timeout);
 }
 
 void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
@@ -280,7 +281,7 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse
   absl::StatusOr<struct stat> st =
       Fs(req).SetAttributes(ino, changes, DataChangerOf(req, kernel_kills));
   if (!st.ok()) return ReplyError(req, st.status());
-  fuse_reply_attr(req, &*st, Context(req).attr_timeout);
+  fuse_reply_attr(req, &*st, Context(req).settings.attr_timeout);
 }
 
 void ReadLink(fuse_req_t req, fuse_ino_t ino) {
@@ -328,15 +329,15 @@ bool KernelKills(const fuse_file_info* fi) {
 #endif
 }
 
-// How an open is served (see FuseContext::direct_io_min): direct I/O for
+// How an open is served (see Negotiated::direct_io_min): direct I/O for
 // O_DIRECT and for files that are large when opened; the page cache for the
 // rest. A new file (`size_at_open` unset) is empty, so its size says
 // nothing: it gets direct I/O, which keeps a large stream at full speed and
 // costs a file written once no more requests than the page cache does
 // (which asks for security.capability before the first write, besides).
 bool ChooseDirectIo(const FuseContext& context, int flags, std::optional<uint64_t> size_at_open) {
-  if (context.direct_io_min == kNeverDirectIo) return false;
-  return (flags & O_DIRECT) || !size_at_open || *size_at_open >= context.direct_io_min;
+  if (context.negotiated.direct_io_min == kNeverDirectIo) return false;
+  return (flags & O_DIRECT) || !size_at_open || *size_at_open >= context.negotiated.direct_io_min;
 }
 
 // The handle (fh) of an open with direct I/O; the others are 0. Requests
@@ -364,7 +365,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // Under zero_message_open the first OPEN's ENOSYS tells the kernel to open
   // every file itself from then on (FUSE_CAP_NO_OPEN_SUPPORT): the open
   // succeeds, with the page cache kept, and no RELEASE follows.
-  if (Context(req).zero_message_open) return (void)fuse_reply_err(req, ENOSYS);
+  if (Context(req).negotiated.zero_message_open) return (void)fuse_reply_err(req, ENOSYS);
   absl::StatusOr<uint64_t> size = Fs(req).Open(ino, fi->flags, DataChangerOf(req, KernelKills(fi)));
   if (!size.ok()) return ReplyError(req, size.status());
   const bool direct_io = ChooseDirectIo(Context(req), fi->flags, *size);
@@ -382,7 +383,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   // Under zero_message_open no RELEASE comes for any file once the kernel
   // opens files itself (fuse_file_put() checks that when the file is
   // closed), so no handle is counted: see Release.
-  const bool counted = !Context(req).zero_message_open;
+  const bool counted = !Context(req).negotiated.zero_message_open;
   absl::StatusOr<struct stat> st =
       Fs(req).Create(parent, name, mode, fi->flags, CallerOf(req),
                      counted ? Filesystem::Handle::kCounted : Filesystem::Handle::kUncounted);
@@ -420,7 +421,7 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_i
   // directly saves libfuse's copy into it.
   char* buffer = UringPayload(req, size);
   if (buffer == nullptr) {
-    buffer = ReadBuffer(Fs(req).arena().device(), size, Context(req).max_request);
+    buffer = ReadBuffer(*Context(req).device, size, Context(req).settings.max_request);
   }
   if (!buffer) {
     fuse_reply_err(req, ENOMEM);
@@ -449,7 +450,7 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t 
 // there is nothing to wait for: ENOSYS makes the kernel stop asking, and
 // fsync then costs no round trip.
 void Fsync(fuse_req_t req, fuse_ino_t ino, int /*datasync*/, fuse_file_info*) {
-  if (!Context(req).cache) {
+  if (!Context(req).settings.cache) {
     fuse_reply_err(req, ENOSYS);
     return;
   }
@@ -460,7 +461,7 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int /*datasync*/, fuse_file_info*) {
 // still come for a file created before the kernel learned to open files
 // itself, and is not one.
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  if (!Context(req).zero_message_open) Fs(req).Release(ino);
+  if (!Context(req).negotiated.zero_message_open) Fs(req).Release(ino);
   fuse_reply_err(req, 0);
 }
 
@@ -650,7 +651,7 @@ struct Counted;
 template <FuseRequest request, typename... Args, void (*handler)(fuse_req_t, Args...)>
 struct Counted<request, handler> {
   static void Serve(fuse_req_t req, Args... args) {
-    Context(req).requests.Count(request);
+    Context(req).stats.requests.Count(request);
     handler(req, args...);
   }
 };
@@ -659,7 +660,7 @@ struct Counted<request, handler> {
 template <FuseRequest request, void (*handler)(void*, fuse_conn_info*)>
 struct Counted<request, handler> {
   static void Serve(void* userdata, fuse_conn_info* conn) {
-    static_cast<FuseContext*>(userdata)->requests.Count(request);
+    static_cast<FuseContext*>(userdata)->stats.requests.Count(request);
     handler(userdata, conn);
   }
 };

@@ -1,6 +1,6 @@
 // What cudafs asks of the kernel at FUSE init and at each open: cache
 // lifetimes, the request size, the direct-I/O threshold (see
-// FuseContext::direct_io_min and ChooseDirectIo in fuse_ops.cc). Apart from
+// Negotiated::direct_io_min and ChooseDirectIo in fuse_ops.cc). Apart from
 // fuse_ops.h so that the option parser names them without libfuse.
 #ifndef CUDAFS_FS_FUSE_KERNEL_SETTINGS_H_
 #define CUDAFS_FS_FUSE_KERNEL_SETTINGS_H_
@@ -35,7 +35,7 @@ inline constexpr uint32_t kLeastDefaultUringDepth = 2;
 inline constexpr uint32_t kMostDefaultUringDepth = 4;
 
 // How long the kernel may keep names and attributes: a day (see
-// FuseContext::attr_timeout).
+// FuseSettings::attr_timeout).
 inline constexpr double kKernelCacheSeconds = 24 * 3600;
 // The default of the direct_io_min= option: files of at least 1 MiB when
 // opened get direct I/O.

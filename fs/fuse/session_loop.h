@@ -33,7 +33,7 @@ void BlockStopSignals();
 
 // Serves `session`, mounted on `mountpoint`, with `threads` workers until it
 // ends, then unmounts it. Each worker receives into a buffer for requests
-// of up to `max_request` bytes (FuseContext::max_request, which Init asks
+// of up to `max_request` bytes (FuseSettings::max_request, which Init asks
 // for as max_write). Returns 0, or -errno when the loop failed.
 int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
                    int threads, size_t max_request);

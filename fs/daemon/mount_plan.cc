@@ -1,0 +1,80 @@
+#include "fs/daemon/mount_plan.h"
+
+#include <algorithm>
+#include <bit>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "alloc/base/sizes.h"
+
+namespace cudafs {
+namespace {
+
+// The largest extent a growing file gets: a 128th of the capacity, from
+// 1 MiB to 32 MiB, and never below min_block. A large file is then backed
+// by GPU allocations of up to 32 MiB (committed about ten times faster per
+// byte than 2 MiB granules; see CudaDevice), while the growth slack an open
+// file may hold stays a small share of a small mount.
+uint64_t MaxExtent(uint64_t capacity, uint64_t min_block) {
+  return std::max(std::clamp<uint64_t>(std::bit_floor(capacity / 128), kMiB, 32 * kMiB),
+                  min_block);
+}
+
+}  // namespace
+
+absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
+                                          const MachineFacts& facts) {
+  // Pinned memory the kernel cannot page out: a budget beyond half the
+  // machine's memory is a typo, not a cache.
+  if (options.cache_bytes > facts.host_memory / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cache=%d exceeds half of this machine's memory (%d bytes)",
+                        options.cache_bytes, facts.host_memory));
+  }
+  FuseSettings fuse;
+  if (options.uring != MountOptions::Uring::kOff) {
+    fuse.uring = facts.no_uring_reason.empty();
+    if (!fuse.uring && options.uring == MountOptions::Uring::kOn) {
+      return absl::FailedPreconditionError(absl::StrCat("uring=on: ", facts.no_uring_reason));
+    }
+  }
+  fuse.uring_depth = options.uring_depth.value_or(DefaultUringDepth(options.max_request));
+  fuse.max_request = facts.allowed_max_request;
+  fuse.request_limit_note = facts.request_limit_note;
+  fuse.workers = options.single_threaded ? 1 : kWorkerThreads;
+  fuse.requested_direct_io_min = options.direct_io_min;
+  fuse.zero_message_open = options.zero_message_open;
+  fuse.cache = options.cache_bytes > 0;
+  return MountPlan(options, facts, std::move(fuse));
+}
+
+absl::StatusOr<uint64_t> MountPlan::Capacity(uint64_t device_memory) const {
+  const uint64_t size = options_.size.Resolve(device_memory, kDefaultSizePercent);
+  if (size < options_.min_block) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("size=%d is smaller than min_block=%d", size, options_.min_block));
+  }
+  if (size > device_memory && options_.backend != BackendKind::kNull) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("size=%d exceeds the device's memory (%d bytes)", size, device_memory));
+  }
+  return (size + options_.min_block - 1) / options_.min_block * options_.min_block;
+}
+
+FilesystemConfig MountPlan::FilesystemConfigFor(uint64_t capacity) const {
+  FilesystemConfig config;
+  config.root_mode = options_.mode;
+  config.root_uid = options_.uid.value_or(facts_.uid);
+  config.root_gid = options_.gid.value_or(facts_.gid);
+  config.max_inodes = options_.nr_inodes.value_or(
+      std::max(capacity / kBytesPerDefaultInode, kLeastDefaultInodes));
+  config.max_extent = MaxExtent(capacity, options_.min_block);
+  config.update_atime = !options_.noatime;
+  config.cache_bytes = options_.cache_bytes;
+  // No RELEASE comes under zero_message_open to say when a writer is done.
+  config.trim_growth_when_idle = options_.zero_message_open;
+  return config;
+}
+
+}  // namespace cudafs

@@ -1,0 +1,80 @@
+// MountPlan: the mount's final settings, worked out in one place from the
+// options and what the machine offers, for every layer that needs them: the
+// arena's size, the filesystem core's configuration, the FUSE glue's
+// settings, the session's workers. Pure: main gathers the facts (device
+// memory, host memory, what the kernel allows) and carries the plan out, so
+// every rule here is unit-tested.
+#ifndef CUDAFS_FS_DAEMON_MOUNT_PLAN_H_
+#define CUDAFS_FS_DAEMON_MOUNT_PLAN_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "fs/core/filesystem.h"
+#include "fs/daemon/mount_options.h"
+#include "fs/fuse/fuse_ops.h"
+
+namespace cudafs {
+
+// What the machine offers, found by main before the device is opened.
+struct MachineFacts {
+  uint64_t host_memory = 0;  // bytes of RAM
+  // Why requests cannot come over io_uring (kernel, libfuse), or empty when
+  // they can.
+  std::string no_uring_reason;
+  // The largest request the kernel will send for max_request= (main may
+  // have raised the kernel's limit to allow it), and a line for the log
+  // saying how that was decided, if it had to be.
+  uint64_t allowed_max_request = kDefaultMaxRequest;
+  std::string request_limit_note;
+  uid_t uid = 0;  // the mounting user
+  gid_t gid = 0;
+};
+
+class MountPlan {
+ public:
+  // Default size=: this share of the device's memory.
+  static constexpr double kDefaultSizePercent = 50;
+  // Default nr_inodes=: one per this many bytes of size, like a filesystem
+  // full of the smallest files it stores efficiently, and at least
+  // kLeastDefaultInodes, enough for a tiny mount's empty files and
+  // directories (the root takes one).
+  static constexpr uint64_t kBytesPerDefaultInode = 4096;
+  static constexpr uint64_t kLeastDefaultInodes = 64;
+  // Workers serving /dev/fuse (each holds a request in flight, so this
+  // bounds the parallel streams whose copies overlap); -s: one.
+  static constexpr uint32_t kWorkerThreads = 16;
+
+  // Everything that needs no device: refuses what the machine cannot honor
+  // (a cache beyond half its memory, uring=on without io_uring).
+  static absl::StatusOr<MountPlan> Make(const MountOptions& options, const MachineFacts& facts);
+
+  // The mount's capacity on a device of `device_memory` bytes: size=
+  // rounded up to min_block (as tmpfs rounds to a page). The Arena hands
+  // out no more than this. Refuses sizes below one block, or beyond the
+  // device (but for the null device, which stores nothing).
+  absl::StatusOr<uint64_t> Capacity(uint64_t device_memory) const;
+
+  // The filesystem core's configuration for an arena of `capacity` bytes.
+  FilesystemConfig FilesystemConfigFor(uint64_t capacity) const;
+  // The FUSE glue's fixed settings.
+  const FuseSettings& fuse() const { return fuse_; }
+
+  const MountOptions& options() const { return options_; }
+
+ private:
+  MountPlan(MountOptions options, const MachineFacts& facts, FuseSettings fuse)
+      : options_(std::move(options)), facts_(facts), fuse_(std::move(fuse)) {}
+
+  MountOptions options_;
+  MachineFacts facts_;
+  FuseSettings fuse_;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_DAEMON_MOUNT_PLAN_H_
