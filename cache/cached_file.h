@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -56,6 +57,8 @@ class CachedFile {
   void TrimTail(uint64_t size) { extents_.TrimTail(size); }
   std::optional<uint64_t> NextData(uint64_t offset) const { return extents_.NextData(offset); }
   uint64_t NextHole(uint64_t offset) const { return extents_.NextHole(offset); }
+  // As ExtentMap's: the arena's bytes, so Flush first.
+  std::vector<DeviceToDevice> CopiesOut(uint64_t size) const { return extents_.CopiesOut(size); }
   uint64_t allocated_bytes() const { return extents_.allocated_bytes(); }
   size_t extent_count() const { return extents_.extent_count(); }
 

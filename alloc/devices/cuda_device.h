@@ -136,6 +136,11 @@ class CudaDevice final : public Device {
   void FreeHostBuffer(void* buffer, size_t length) override;
   void RegisterHostMemory(void* memory, size_t length) override;
   void UnregisterHostMemory(void* memory) override;
+  // One allocation of its own, exported as a POSIX file descriptor (where
+  // the GPU supports those handles), holding the context while it lives
+  // (cuda_export.cc).
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
+      uint64_t size, absl::Span<const DeviceToDevice> copies) override;
 
   // The largest physical allocation Commit makes.
   static constexpr uint64_t kMaxPieceBytes = 32 * kMiB;
@@ -177,8 +182,15 @@ class CudaDevice final : public Device {
   // idle_release.
   void ReleaseWhenIdle();
   bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return context_.load() != nullptr && pieces_.empty() && in_flight_ == 0;
+    return context_.load() != nullptr && pieces_.empty() && in_flight_ == 0 && exports_ == 0;
   }
+
+  // ExportCopy's work, with the context held (cuda_export.cc).
+  class Export;
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> MakeExport(
+      uint64_t length, uint64_t size, absl::Span<const DeviceToDevice> copies);
+  // Frees an export's allocation once its ExportedMemory is gone.
+  void ReleaseExport(PhysicalHandle handle);
 
   // Makes the context current on the calling thread (FUSE worker threads
   // are not ours) and fails fast when it is lost or absent.
@@ -255,6 +267,8 @@ class CudaDevice final : public Device {
   absl::btree_map<uint64_t, Piece> pieces_ ABSL_GUARDED_BY(mu_);
   // Commits and Decommits running driver calls outside mu_.
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // ExportedMemory objects alive: each keeps the context.
+  int exports_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t contexts_created_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread releaser_;

@@ -32,7 +32,8 @@ namespace cudafs {
   X(cuMemHostRegister) X(cuMemHostUnregister)                                      \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuMemcpyAsync)       \
   X(cuMemsetD8Async) X(cuGetErrorName) X(cuGetErrorString)                          \
-  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)
+  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)   \
+  X(cuMemExportToShareableHandle)
 // Entry points cudafs uses when the driver has them (null otherwise).
 #define CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(X) X(cuMemcpyBatchAsync)
 

@@ -15,4 +15,9 @@ void Device::RegisterHostMemory(void* /*memory*/, size_t /*length*/) {}
 
 void Device::UnregisterHostMemory(void* /*memory*/) {}
 
+absl::StatusOr<std::unique_ptr<ExportedMemory>> Device::ExportCopy(
+    uint64_t /*size*/, absl::Span<const DeviceToDevice> /*copies*/) {
+  return absl::UnimplementedError(Describe() + " cannot hand memory to other processes");
+}
+
 }  // namespace cudafs

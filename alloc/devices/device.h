@@ -19,11 +19,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "alloc/base/sizes.h"
+#include "alloc/devices/exported_memory.h"
 
 namespace cudafs {
 
@@ -106,6 +109,15 @@ class Device {
   // come before the memory is freed. The defaults do nothing.
   virtual void RegisterHostMemory(void* memory, size_t length);
   virtual void UnregisterHostMemory(void* memory);
+
+  // A copy of arena bytes in memory of its own that another process can
+  // map (ExportedMemory): `size` bytes, zero but where `copies` put arena
+  // bytes (their destination offsets count from the new memory's start,
+  // and lie below `size`). Unimplemented where the device cannot export
+  // memory (the default, the null device); ResourceExhausted for want of
+  // memory.
+  virtual absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
+      uint64_t size, absl::Span<const DeviceToDevice> copies);
 };
 
 }  // namespace cudafs

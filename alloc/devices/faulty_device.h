@@ -77,6 +77,10 @@ class FaultyDevice final : public Device {
     inner_->RegisterHostMemory(memory, length);
   }
   void UnregisterHostMemory(void* memory) override { inner_->UnregisterHostMemory(memory); }
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
+      uint64_t size, absl::Span<const DeviceToDevice> copies) override {
+    return inner_->ExportCopy(size, copies);
+  }
 
  private:
   bool Fail(FaultOp op);

@@ -1,7 +1,9 @@
 #include "alloc/devices/host_device.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -24,6 +26,21 @@ absl::Status InRange(uint64_t offset, uint64_t length, uint64_t arena_size) {
   }
   return absl::OkStatus();
 }
+
+// A memfd of whole pages.
+class HostExport final : public ExportedMemory {
+ public:
+  HostExport(int fd, uint64_t size, uint64_t mapped) : size_(size), piece_{fd, mapped} {}
+  ~HostExport() override { close(piece_.fd); }
+
+  Kind kind() const override { return Kind::kHost; }
+  uint64_t size() const override { return size_; }
+  absl::Span<const ExportedPiece> pieces() const override { return {&piece_, 1}; }
+
+ private:
+  const uint64_t size_;
+  const ExportedPiece piece_;
+};
 
 }  // namespace
 
@@ -100,6 +117,35 @@ absl::Status HostDevice::Zero(absl::Span<const DeviceRange> ranges) {
   }
   for (const DeviceRange& r : ranges) std::memset(base_ + r.offset, 0, r.length);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ExportedMemory>> HostDevice::ExportCopy(
+    uint64_t size, absl::Span<const DeviceToDevice> copies) {
+  for (const DeviceToDevice& c : copies) {
+    if (absl::Status s = InRange(c.source_offset, c.length, size_); !s.ok()) return s;
+    if (c.destination_offset > size || c.length > size - c.destination_offset) {
+      return absl::InternalError("an export copy lies past the exported size");
+    }
+  }
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t mapped = std::max<uint64_t>(page, (size + page - 1) / page * page);
+  const int fd = memfd_create("cudafs-export", MFD_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "memfd_create");
+  auto exported = std::make_unique<HostExport>(fd, size, mapped);
+  // A fresh memfd reads as zeros: only the copies need writing.
+  if (ftruncate(fd, static_cast<off_t>(mapped)) != 0) {
+    return errno == ENOSPC || errno == ENOMEM
+               ? absl::ResourceExhaustedError("out of host memory for an export")
+               : absl::ErrnoToStatus(errno, "ftruncate of the export");
+  }
+  void* memory = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (memory == MAP_FAILED) return absl::ErrnoToStatus(errno, "mmap of the export");
+  for (const DeviceToDevice& c : copies) {
+    std::memcpy(static_cast<char*>(memory) + c.destination_offset, base_ + c.source_offset,
+                c.length);
+  }
+  munmap(memory, mapped);
+  return exported;
 }
 
 }  // namespace cudafs

@@ -4,6 +4,7 @@
 // The arena is one anonymous mapping reserved without backing
 // (MAP_NORESERVE); Commit faults granules in and Decommit hands them back to
 // the kernel, so resident memory follows what is stored, like tmpfs.
+// ExportCopy copies into a memfd, which another process maps.
 #ifndef CUDAFS_ALLOC_DEVICES_HOST_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_HOST_DEVICE_H_
 
@@ -31,6 +32,8 @@ class HostDevice final : public Device {
   absl::Status Read(absl::Span<const DeviceToHost> copies) override;
   absl::Status Copy(absl::Span<const DeviceToDevice> copies) override;
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
+      uint64_t size, absl::Span<const DeviceToDevice> copies) override;
 
  private:
   HostDevice(char* base, uint64_t size) : base_(base), size_(size) {}

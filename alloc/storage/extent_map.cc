@@ -129,6 +129,16 @@ absl::Status ExtentMap::Read(uint64_t offset, size_t length, char* out) const {
   return arena_->device().Read(copies);
 }
 
+std::vector<DeviceToDevice> ExtentMap::CopiesOut(uint64_t size) const {
+  const uint64_t end = std::min(size, data_end_);
+  std::vector<DeviceToDevice> copies;
+  for (auto it = extents_.begin(); it != extents_.end() && it->first < end; ++it) {
+    const uint64_t piece_end = std::min(end, it->first + it->second.size);
+    copies.push_back({it->first, it->second.offset, piece_end - it->first});
+  }
+  return copies;
+}
+
 void ExtentMap::AppendMapped(uint64_t offset, uint64_t end,
                              std::vector<DeviceRange>* ranges) const {
   auto it = Find(offset);

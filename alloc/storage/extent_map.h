@@ -115,6 +115,12 @@ class ExtentMap {
   // into aligned halves. Space reserved with Reserve past `size` is kept.
   void TrimTail(uint64_t size);
 
+  // Device copies that put the bytes of the first `size` bytes of the file
+  // at the same offsets of another memory (ExportCopy): one per mapped run,
+  // up to the end of the data (beyond it bytes read as zeros). Holes, and
+  // what lies past the data, are left to the destination's zeros.
+  std::vector<DeviceToDevice> CopiesOut(uint64_t size) const;
+
   // First mapped offset >= `offset`, if any (SEEK_DATA).
   std::optional<uint64_t> NextData(uint64_t offset) const;
   // First unmapped offset >= `offset` (SEEK_HOLE; may lie past the size).

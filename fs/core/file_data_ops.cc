@@ -202,6 +202,28 @@ absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const
   return size;
 }
 
+absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportCopy(InodeNumber ino) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  // Exclusive: the flush changes the arena, and no write may come between
+  // it and the copy.
+  absl::MutexLock lock(&inode.mu);
+  if (inode.is_directory()) return PosixError(EISDIR);
+  if (!inode.is_regular() || inode.size == 0) return PosixError(EINVAL, "nothing to map");
+  std::vector<DeviceToDevice> copies;
+  if (CachedFile* data = inode.data()) {
+    if (absl::Status status = data->Flush(); !status.ok()) return status;
+    copies = data->CopiesOut(inode.size);
+  }
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
+      state_->arena->device().ExportCopy(inode.size, copies);
+  if (absl::IsUnimplemented(exported.status())) {
+    return PosixError(EOPNOTSUPP, exported.status().message());
+  }
+  return exported;
+}
+
 absl::Status Filesystem::Allocate(InodeNumber ino, int mode, uint64_t offset, uint64_t length,
                                   const Caller& caller) {
   absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);

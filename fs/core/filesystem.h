@@ -175,6 +175,12 @@ class Filesystem {
                         const Caller& caller);
   // Returns once every byte written to `ino` is in the arena (fsync).
   absl::Status Fsync(InodeNumber ino);
+  // A copy of regular file `ino`'s bytes in memory of its own that another
+  // process can map (the share service, fs/share): cached writes are
+  // flushed first, later writes do not show in it. EINVAL for an empty
+  // file or one that is not regular; EOPNOTSUPP where the device cannot
+  // export memory.
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(InodeNumber ino);
   // SEEK_DATA / SEEK_HOLE (others are the kernel's business).
   absl::StatusOr<uint64_t> Seek(InodeNumber ino, uint64_t offset, int whence);
   absl::StatusOr<size_t> CopyFileRange(InodeNumber in, uint64_t in_offset, InodeNumber out,

@@ -10,6 +10,9 @@ namespace cudafs {
 
 std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view name,
                                                              uid_t caller) {
+  // Anyone who may read the root's attributes may know where to ask; the
+  // service checks each request.
+  if (name == kSocketAttribute && !share_address_.empty()) return share_address_;
   if (name != kStatsAttribute) return std::nullopt;
   // The counters follow everyone's activity on the mount (a side channel
   // on other users' I/O): for root and the user who mounted it only.
@@ -29,7 +32,9 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
 std::optional<absl::Status> ControlPlane::Set(absl::string_view name, absl::string_view value,
                                               uid_t caller) {
   // Read-only, like a file in /proc.
-  if (name == kStatsAttribute) return PosixError(EPERM, "the stats are read-only");
+  if (name == kStatsAttribute || name == kSocketAttribute) {
+    return PosixError(EPERM, "the control attributes are read-only");
+  }
   if (faults_ == nullptr || name != kFaultsAttribute) return std::nullopt;
   if (caller != 0) return PosixError(EPERM, "only root sets the fault plan");
   absl::StatusOr<FaultPlan> plan = ParseFaultPlan(value);
@@ -43,7 +48,9 @@ std::optional<absl::Status> ControlPlane::Set(absl::string_view name, absl::stri
 }
 
 std::optional<absl::Status> ControlPlane::Remove(absl::string_view name) {
-  if (name == kStatsAttribute) return PosixError(EPERM, "the stats are read-only");
+  if (name == kStatsAttribute || name == kSocketAttribute) {
+    return PosixError(EPERM, "the control attributes are read-only");
+  }
   return std::nullopt;
 }
 

@@ -2,6 +2,8 @@
 //
 //   user.cudafs.stats   the mount's counters as "name value" lines (cudafs
 //                       --stats reads it); read-only
+//   user.cudafs.socket  the share service's address (fs/share), "@NAME";
+//                       read-only
 //   user.cudafs.faults  with fault injection on (CUDAFS_FAULT_INJECTION=1, a
 //                       testing aid), root sets the device's fault plan by
 //                       setting it to ParseFaultPlan's text ("off" stops it);
@@ -26,6 +28,7 @@ namespace cudafs {
 
 inline constexpr char kStatsAttribute[] = "user.cudafs.stats";
 inline constexpr char kFaultsAttribute[] = "user.cudafs.faults";
+inline constexpr char kSocketAttribute[] = "user.cudafs.socket";  // CUDAFS_SOCKET_ATTRIBUTE
 
 class ControlPlane final : public ControlAttributes {
  public:
@@ -40,10 +43,15 @@ class ControlPlane final : public ControlAttributes {
                                   uid_t caller) override;
   std::optional<absl::Status> Remove(absl::string_view name) override;
 
+  // The share service's address, once it listens (before the session
+  // serves requests).
+  void set_share_address(std::string address) { share_address_ = std::move(address); }
+
  private:
   const FuseContext* const context_;
   const uid_t owner_;
   FaultyDevice* const faults_;
+  std::string share_address_;
 };
 
 }  // namespace cudafs

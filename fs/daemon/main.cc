@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -43,6 +44,7 @@
 #include "fs/daemon/periodic_task.h"
 #include "fs/fuse/fuse_ops.h"
 #include "fs/fuse/session_loop.h"
+#include "fs/share/share_server.h"
 #ifdef CUDAFS_WITH_CUDA
 #include "alloc/devices/cuda_device.h"
 #endif
@@ -208,26 +210,30 @@ uint64_t RequestLimit(uint64_t wanted, std::string& note) {
   return allowed;
 }
 
-// The kernel reads ahead of mmap and buffered readers by the filesystem's
-// readahead window, which stays at the VM's 128 KiB default whatever
-// max_readahead says (that is only its cap): a safetensors load through
-// mmap then runs 128 KiB requests. As root, raises the window of the mount
-// at `mountpoint` (found in /proc/self/mountinfo, so the filesystem is not
-// touched before it serves) to `bytes`, never lowers it; returns a line
-// saying what happened, for the log.
-std::string RaiseReadahead(const std::string& mountpoint, uint64_t bytes) {
+// "MAJOR:MINOR" of the cudafs mount at `mountpoint`, from
+// /proc/self/mountinfo, so that the filesystem is not touched before it
+// serves (the newest mount there, if several).
+std::optional<std::string> MountDeviceNumbers(const std::string& mountpoint) {
   std::ifstream mounts("/proc/self/mountinfo");
-  std::string line, device;
-  while (std::getline(mounts, line)) {
-    // "ID PARENT MAJOR:MINOR ROOT MOUNTPOINT ... - fuse.cudafs SOURCE ...";
-    // the last match is the newest mount there.
+  std::optional<std::string> device;
+  for (std::string line; std::getline(mounts, line);) {
+    // "ID PARENT MAJOR:MINOR ROOT MOUNTPOINT ... - fuse.cudafs SOURCE ..."
     const std::vector<std::string> fields = absl::StrSplit(line, ' ');
     if (fields.size() > 4 && fields[4] == mountpoint &&
         absl::StrContains(line, " - fuse.cudafs ")) {
       device = fields[2];
     }
   }
-  if (device.empty()) return "readahead: the mount is not in /proc/self/mountinfo; left as is";
+  return device;
+}
+
+// The kernel reads ahead of mmap and buffered readers by the filesystem's
+// readahead window, which stays at the VM's 128 KiB default whatever
+// max_readahead says (that is only its cap): a safetensors load through
+// mmap then runs 128 KiB requests. As root, raises the window of the mount
+// (`device`: MAJOR:MINOR) to `bytes`, never lowers it; returns a line
+// saying what happened, for the log.
+std::string RaiseReadahead(const std::string& device, uint64_t bytes) {
   const std::string path = absl::StrCat("/sys/class/bdi/", device, "/read_ahead_kb");
   uint64_t current_kb = 0;
   if (std::ifstream current(path); !(current >> current_kb)) {
@@ -243,6 +249,27 @@ std::string RaiseReadahead(const std::string& mountpoint, uint64_t bytes) {
     return absl::StrFormat("readahead: cannot raise %s: %s", path, std::strerror(errno));
   }
   return absl::StrFormat("readahead raised from %d to %d KiB (%s)", current_kb, wanted_kb, path);
+}
+
+// The share service for the mount whose files carry device `numbers`
+// (MAJOR:MINOR), letting in whom the mount's options let in; null, with a
+// log line, when it cannot listen (the mount works without it).
+std::unique_ptr<ShareServer> StartSharing(Filesystem& filesystem, const MountOptions& options,
+                                          const std::string& numbers) {
+  unsigned major_number = 0, minor_number = 0;
+  if (std::sscanf(numbers.c_str(), "%u:%u", &major_number, &minor_number) != 2) return nullptr;
+  ShareSettings settings;
+  settings.mount_device = makedev(major_number, minor_number);
+  settings.owner = getuid();
+  settings.allow_other = absl::c_linear_search(options.fuse_options, "allow_other");
+  settings.allow_root = absl::c_linear_search(options.fuse_options, "allow_root");
+  absl::StatusOr<std::unique_ptr<ShareServer>> server =
+      ShareServer::Start(&filesystem, settings);
+  if (!server.ok()) {
+    LogError(absl::StrCat("no sharing: ", server.status().message()));
+    return nullptr;
+  }
+  return *std::move(server);
 }
 
 // major * 100 + minor of a version like "3.18.3" found after `prefix` in
@@ -398,9 +425,17 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
     DetachStdio();
     LogToSyslog(options.mountpoint);
   }
-  if (const std::string note = RaiseReadahead(options.mountpoint, context.settings.max_request);
-      !note.empty()) {
-    LogInfo(note);
+  const std::optional<std::string> numbers = MountDeviceNumbers(options.mountpoint);
+  std::unique_ptr<ShareServer> sharing;
+  if (!numbers) {
+    LogError("the mount is not in /proc/self/mountinfo: no readahead change, no sharing");
+  } else {
+    if (const std::string note = RaiseReadahead(*numbers, context.settings.max_request);
+        !note.empty()) {
+      LogInfo(note);
+    }
+    sharing = StartSharing(filesystem, options, *numbers);
+    if (sharing) control.set_share_address(sharing->address());
   }
   ready.Send(0);
 
@@ -416,6 +451,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
                                     static_cast<int>(context.settings.workers),
                                     context.settings.max_request);
   if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
+  sharing.reset();  // its exports hold device memory
   uring_buffers.UnregisterAll();  // before libfuse frees them
   context.session = nullptr;
   fuse_session_destroy(session);

@@ -1,5 +1,6 @@
 #include "tests/support/fake_cuda_driver.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -55,6 +56,7 @@ struct Mapping {
 struct Physical {
   int fd;
   uint64_t size;
+  bool exportable = false;  // made for POSIX file-descriptor handles
   int mappings = 0;
   bool released = false;  // freed once released and unmapped
 };
@@ -513,7 +515,9 @@ CUresult FakeMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   const CUmemGenericAllocationHandle made = NewHandle();
-  s.physical.emplace(made, Physical{fd, size});
+  s.physical.emplace(
+      made, Physical{fd, size,
+                     prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR});
   *handle = made;
   return CUDA_SUCCESS;
 }
@@ -524,6 +528,22 @@ CUresult FakeMemRelease(CUmemGenericAllocationHandle handle) {
   if (it == s.physical.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
   it->second.released = true;
   s.FreePhysicalIfUnused(handle);
+  return CUDA_SUCCESS;
+}
+
+// The handle is the memfd itself, duplicated: an importer maps it.
+CUresult FakeMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                        CUmemAllocationHandleType type,
+                                        unsigned long long flags) {
+  CUDAFS_FAKE_ENTER("cuMemExportToShareableHandle");
+  auto it = s.physical.find(handle);
+  if (shareable == nullptr || it == s.physical.end() || it->second.released || flags != 0 ||
+      type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !it->second.exportable) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const int fd = fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *static_cast<int*>(shareable) = fd;
   return CUDA_SUCCESS;
 }
 
@@ -869,6 +889,7 @@ CudaDriver MakeDriver() {
   driver.cuMemAddressFree = FakeMemAddressFree;
   driver.cuMemCreate = FakeMemCreate;
   driver.cuMemRelease = FakeMemRelease;
+  driver.cuMemExportToShareableHandle = FakeMemExportToShareableHandle;
   driver.cuMemMap = FakeMemMap;
   driver.cuMemUnmap = FakeMemUnmap;
   driver.cuMemSetAccess = FakeMemSetAccess;

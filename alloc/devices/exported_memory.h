@@ -1,0 +1,40 @@
+// ExportedMemory: memory of its own, outside the arena, holding a copy of
+// file data, that another process maps with no copy of its own. It is
+// handed over as POSIX file descriptors, one per physical piece: memfds for
+// the host device, CUDA allocations exported as file descriptors for the
+// GPU. The importer maps the pieces back to back, in order. The memory
+// lives while this object, or an importer's mapping, holds it.
+#ifndef CUDAFS_ALLOC_DEVICES_EXPORTED_MEMORY_H_
+#define CUDAFS_ALLOC_DEVICES_EXPORTED_MEMORY_H_
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+
+namespace cudafs {
+
+struct ExportedPiece {
+  int fd;         // owned by the ExportedMemory; send a dup, or the fd itself
+  uint64_t size;  // bytes this piece maps: a multiple of the device's unit
+};
+
+class ExportedMemory {
+ public:
+  enum class Kind {
+    kHost,  // memfds: mmap them
+    kCuda,  // CUDA allocations: cuMemImportFromShareableHandle + cuMemMap
+  };
+
+  virtual ~ExportedMemory() = default;
+
+  virtual Kind kind() const = 0;
+  // The GPU whose memory it is (kCuda), or -1.
+  virtual int device_index() const { return -1; }
+  // Bytes of data: the pieces may hold more (rounded up), zeros.
+  virtual uint64_t size() const = 0;
+  virtual absl::Span<const ExportedPiece> pieces() const = 0;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_ALLOC_DEVICES_EXPORTED_MEMORY_H_

@@ -1,0 +1,395 @@
+// libcudafs_client (cudafs.h): finds the mount's share socket, proves
+// access with the file's descriptor, and maps the pieces the daemon hands
+// back. Standalone: only libc and, at run time, libcuda.so.1 (dlopen), so
+// one library serves machines with and without a GPU.
+#include "fs/client/cudafs.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fs/client/protocol.h"
+#ifdef CUDAFS_WITH_CUDA
+#include <cuda.h>
+#endif
+
+struct cudafs_mapping {
+  int memory = 0;
+  int device = -1;
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint64_t mapped = 0;  // bytes of address space: the pieces, back to back
+  bool retained_context = false;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+int Fail(int error, const char* format, ...) {
+  char text[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  last_error = text;
+  return -error;
+}
+
+// Undoes the octal escapes (\040 for a space) of a /proc/self/mountinfo field.
+std::string Unescape(const std::string& field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size()) {
+      out += static_cast<char>(std::stoi(field.substr(i + 1, 3), nullptr, 8));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
+}
+
+// The mountpoint of the cudafs mount whose files have st_dev `device`.
+int FindMount(dev_t device, std::string* mountpoint) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  const std::string numbers = std::to_string(major(device)) + ":" + std::to_string(minor(device));
+  for (std::string line; std::getline(mountinfo, line);) {
+    // "ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS ... - TYPE SOURCE ..."
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    if (dev != numbers) continue;
+    const size_t dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 12, "fuse.cudafs ") != 0) continue;
+    *mountpoint = Unescape(point);
+    return 0;
+  }
+  return Fail(EXDEV, "the file is not on a cudafs mount");
+}
+
+// Connects to the share socket named by the mount root's attribute.
+int Connect(const std::string& mountpoint, int* connection) {
+  char name[256];
+  const ssize_t length = getxattr(mountpoint.c_str(), CUDAFS_SOCKET_ATTRIBUTE, name, sizeof name);
+  if (length <= 1 || name[0] != '@') {
+    return Fail(EXDEV, "%s offers no sharing (%s)", mountpoint.c_str(),
+                length < 0 ? std::strerror(errno) : "no socket named");
+  }
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  const size_t bytes =
+      std::min<size_t>(static_cast<size_t>(length) - 1, sizeof address.sun_path - 1);
+  std::memcpy(address.sun_path + 1, name + 1, bytes);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Fail(errno, "socket: %s", std::strerror(errno));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address),
+              static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + bytes)) != 0) {
+    const int error = errno;
+    close(fd);
+    return Fail(EIO, "cannot reach the cudafs daemon of %s: %s", mountpoint.c_str(),
+                std::strerror(error));
+  }
+  *connection = fd;
+  return 0;
+}
+
+int Send(int connection, uint32_t op, uint32_t flags, int fd) {
+  cudafs_share_request request = {CUDAFS_SHARE_MAGIC, op, flags, 0};
+  iovec io = {&request, sizeof request};
+  msghdr message = {};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (fd >= 0) {
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&message);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  if (sendmsg(connection, &message, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof request)) {
+    return Fail(EIO, "cannot send to the cudafs daemon: %s", std::strerror(errno));
+  }
+  return 0;
+}
+
+int Receive(int connection, cudafs_share_reply* reply, std::vector<int>* fds) {
+  iovec io = {reply, sizeof *reply};
+  msghdr message = {};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_MAX_PIECES)];
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  const ssize_t got = recvmsg(connection, &message, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const size_t at = fds->size();
+    fds->resize(at + count);
+    std::memcpy(fds->data() + at, CMSG_DATA(c), count * sizeof(int));
+  }
+  if (got != static_cast<ssize_t>(sizeof *reply) || reply->magic != CUDAFS_SHARE_MAGIC) {
+    return Fail(EIO, "the cudafs daemon sent no valid reply");
+  }
+  reply->message[sizeof reply->message - 1] = '\0';
+  if (reply->error != 0) return Fail(reply->error, "%s", reply->message);
+  if (reply->pieces == 0 || reply->pieces > CUDAFS_SHARE_MAX_PIECES ||
+      fds->size() != reply->pieces) {
+    return Fail(EIO, "the cudafs daemon sent %zu descriptors for %u pieces", fds->size(),
+                reply->pieces);
+  }
+  return 0;
+}
+
+int MapHost(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs_mapping* out) {
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < reply.pieces; ++i) total += reply.piece_size[i];
+  void* base = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
+    return Fail(ENOMEM, "no address space for %llu bytes", static_cast<unsigned long long>(total));
+  }
+  uint64_t at = 0;
+  for (uint32_t i = 0; i < reply.pieces; ++i) {
+    if (mmap(static_cast<char*>(base) + at, reply.piece_size[i], PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED, fds[i], 0) == MAP_FAILED) {
+      const int error = errno;
+      munmap(base, total);
+      return Fail(error, "mmap of a piece: %s", std::strerror(error));
+    }
+    at += reply.piece_size[i];
+  }
+  out->memory = CUDAFS_MEMORY_HOST;
+  out->address = reinterpret_cast<uintptr_t>(base);
+  out->mapped = total;
+  return 0;
+}
+
+#ifdef CUDAFS_WITH_CUDA
+// The driver entry points the client needs, from libcuda.so.1.
+struct Driver {
+  decltype(&cuInit) init;
+  decltype(&cuDeviceGet) device_get;
+  decltype(&cuCtxGetCurrent) get_current;
+  decltype(&cuCtxSetCurrent) set_current;
+  decltype(&cuDevicePrimaryCtxRetain) retain;
+  decltype(&cuDevicePrimaryCtxRelease) release;
+  decltype(&cuMemImportFromShareableHandle) import;
+  decltype(&cuMemAddressReserve) reserve;
+  decltype(&cuMemAddressFree) address_free;
+  decltype(&cuMemMap) map;
+  decltype(&cuMemUnmap) unmap;
+  decltype(&cuMemSetAccess) set_access;
+  decltype(&cuMemRelease) memory_release;
+};
+
+template <typename T>
+bool Find(void* library, T* entry, const char* name, const char* versioned = nullptr) {
+  void* symbol = versioned != nullptr ? dlsym(library, versioned) : nullptr;
+  if (symbol == nullptr) symbol = dlsym(library, name);
+  *entry = reinterpret_cast<T>(symbol);
+  return symbol != nullptr;
+}
+
+const Driver* LoadDriver() {
+  static const Driver* const driver = []() -> const Driver* {
+    void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) return nullptr;
+    auto* d = new Driver;
+    const bool found =
+        Find(library, &d->init, "cuInit") && Find(library, &d->device_get, "cuDeviceGet") &&
+        Find(library, &d->get_current, "cuCtxGetCurrent") &&
+        Find(library, &d->set_current, "cuCtxSetCurrent") &&
+        Find(library, &d->retain, "cuDevicePrimaryCtxRetain") &&
+        Find(library, &d->release, "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2") &&
+        Find(library, &d->import, "cuMemImportFromShareableHandle") &&
+        Find(library, &d->reserve, "cuMemAddressReserve") &&
+        Find(library, &d->address_free, "cuMemAddressFree") &&
+        Find(library, &d->map, "cuMemMap") && Find(library, &d->unmap, "cuMemUnmap") &&
+        Find(library, &d->set_access, "cuMemSetAccess") &&
+        Find(library, &d->memory_release, "cuMemRelease");
+    if (!found || d->init(0) != CUDA_SUCCESS) {
+      delete d;
+      return nullptr;
+    }
+    return d;
+  }();
+  return driver;
+}
+
+int CudaFail(CUresult result, const char* call) {
+  return Fail(result == CUDA_ERROR_OUT_OF_MEMORY ? ENOMEM : EIO, "%s failed: CUDA error %d",
+              call, static_cast<int>(result));
+}
+
+int MapCuda(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs_mapping* out) {
+  const Driver* cu = LoadDriver();
+  if (cu == nullptr) return Fail(ENOSYS, "the file is in GPU memory and libcuda.so.1 is unusable");
+  CUcontext context = nullptr;
+  if (CUresult r = cu->get_current(&context); r != CUDA_SUCCESS) {
+    return CudaFail(r, "cuCtxGetCurrent");
+  }
+  CUdevice device;
+  if (CUresult r = cu->device_get(&device, reply.device); r != CUDA_SUCCESS) {
+    return CudaFail(r, "cuDeviceGet");
+  }
+  if (context == nullptr) {
+    // No context on this thread: the device's primary one, which is what
+    // the CUDA runtime (and so PyTorch) uses.
+    if (CUresult r = cu->retain(&context, device); r != CUDA_SUCCESS) {
+      return CudaFail(r, "cuDevicePrimaryCtxRetain");
+    }
+    out->retained_context = true;
+    cu->set_current(context);
+  }
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < reply.pieces; ++i) total += reply.piece_size[i];
+  CUdeviceptr base = 0;
+  CUresult result = cu->reserve(&base, total, 0, 0, 0);
+  if (result != CUDA_SUCCESS) {
+    if (out->retained_context) cu->release(device);
+    return CudaFail(result, "cuMemAddressReserve");
+  }
+  uint64_t at = 0;
+  for (uint32_t i = 0; i < reply.pieces && result == CUDA_SUCCESS; ++i) {
+    CUmemGenericAllocationHandle handle;
+    result = cu->import(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fds[i])),
+                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (result != CUDA_SUCCESS) break;
+    result = cu->map(base + at, reply.piece_size[i], 0, handle, 0);
+    cu->memory_release(handle);  // the mapping holds the memory now
+    if (result == CUDA_SUCCESS) at += reply.piece_size[i];
+  }
+  if (result == CUDA_SUCCESS) {
+    CUmemAccessDesc access = {};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = reply.device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    result = cu->set_access(base, total, &access, 1);
+  }
+  if (result != CUDA_SUCCESS) {
+    if (at > 0) cu->unmap(base, at);
+    cu->address_free(base, total);
+    if (out->retained_context) cu->release(device);
+    return CudaFail(result, "importing the file's memory");
+  }
+  out->memory = CUDAFS_MEMORY_CUDA;
+  out->device = reply.device;
+  out->address = base;
+  out->mapped = total;
+  return 0;
+}
+#endif
+
+}  // namespace
+
+extern "C" {
+
+int cudafs_map_fd(int fd, int flags, cudafs_mapping** mapping) {
+  if (mapping == nullptr) return Fail(EINVAL, "no place for the mapping");
+  *mapping = nullptr;
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Fail(errno, "fstat: %s", std::strerror(errno));
+  std::string mountpoint;
+  if (int r = FindMount(st.st_dev, &mountpoint); r != 0) return r;
+  int connection = -1;
+  if (int r = Connect(mountpoint, &connection); r != 0) return r;
+  cudafs_share_reply reply;
+  std::vector<int> fds;
+  const uint32_t share_flags = (flags & CUDAFS_MAP_WRITABLE) ? CUDAFS_SHARE_WRITABLE : 0;
+  int result = Send(connection, CUDAFS_SHARE_MAP, share_flags, fd);
+  if (result == 0) result = Receive(connection, &reply, &fds);
+  auto* out = new cudafs_mapping;
+  if (result == 0) {
+    out->size = reply.size;
+    if (reply.kind == CUDAFS_SHARE_HOST) {
+      result = MapHost(reply, fds, out);
+    } else if (reply.kind == CUDAFS_SHARE_CUDA) {
+#ifdef CUDAFS_WITH_CUDA
+      result = MapCuda(reply, fds, out);
+#else
+      result = Fail(ENOSYS, "the file is in GPU memory and this library was built without CUDA");
+#endif
+    } else {
+      result = Fail(EIO, "the cudafs daemon sent memory of an unknown kind");
+    }
+  }
+  for (int piece : fds) close(piece);
+  // The daemon lets go of its handles once ours are made.
+  if (result == 0) Send(connection, CUDAFS_SHARE_IMPORTED, 0, -1);
+  close(connection);
+  if (result != 0) {
+    delete out;
+    return result;
+  }
+  *mapping = out;
+  return 0;
+}
+
+int cudafs_map(const char* path, int flags, cudafs_mapping** mapping) {
+  const int fd = open(path, ((flags & CUDAFS_MAP_WRITABLE) ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) return Fail(errno, "%s: %s", path, std::strerror(errno));
+  const int result = cudafs_map_fd(fd, flags, mapping);
+  close(fd);
+  return result;
+}
+
+int cudafs_unmap(cudafs_mapping* mapping) {
+  if (mapping == nullptr) return 0;
+  int result = 0;
+  if (mapping->memory == CUDAFS_MEMORY_HOST) {
+    munmap(reinterpret_cast<void*>(mapping->address), mapping->mapped);
+  }
+#ifdef CUDAFS_WITH_CUDA
+  if (mapping->memory == CUDAFS_MEMORY_CUDA) {
+    const Driver* cu = LoadDriver();
+    if (CUresult r = cu->unmap(mapping->address, mapping->mapped); r != CUDA_SUCCESS) {
+      result = CudaFail(r, "cuMemUnmap");
+    }
+    cu->address_free(mapping->address, mapping->mapped);
+    CUdevice device;
+    if (mapping->retained_context && cu->device_get(&device, mapping->device) == CUDA_SUCCESS) {
+      cu->release(device);
+    }
+  }
+#endif
+  delete mapping;
+  return result;
+}
+
+uint64_t cudafs_mapping_address(const cudafs_mapping* mapping) { return mapping->address; }
+
+void* cudafs_mapping_pointer(const cudafs_mapping* mapping) {
+  return mapping->memory == CUDAFS_MEMORY_HOST ? reinterpret_cast<void*>(mapping->address)
+                                               : nullptr;
+}
+
+uint64_t cudafs_mapping_size(const cudafs_mapping* mapping) { return mapping->size; }
+
+int cudafs_mapping_memory(const cudafs_mapping* mapping) { return mapping->memory; }
+
+int cudafs_mapping_device(const cudafs_mapping* mapping) { return mapping->device; }
+
+const char* cudafs_last_error(void) { return last_error.c_str(); }
+
+}  // extern "C"

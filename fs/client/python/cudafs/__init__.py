@@ -1,0 +1,226 @@
+"""Map files of a cudafs mount into this process's memory with no copy
+through FUSE: GPU memory for a GPU-backed mount, host memory for a
+host-backed one. Pure Python over libcudafs_client (fs/client/cudafs.h)
+through ctypes; torch is imported only by load_safetensors.
+
+    import cudafs
+    with cudafs.map("/mnt/gpu/model.bin") as m:
+        t = torch.as_tensor(m, device="cuda")      # uint8, no copy
+    tensors = cudafs.load_safetensors("/mnt/gpu/model.safetensors")
+
+A mapping is a private copy of the file's bytes made inside the device (a
+copy within VRAM on a GPU): it costs memory equal to the file until
+closed, later writes to the file do not show in it, and it stays valid
+when the file is removed or the mount goes away. Shared, writable mappings
+(writable=True) are not built yet and raise OSError(EOPNOTSUPP).
+"""
+
+import ctypes
+import errno
+import json
+import os
+import struct
+
+__all__ = ["Mapping", "map", "load_safetensors"]
+
+_HOST = 1
+_CUDA = 2
+
+
+def _load_library():
+    candidates = []
+    if os.environ.get("CUDAFS_CLIENT_LIBRARY"):
+        candidates.append(os.environ["CUDAFS_CLIENT_LIBRARY"])
+    # Installed: PREFIX/lib/python3/dist-packages/cudafs -> PREFIX/lib.
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates.append(os.path.join(here, "..", "..", "..", "libcudafs_client.so"))
+    candidates.append("libcudafs_client.so")
+    errors = []
+    for path in candidates:
+        try:
+            library = ctypes.CDLL(path)
+        except OSError as error:
+            errors.append(str(error))
+            continue
+        library.cudafs_map.argtypes = [ctypes.c_char_p, ctypes.c_int,
+                                       ctypes.POINTER(ctypes.c_void_p)]
+        library.cudafs_unmap.argtypes = [ctypes.c_void_p]
+        for name, result in (("cudafs_mapping_address", ctypes.c_uint64),
+                             ("cudafs_mapping_size", ctypes.c_uint64),
+                             ("cudafs_mapping_memory", ctypes.c_int),
+                             ("cudafs_mapping_device", ctypes.c_int)):
+            getattr(library, name).argtypes = [ctypes.c_void_p]
+            getattr(library, name).restype = result
+        library.cudafs_last_error.restype = ctypes.c_char_p
+        return library
+    raise ImportError("libcudafs_client.so not found (set CUDAFS_CLIENT_LIBRARY): "
+                      + "; ".join(errors))
+
+
+_lib = _load_library()
+
+
+def _raise(result, path):
+    error = -result
+    message = _lib.cudafs_last_error().decode(errors="replace")
+    raise OSError(error, message or os.strerror(error), path)
+
+
+class _Handle:
+    """Owns one cudafs_mapping; unmapped by close() or when collected."""
+
+    def __init__(self, path, writable):
+        self._mapping = ctypes.c_void_p()
+        result = _lib.cudafs_map(os.fsencode(path), 1 if writable else 0,
+                                 ctypes.byref(self._mapping))
+        if result != 0:
+            _raise(result, path)
+        self.address = _lib.cudafs_mapping_address(self._mapping)
+        self.size = _lib.cudafs_mapping_size(self._mapping)
+        self.memory = _lib.cudafs_mapping_memory(self._mapping)
+        self.device = _lib.cudafs_mapping_device(self._mapping)
+
+    def close(self):
+        if self._mapping:
+            mapping, self._mapping = self._mapping, ctypes.c_void_p()
+            result = _lib.cudafs_unmap(mapping)
+            if result != 0:
+                _raise(result, None)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing to tell anyone
+            pass
+
+
+class _MappingMethods:
+    """What every mapping offers; see map()."""
+
+    @property
+    def ptr(self):
+        """The address: a CUdeviceptr for GPU memory, else a host address."""
+        self._check_open()
+        return self._handle.address
+
+    @property
+    def size(self):
+        return self._handle.size
+
+    @property
+    def is_cuda(self):
+        return self._handle.memory == _CUDA
+
+    @property
+    def device(self):
+        """The GPU's index, or None for host memory."""
+        return self._handle.device if self.is_cuda else None
+
+    @property
+    def closed(self):
+        return not self._handle._mapping
+
+    def close(self):
+        """Unmaps. Tensors or views made from the mapping must be gone."""
+        self._handle.close()
+
+    def _check_open(self):
+        if self.closed:
+            raise ValueError("the mapping is closed")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Mapping(_MappingMethods):
+    """A mapping of GPU memory; exposes __cuda_array_interface__ (bytes)."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    @property
+    def __cuda_array_interface__(self):
+        self._check_open()
+        return {"shape": (self._handle.size,), "typestr": "|u1",
+                "data": (self._handle.address, False), "version": 3,
+                "strides": None, "stream": None}
+
+    def __len__(self):
+        return self._handle.size
+
+    def __repr__(self):
+        state = "closed" if self.closed else "cuda:%d at 0x%x" % (self.device, self.ptr)
+        return "<cudafs.Mapping %d bytes, %s>" % (self.size, state)
+
+
+def _host_mapping(handle):
+    # A ctypes array over the memory: the buffer protocol for every Python
+    # 3 (memoryview(m), numpy.frombuffer, torch.frombuffer), no copy.
+    class HostMapping(ctypes.c_ubyte * handle.size, _MappingMethods):
+        def __repr__(self):
+            state = "closed" if self.closed else "host at 0x%x" % self.ptr
+            return "<cudafs.Mapping %d bytes, %s>" % (self.size, state)
+
+    mapping = HostMapping.from_address(handle.address)
+    mapping._handle = handle
+    return mapping
+
+
+def map(path, writable=False):
+    """Maps the whole file at `path` (see the module's doc).
+
+    GPU memory comes in the calling thread's current CUDA context, or the
+    device's primary context (the one PyTorch uses) when there is none.
+    Raises OSError with the errno of fs/client/cudafs.h: EXDEV for a file
+    not on cudafs, EINVAL for an empty one, EACCES without allow_other,
+    EOPNOTSUPP for writable=True or a backend that cannot hand out memory.
+    """
+    handle = _Handle(path, writable)
+    if handle.memory == _CUDA:
+        return Mapping(handle)
+    return _host_mapping(handle)
+
+
+_SAFETENSORS_DTYPES = {
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
+    "BOOL": "bool", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+}
+
+
+def load_safetensors(path, device="cuda"):
+    """The tensors of a .safetensors file on the mount, as a dict of torch
+    tensors that view one mapping of the file (no copy through the host).
+    The mapping lives as long as any of the tensors. `device` must be where
+    the mapping is ("cuda" or "cuda:N" for a GPU-backed mount, "cpu" for a
+    host-backed one); other devices raise ValueError (use .to())."""
+    import torch
+
+    with open(path, "rb") as f:
+        (header_size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(header_size))
+    mapping = map(path)
+    if mapping.is_cuda:
+        where = torch.device("cuda", mapping.device)
+        everything = torch.as_tensor(mapping, device=where)
+    else:
+        where = torch.device("cpu")
+        everything = torch.frombuffer(mapping, dtype=torch.uint8)
+    wanted = torch.device(device)
+    if wanted.type != where.type or (wanted.index is not None and wanted.index != where.index):
+        mapping.close()
+        raise ValueError("the file is mapped on %s, not %s" % (where, wanted))
+    start = 8 + header_size
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = getattr(torch, _SAFETENSORS_DTYPES[info["dtype"]])
+        begin, end = info["data_offsets"]
+        raw = everything[start + begin:start + end]
+        tensors[name] = raw.view(dtype).reshape(info["shape"])
+    return tensors

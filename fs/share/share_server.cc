@@ -1,0 +1,221 @@
+#include "fs/share/share_server.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "alloc/base/errors.h"
+#include "alloc/base/log.h"
+#include "fs/client/protocol.h"
+
+namespace cudafs {
+namespace {
+
+// A client that stalls mid-request holds a connection no longer than this.
+constexpr timeval kReceiveTimeout = {5, 0};
+
+// Receives one request and the descriptor that came with it (-1 if none).
+// False on EOF, a timeout or a malformed message.
+bool ReceiveRequest(int connection, cudafs_share_request* request, int* fd) {
+  *fd = -1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  iovec io = {request, sizeof *request};
+  msghdr message = {};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  const ssize_t got = recvmsg(connection, &message, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      int fds[1];
+      std::memcpy(fds, CMSG_DATA(c), std::min<size_t>(count, 1) * sizeof(int));
+      if (count >= 1) *fd = fds[0];
+    }
+  }
+  if (message.msg_flags & MSG_CTRUNC) {  // more descriptors than asked for
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+    return false;
+  }
+  return got == static_cast<ssize_t>(sizeof *request) && request->magic == CUDAFS_SHARE_MAGIC;
+}
+
+void SendReply(int connection, const cudafs_share_reply& reply, const int* fds, size_t count) {
+  iovec io = {const_cast<cudafs_share_reply*>(&reply), sizeof reply};
+  msghdr message = {};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_MAX_PIECES)];
+  if (count > 0) {
+    message.msg_control = control;
+    message.msg_controllen = CMSG_SPACE(sizeof(int) * count);
+    cmsghdr* c = CMSG_FIRSTHDR(&message);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * count);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * count);
+  }
+  (void)sendmsg(connection, &message, MSG_NOSIGNAL);
+}
+
+cudafs_share_reply ErrorReply(int error, absl::string_view why) {
+  cudafs_share_reply reply = {};
+  reply.magic = CUDAFS_SHARE_MAGIC;
+  reply.error = error;
+  reply.device = -1;
+  absl::SNPrintF(reply.message, sizeof reply.message, "%s", why);
+  return reply;
+}
+
+// Whether the peer of `connection` may use the mount (FUSE's rule).
+bool PeerAllowed(int connection, const ShareSettings& settings) {
+  ucred peer = {};
+  socklen_t length = sizeof peer;
+  if (getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return false;
+  return settings.allow_other || peer.uid == settings.owner ||
+         (settings.allow_root && peer.uid == 0);
+}
+
+// The inode `fd` stands for, after the checks of the class comment.
+absl::StatusOr<InodeNumber> CheckDescriptor(int fd, uint32_t flags, dev_t mount_device) {
+  if (fd < 0) return PosixError(EBADF, "no descriptor came with the request");
+  const int status_flags = fcntl(fd, F_GETFL);
+  if (status_flags < 0) return PosixError(EBADF, "the descriptor is not open");
+  if (status_flags & O_PATH) return PosixError(EBADF, "an O_PATH descriptor grants no access");
+  const int access = status_flags & O_ACCMODE;
+  if (flags & CUDAFS_SHARE_WRITABLE) {
+    if (access != O_RDWR) {
+      return PosixError(EACCES, "a writable mapping needs a descriptor open for reading and "
+                                "writing");
+    }
+  } else if (access == O_WRONLY) {
+    return PosixError(EBADF, "a copy needs a descriptor open for reading");
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) return PosixError(errno, "fstat of the descriptor");
+  if (st.st_dev != mount_device) {
+    return PosixError(EXDEV, "the descriptor is not of a file on this mount");
+  }
+  if (S_ISDIR(st.st_mode)) return PosixError(EISDIR, "a directory cannot be mapped");
+  if (!S_ISREG(st.st_mode)) return PosixError(EINVAL, "only regular files can be mapped");
+  return static_cast<InodeNumber>(st.st_ino);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShareServer>> ShareServer::Start(Filesystem* filesystem,
+                                                                const ShareSettings& settings) {
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return absl::ErrnoToStatus(errno, "socket");
+  std::random_device random;
+  const std::string name = absl::StrFormat("cudafs-%d-%08x%08x", getpid(), random(), random());
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
+  const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      listen(listener, kMaxConnections) != 0) {
+    const int error = errno;
+    close(listener);
+    return absl::ErrnoToStatus(error, "cannot listen on the share socket");
+  }
+  std::unique_ptr<ShareServer> server(new ShareServer(filesystem, settings, listener, "@" + name));
+  server->acceptor_ = std::thread([raw = server.get()] { raw->Accept(); });
+  return server;
+}
+
+ShareServer::~ShareServer() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (int connection : connections_) shutdown(connection, SHUT_RDWR);
+  }
+  shutdown(listener_, SHUT_RDWR);  // wakes accept()
+  acceptor_.join();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](absl::flat_hash_set<int>* open) { return open->empty(); }, &connections_));
+  close(listener_);
+}
+
+void ShareServer::Accept() {
+  for (;;) {
+    const int connection = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (connection < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      absl::MutexLock lock(&mu_);
+      if (!stopping_) LogError(absl::StrCat("share socket: accept: ", std::strerror(errno)));
+      return;
+    }
+    setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &kReceiveTimeout, sizeof kReceiveTimeout);
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_ || connections_.size() >= static_cast<size_t>(kMaxConnections)) {
+        SendReply(connection, ErrorReply(EAGAIN, "too many requests at once"), nullptr, 0);
+        close(connection);
+        continue;
+      }
+      connections_.insert(connection);
+    }
+    std::thread([this, connection] {
+      Serve(connection);
+      absl::MutexLock lock(&mu_);
+      connections_.erase(connection);
+      close(connection);
+    }).detach();
+  }
+}
+
+void ShareServer::Serve(int connection) {
+  cudafs_share_request request;
+  int fd;
+  if (!ReceiveRequest(connection, &request, &fd)) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  absl::StatusOr<InodeNumber> ino =
+      request.op != CUDAFS_SHARE_MAP ? PosixError(EINVAL, "unknown request")
+      : !PeerAllowed(connection, settings_)
+          ? PosixError(EACCES, "this mount lets only its owner in (allow_other lets others)")
+          : CheckDescriptor(fd, request.flags, settings_.mount_device);
+  if (fd >= 0) close(fd);
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
+      !ino.ok() ? ino.status()
+      : (request.flags & CUDAFS_SHARE_WRITABLE)
+          ? PosixError(EOPNOTSUPP, "shared, writable mappings are not built yet: map a copy")
+          : filesystem_->ExportCopy(*ino);
+  if (!exported.ok()) {
+    const int error = ToErrno(exported.status());
+    if (error == EIO) LogError(exported.status().ToString());
+    SendReply(connection, ErrorReply(error, exported.status().message()), nullptr, 0);
+    return;
+  }
+  const absl::Span<const ExportedPiece> pieces = (*exported)->pieces();
+  cudafs_share_reply reply = ErrorReply(0, "");
+  reply.kind = (*exported)->kind() == ExportedMemory::Kind::kCuda ? CUDAFS_SHARE_CUDA
+                                                                   : CUDAFS_SHARE_HOST;
+  reply.device = (*exported)->device_index();
+  reply.size = (*exported)->size();
+  reply.pieces = static_cast<uint32_t>(pieces.size());
+  int fds[CUDAFS_SHARE_MAX_PIECES];
+  for (size_t i = 0; i < pieces.size() && i < CUDAFS_SHARE_MAX_PIECES; ++i) {
+    reply.piece_size[i] = pieces[i].size;
+    fds[i] = pieces[i].fd;
+  }
+  SendReply(connection, reply, fds, pieces.size());
+  // Our handles go once the client has its own (or gave up).
+  cudafs_share_request imported;
+  int unexpected;
+  if (ReceiveRequest(connection, &imported, &unexpected) && unexpected >= 0) close(unexpected);
+}
+
+}  // namespace cudafs

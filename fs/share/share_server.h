@@ -1,0 +1,85 @@
+// ShareServer: the socket through which a program maps a file of the mount
+// into its own memory, GPU memory for the GPU backend, with no copy
+// through FUSE (the wire format: fs/client/protocol.h; the client:
+// fs/client/cudafs.h). A layer beside the FUSE glue, over the same
+// Filesystem.
+//
+// A request proves access with an open descriptor of the file (SCM_RIGHTS),
+// which must be of this mount, of a regular file, not O_PATH, and open for
+// reading (a private copy) or for reading and writing (a shared mapping);
+// the peer's uid must be one the mount lets in, as FUSE decides: the
+// mounting user, anyone with allow_other, root with allow_root.
+//
+// What is built: private copies (Filesystem::ExportCopy). Shared mappings
+// of the file's own memory are refused with EOPNOTSUPP (docs/DESIGN.md,
+// "Sharing files").
+//
+// The socket is abstract ("@cudafs-PID-RANDOM"): nothing on disk to clean
+// up, gone with the daemon, and its unguessable name is published only
+// through the mount root's CUDAFS_SOCKET_ATTRIBUTE.
+#ifndef CUDAFS_FS_SHARE_SHARE_SERVER_H_
+#define CUDAFS_FS_SHARE_SHARE_SERVER_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "fs/core/filesystem.h"
+
+namespace cudafs {
+
+struct ShareSettings {
+  dev_t mount_device = 0;  // st_dev of the mount's files
+  uid_t owner = 0;         // the mounting user
+  bool allow_other = false;
+  bool allow_root = false;
+};
+
+class ShareServer {
+ public:
+  // Connections served at once; more are refused with EAGAIN.
+  static constexpr int kMaxConnections = 16;
+
+  // Listens on a fresh abstract socket and serves from a thread of its own.
+  // `filesystem` must outlive the server.
+  static absl::StatusOr<std::unique_ptr<ShareServer>> Start(Filesystem* filesystem,
+                                                            const ShareSettings& settings);
+  // Stops listening, ends the connections and waits for them.
+  ~ShareServer();
+
+  ShareServer(const ShareServer&) = delete;
+  ShareServer& operator=(const ShareServer&) = delete;
+
+  // "@NAME": what the mount root's CUDAFS_SOCKET_ATTRIBUTE says.
+  const std::string& address() const { return address_; }
+
+ private:
+  ShareServer(Filesystem* filesystem, const ShareSettings& settings, int listener,
+              std::string address)
+      : filesystem_(filesystem), settings_(settings), listener_(listener),
+        address_(std::move(address)) {}
+
+  void Accept();
+  // Serves one connection, then closes it.
+  void Serve(int connection);
+
+  Filesystem* const filesystem_;
+  const ShareSettings settings_;
+  const int listener_;
+  const std::string address_;
+  std::thread acceptor_;
+  absl::Mutex mu_;
+  // Connections being served (shut down on destruction).
+  absl::flat_hash_set<int> connections_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_SHARE_SHARE_SERVER_H_
