@@ -6,6 +6,8 @@
 
 #ifdef CUDAFS_WITH_CUDA
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -268,6 +270,44 @@ TEST_F(CudaContextLifetimeTest, ConcurrentUseWhileTheContextComesAndGoes) {
   EXPECT_GE(device->stats().contexts_created, 1u);
   ASSERT_TRUE(AwaitRelease(*device));
   ExpectNothingHeld();
+}
+
+// ExportCopy: the copy lands in an allocation of its own, zero but for the
+// copies, exported as a descriptor an importer maps (the fake's is the
+// memfd behind it); the export keeps the context until it is gone.
+TEST_F(CudaContextLifetimeTest, AnExportIsACopyOfItsOwnThatKeepsTheContext) {
+  std::unique_ptr<CudaDevice> device = Open(absl::Milliseconds(20));
+  ASSERT_NE(device, nullptr);
+  ASSERT_TRUE(device->Commit(0, kGranule).ok());
+  const std::string data(100000, 'd');
+  ASSERT_TRUE(device->Write({{4096, data.data(), data.size()}}).ok());
+  constexpr uint64_t kSize = 3 * kMiB + 5;
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
+      device->ExportCopy(kSize, {{kMiB, 4096, data.size()}});
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  ASSERT_TRUE(device->Decommit(0, kGranule).ok());
+  EXPECT_EQ((*exported)->kind(), ExportedMemory::Kind::kCuda);
+  EXPECT_EQ((*exported)->size(), kSize);
+  ASSERT_EQ((*exported)->pieces().size(), 1u);
+  const ExportedPiece piece = (*exported)->pieces()[0];
+  EXPECT_EQ(piece.size, 2 * kGranule) << "whole granules";
+  void* view = mmap(nullptr, piece.size, PROT_READ, MAP_SHARED, piece.fd, 0);
+  ASSERT_NE(view, MAP_FAILED);
+  const std::string_view bytes(static_cast<const char*>(view), piece.size);
+  EXPECT_EQ(bytes.substr(kMiB, data.size()), data);
+  EXPECT_EQ(bytes.substr(0, kMiB), std::string(kMiB, '\0')) << "fresh memory is zeroed";
+  EXPECT_EQ(bytes.substr(kMiB + data.size()), std::string(piece.size - kMiB - data.size(), '\0'));
+  munmap(view, piece.size);
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_TRUE(device->stats().has_context) << "the export holds it, though nothing is stored";
+  exported->reset();
+  EXPECT_TRUE(AwaitRelease(*device));
+  ExpectNothingHeld();
+  // Out of range, or past the size: refused, nothing made.
+  EXPECT_FALSE(device->ExportCopy(kMiB, {{0, 2 * kGiB, 10}}).ok());
+  EXPECT_FALSE(device->ExportCopy(kMiB, {{kMiB - 5, 0, 10}}).ok());
+  fake_.set_vram_limit(kGranule);
+  EXPECT_TRUE(absl::IsResourceExhausted(device->ExportCopy(2 * kGranule, {}).status()));
 }
 
 }  // namespace

@@ -1,0 +1,236 @@
+// The share service (fs/share) through the client library (fs/client) and
+// the raw protocol: a private copy of a file mapped into this process,
+// what it holds and how long it lives, and who is refused. The CUDA
+// instance checks what can be seen without touching GPU memory; the bytes
+// on the GPU are checked by bench/share_gpu.py on the GPU machine.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/xattr.h>
+
+#include <csignal>
+#include <cstring>
+
+#include "fs/client/cudafs.h"
+#include "fs/client/protocol.h"
+#include "tests/mount/mount_fixture.h"
+
+namespace cudafs_test {
+namespace {
+
+using ShareTest = FsTest;
+
+// A mapping that unmaps itself.
+struct Mapped {
+  ~Mapped() { cudafs_unmap(mapping); }
+  cudafs_mapping* mapping = nullptr;
+  std::string_view bytes() const {
+    return {static_cast<const char*>(cudafs_mapping_pointer(mapping)),
+            static_cast<size_t>(cudafs_mapping_size(mapping))};
+  }
+};
+
+// The share socket's address ("@NAME") of the mount at `root`.
+std::string SocketOf(const std::string& root) {
+  char name[256];
+  const ssize_t length = getxattr(root.c_str(), CUDAFS_SOCKET_ATTRIBUTE, name, sizeof name);
+  return length > 1 ? std::string(name, length) : "";
+}
+
+// Sends a MAP request with `fd` straight to the share socket at `socket`,
+// as a client other than the library might: the daemon's answer (an
+// errno), or a negative number when it gave none.
+int RawMap(const std::string& socket_address, int fd, uint32_t flags) {
+  if (socket_address.size() < 2) return -1;
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, socket_address.data() + 1, socket_address.size() - 1);
+  Fd connection(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (connect(connection.get(), reinterpret_cast<sockaddr*>(&address),
+              offsetof(sockaddr_un, sun_path) + socket_address.size()) != 0) {
+    return -2;
+  }
+  cudafs_share_request request = {CUDAFS_SHARE_MAGIC, CUDAFS_SHARE_MAP, flags, 0};
+  iovec io = {&request, sizeof request};
+  msghdr message = {};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&message);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  if (sendmsg(connection.get(), &message, 0) != sizeof request) return -3;
+  cudafs_share_reply reply = {};
+  alignas(cmsghdr) char received[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_MAX_PIECES)];
+  iovec in = {&reply, sizeof reply};
+  msghdr answer = {};
+  answer.msg_iov = &in;
+  answer.msg_iovlen = 1;
+  answer.msg_control = received;
+  answer.msg_controllen = sizeof received;
+  if (recvmsg(connection.get(), &answer, MSG_WAITALL | MSG_CMSG_CLOEXEC) != sizeof reply) {
+    return -4;
+  }
+  for (cmsghdr* r = CMSG_FIRSTHDR(&answer); r != nullptr; r = CMSG_NXTHDR(&answer, r)) {
+    for (size_t i = 0; i < (r->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+      close(reinterpret_cast<int*>(CMSG_DATA(r))[i]);
+    }
+  }
+  return reply.error;
+}
+
+TEST_P(ShareTest, MapsACopyOfWhatWasWrittenHolesAndCachedWritesIncluded) {
+  SKIP_UNLESS_CUDAFS();
+  const std::string path = Path("f");
+  std::string data = RandomBytes(5 << 20, 1);
+  std::memset(data.data() + (1 << 20), 0, 2 << 20);  // a hole, below
+  {
+    Fd fd(open(path.c_str(), O_WRONLY | O_CREAT, 0644));
+    ASSERT_TRUE(fd.valid());
+    ASSERT_TRUE(WriteAll(fd.get(), std::string_view(data).substr(0, 1 << 20), 0));
+    ASSERT_TRUE(WriteAll(fd.get(), std::string_view(data).substr(3 << 20), 3 << 20));
+    // A small write, which the write-back cache holds: the map flushes it.
+    ASSERT_TRUE(WriteAll(fd.get(), "tail", 5 << 20));
+  }
+  data += "tail";
+  Mapped m;
+  ASSERT_EQ(cudafs_map(path.c_str(), 0, &m.mapping), 0) << cudafs_last_error();
+  EXPECT_EQ(cudafs_mapping_size(m.mapping), data.size());
+  if (backend() == "cuda") {
+    EXPECT_EQ(cudafs_mapping_memory(m.mapping), CUDAFS_MEMORY_CUDA);
+    EXPECT_GE(cudafs_mapping_device(m.mapping), 0);
+    EXPECT_EQ(cudafs_mapping_pointer(m.mapping), nullptr);
+    return;
+  }
+  EXPECT_EQ(cudafs_mapping_memory(m.mapping), CUDAFS_MEMORY_HOST);
+  EXPECT_TRUE(BytesEqual(m.bytes(), data));
+}
+
+// A private copy: the file's later changes do not show in it, its own do
+// not reach the file, and it outlives the file.
+TEST_P(ShareTest, ACopyIsPrivateAndOutlivesTheFile) {
+  SKIP_UNLESS_CUDAFS();
+  if (backend() == "cuda") GTEST_SKIP() << "host memory only (see the file comment)";
+  const std::string path = Path("f");
+  const std::string data = RandomBytes(300000, 2);
+  ASSERT_TRUE(WriteFile(path, data));
+  Mapped m;
+  ASSERT_EQ(cudafs_map(path.c_str(), 0, &m.mapping), 0) << cudafs_last_error();
+  ASSERT_TRUE(WriteFile(path, "changed"));
+  EXPECT_TRUE(BytesEqual(m.bytes(), data));
+  static_cast<char*>(cudafs_mapping_pointer(m.mapping))[0] ^= 1;
+  EXPECT_EQ(ReadFile(path), "changed");
+  ASSERT_SYS_OK(unlink(path.c_str()));
+  EXPECT_EQ(m.bytes().substr(1), std::string_view(data).substr(1));
+}
+
+// A daemon that dies (or a mount that goes away) leaves mappings valid.
+TEST_P(ShareTest, MappingsOutliveTheDaemon) {
+  SKIP_UNLESS_CUDAFS();
+  const std::string data = RandomBytes(1 << 20, 3);
+  ASSERT_TRUE(WriteFile(Path("f"), data));
+  Mapped m;
+  ASSERT_EQ(cudafs_map(Path("f").c_str(), 0, &m.mapping), 0) << cudafs_last_error();
+  const std::optional<pid_t> daemon = mount().daemon();
+  ASSERT_TRUE(daemon);
+  ASSERT_SYS_OK(kill(*daemon, SIGKILL));
+  EXPECT_TRUE(Eventually([&] { return !ProcessAlive(*daemon); }, 10s));
+  if (backend() == "host") {
+    EXPECT_TRUE(BytesEqual(m.bytes(), data));
+  }
+  mount().Unmount();
+}
+
+TEST_P(ShareTest, DescriptorsThatProveNothingAreRefused) {
+  SKIP_UNLESS_CUDAFS();
+  ASSERT_TRUE(WriteFile(Path("f"), "data"));
+  Mapped m;
+  Fd path_only(open(Path("f").c_str(), O_PATH | O_CLOEXEC));
+  ASSERT_TRUE(path_only.valid());
+  EXPECT_EQ(cudafs_map_fd(path_only.get(), 0, &m.mapping), -EBADF) << cudafs_last_error();
+  Fd write_only(open(Path("f").c_str(), O_WRONLY | O_CLOEXEC));
+  EXPECT_EQ(cudafs_map_fd(write_only.get(), 0, &m.mapping), -EBADF) << cudafs_last_error();
+  Fd other_filesystem(open("/proc/self/status", O_RDONLY | O_CLOEXEC));
+  EXPECT_EQ(RawMap(SocketOf(root()), other_filesystem.get(), 0), EXDEV) << "checked by the daemon itself";
+  EXPECT_EQ(cudafs_map_fd(other_filesystem.get(), 0, &m.mapping), -EXDEV);
+  Fd directory(open(root().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  EXPECT_EQ(RawMap(SocketOf(root()), directory.get(), 0), EISDIR);
+  ASSERT_TRUE(WriteFile(Path("empty"), ""));
+  EXPECT_EQ(cudafs_map(Path("empty").c_str(), 0, &m.mapping), -EINVAL);
+  // Shared mappings are not built: refused, whatever the descriptor.
+  EXPECT_EQ(cudafs_map(Path("f").c_str(), CUDAFS_MAP_WRITABLE, &m.mapping), -EOPNOTSUPP);
+  Fd read_only(open(Path("f").c_str(), O_RDONLY | O_CLOEXEC));
+  EXPECT_EQ(RawMap(SocketOf(root()), read_only.get(), CUDAFS_SHARE_WRITABLE), EACCES)
+      << "a writable mapping needs a descriptor open for writing";
+  EXPECT_EQ(m.mapping, nullptr);
+}
+
+// Without allow_other, another user is refused even holding a descriptor
+// the owner opened; with it, let in.
+TEST_P(ShareTest, OtherUsersOnlyWithAllowOther) {
+  SKIP_UNLESS_CUDAFS();
+  for (const bool allow_other : {false, true}) {
+    SCOPED_TRACE(allow_other);
+    Mount mount;
+    std::vector<std::string> options = {"backend=" + backend(), "size=64m"};
+    if (allow_other) options.push_back("allow_other");
+    ASSERT_TRUE(mount.Start(options));
+    const std::string path = mount.path() + "/f";
+    ASSERT_TRUE(WriteFile(path, "data"));
+    Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    // Another user without allow_other cannot even read the root's
+    // attribute: the socket's address comes from the owner.
+    const std::string address = SocketOf(mount.path());
+    const Errno answer = RunAs(kOtherUid, kOtherUid, [&] {
+      return Errno{RawMap(address, fd.get(), 0)};
+    });
+    EXPECT_EQ(answer, allow_other ? Errno{0} : Errno{EACCES});
+  }
+}
+
+// The Python module over the library: map(), the buffer protocol, the
+// context manager and OSError with the errno.
+TEST_P(ShareTest, PythonModuleMapsAndRefuses) {
+  SKIP_UNLESS_CUDAFS();
+  if (backend() == "cuda") GTEST_SKIP() << "host memory only (see the file comment)";
+  if (!HaveTool("python3")) GTEST_SKIP() << "no python3";
+  const std::string data = RandomBytes(123457, 4);
+  ASSERT_TRUE(WriteFile(Path("f"), data));
+  ASSERT_TRUE(WriteFile(Path("empty"), ""));
+  const std::string script = R"(
+import errno, hashlib, sys, cudafs
+root = sys.argv[1]
+with cudafs.map(root + "/f") as m:
+    assert not m.is_cuda and m.device is None and m.size == 123457, m
+    print(hashlib.sha256(memoryview(m)).hexdigest())
+assert m.closed
+for path, error in ((root + "/empty", errno.EINVAL), ("/proc/self/status", errno.EXDEV),
+                    (root + "/missing", errno.ENOENT)):
+    try:
+        cudafs.map(path)
+        sys.exit("mapped " + path)
+    except OSError as e:
+        assert e.errno == error, (path, e)
+try:
+    cudafs.map(root + "/f", writable=True)
+    sys.exit("mapped writable")
+except OSError as e:
+    assert e.errno == errno.EOPNOTSUPP, e
+)";
+  const CommandResult result =
+      RunCommand({"env", std::string("PYTHONPATH=") + CUDAFS_PYTHON_DIR,
+                  std::string("CUDAFS_CLIENT_LIBRARY=") + CUDAFS_CLIENT_LIBRARY, "python3", "-c",
+                  script, root()});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const CommandResult digest = RunShell("sha256sum < " + ShellQuote(Path("f")));
+  EXPECT_EQ(result.out.substr(0, 64), digest.out.substr(0, 64));
+}
+
+CUDAFS_INSTANTIATE_BACKENDS(ShareTest);
+
+}  // namespace
+}  // namespace cudafs_test
