@@ -110,8 +110,9 @@ void MountFaultTest::Run(const std::vector<std::string>& extra) {
       case 1: {
         const std::string data = RandomBytes(length, rng());
         result = pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
-        if (after.size() < offset + length) after.resize(offset + length, '\0');
-        after.replace(offset, length, data);
+        // A write of nothing changes nothing, past the end neither (POSIX).
+        if (length > 0 && after.size() < offset + length) after.resize(offset + length, '\0');
+        if (length > 0) after.replace(offset, length, data);
         if (result >= 0 && static_cast<uint64_t>(result) < length) {
           // The kernel sent the write as several requests and a later one
           // failed: the first `result` bytes are written, the rest is as
