@@ -112,43 +112,20 @@ int Connect(const std::string& mountpoint, int* connection) {
 }
 
 int Send(int connection, uint32_t op, uint32_t flags, int fd) {
-  cudafs_share_request request = {CUDAFS_SHARE_MAGIC, op, flags, 0};
-  iovec io = {&request, sizeof request};
-  msghdr message = {};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  if (fd >= 0) {
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&message);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  if (sendmsg(connection, &message, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof request)) {
+  const cudafs_share_request request = {CUDAFS_SHARE_MAGIC, op, flags, 0};
+  if (cudafs_share_send(connection, &request, sizeof request, &fd, fd >= 0 ? 1 : 0) !=
+      static_cast<ssize_t>(sizeof request)) {
     return Fail(EIO, "cannot send to the cudafs daemon: %s", std::strerror(errno));
   }
   return 0;
 }
 
 int Receive(int connection, cudafs_share_reply* reply, std::vector<int>* fds) {
-  iovec io = {reply, sizeof *reply};
-  msghdr message = {};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_MAX_PIECES)];
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  const ssize_t got = recvmsg(connection, &message, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    const size_t at = fds->size();
-    fds->resize(at + count);
-    std::memcpy(fds->data() + at, CMSG_DATA(c), count * sizeof(int));
-  }
+  fds->resize(CUDAFS_SHARE_MAX_PIECES);
+  size_t count = 0;
+  const ssize_t got = cudafs_share_receive(connection, reply, sizeof *reply, fds->data(),
+                                           fds->size(), &count);
+  fds->resize(count);
   if (got != static_cast<ssize_t>(sizeof *reply) || reply->magic != CUDAFS_SHARE_MAGIC) {
     return Fail(EIO, "the cudafs daemon sent no valid reply");
   }

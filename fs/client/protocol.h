@@ -11,11 +11,16 @@
  *                     go of its own handles (closing the socket does too)
  *
  * The daemon names the socket in the mount root's attribute
- * CUDAFS_SOCKET_ATTRIBUTE: "@NAME", an abstract socket address. */
+ * CUDAFS_SOCKET_ATTRIBUTE: "@NAME", an abstract socket address. Both ends
+ * send and receive with cudafs_share_send and cudafs_share_receive. */
 #ifndef CUDAFS_FS_CLIENT_PROTOCOL_H_
 #define CUDAFS_FS_CLIENT_PROTOCOL_H_
 
 #include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #define CUDAFS_SOCKET_ATTRIBUTE "user.cudafs.socket"
 #define CUDAFS_SHARE_MAGIC 0x31534643u /* "CFS1" */
@@ -56,5 +61,71 @@ struct cudafs_share_reply {
   uint64_t piece_size[CUDAFS_SHARE_MAX_PIECES]; /* mapped back to back */
   char message[256]; /* why, when error != 0 */
 };
+
+/* Sends `size` bytes of `message` with `count` descriptors (SCM_RIGHTS).
+ * Returns what sendmsg(2) returns. */
+static inline ssize_t cudafs_share_send(int socket, const void* message, size_t size,
+                                        const int* fds, size_t count) {
+  union {
+    struct cmsghdr align;
+    char bytes[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_MAX_PIECES)];
+  } control;
+  struct iovec io = {(void*)message, size};
+  struct msghdr header;
+  memset(&header, 0, sizeof header);
+  header.msg_iov = &io;
+  header.msg_iovlen = 1;
+  if (count > 0 && count <= CUDAFS_SHARE_MAX_PIECES) {
+    header.msg_control = control.bytes;
+    header.msg_controllen = CMSG_SPACE(sizeof(int) * count);
+    struct cmsghdr* c = CMSG_FIRSTHDR(&header);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * count);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * count);
+  }
+  return sendmsg(socket, &header, MSG_NOSIGNAL);
+}
+
+/* Receives `size` bytes into `message` and up to `max` descriptors into
+ * `fds` (close-on-exec), their number into `*count`; descriptors beyond
+ * `max` are closed and make it fail. Returns the bytes received, or -1. */
+static inline ssize_t cudafs_share_receive(int socket, void* message, size_t size, int* fds,
+                                           size_t max, size_t* count) {
+  union {
+    struct cmsghdr align;
+    char bytes[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_MAX_PIECES)];
+  } control;
+  struct iovec io = {message, size};
+  struct msghdr header;
+  memset(&header, 0, sizeof header);
+  header.msg_iov = &io;
+  header.msg_iovlen = 1;
+  header.msg_control = control.bytes;
+  header.msg_controllen = sizeof control.bytes;
+  const ssize_t got = recvmsg(socket, &header, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  *count = 0;
+  int excess = 0;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&header); c != NULL; c = CMSG_NXTHDR(&header, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; ++i) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (*count < max) {
+        fds[(*count)++] = fd;
+      } else {
+        close(fd);
+        excess = 1;
+      }
+    }
+  }
+  if (excess || (header.msg_flags & MSG_CTRUNC)) {
+    for (size_t i = 0; i < *count; ++i) close(fds[i]);
+    *count = 0;
+    return -1;
+  }
+  return got;
+}
 
 #endif /* CUDAFS_FS_CLIENT_PROTOCOL_H_ */

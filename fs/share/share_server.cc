@@ -24,47 +24,14 @@ constexpr timeval kReceiveTimeout = {5, 0};
 // Receives one request and the descriptor that came with it (-1 if none).
 // False on EOF, a timeout or a malformed message.
 bool ReceiveRequest(int connection, cudafs_share_request* request, int* fd) {
-  *fd = -1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  iovec io = {request, sizeof *request};
-  msghdr message = {};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  const ssize_t got = recvmsg(connection, &message, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-  for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      int fds[1];
-      std::memcpy(fds, CMSG_DATA(c), std::min<size_t>(count, 1) * sizeof(int));
-      if (count >= 1) *fd = fds[0];
-    }
-  }
-  if (message.msg_flags & MSG_CTRUNC) {  // more descriptors than asked for
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
-    return false;
-  }
+  size_t count = 0;
+  const ssize_t got = cudafs_share_receive(connection, request, sizeof *request, fd, 1, &count);
+  if (count == 0) *fd = -1;
   return got == static_cast<ssize_t>(sizeof *request) && request->magic == CUDAFS_SHARE_MAGIC;
 }
 
 void SendReply(int connection, const cudafs_share_reply& reply, const int* fds, size_t count) {
-  iovec io = {const_cast<cudafs_share_reply*>(&reply), sizeof reply};
-  msghdr message = {};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_MAX_PIECES)];
-  if (count > 0) {
-    message.msg_control = control;
-    message.msg_controllen = CMSG_SPACE(sizeof(int) * count);
-    cmsghdr* c = CMSG_FIRSTHDR(&message);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * count);
-    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * count);
-  }
-  (void)sendmsg(connection, &message, MSG_NOSIGNAL);
+  (void)cudafs_share_send(connection, &reply, sizeof reply, fds, count);
 }
 
 cudafs_share_reply ErrorReply(int error, absl::string_view why) {
@@ -123,13 +90,16 @@ absl::StatusOr<std::unique_ptr<ShareServer>> ShareServer::Start(Filesystem* file
   std::memcpy(address.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
   const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
   if (bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
-      listen(listener, kMaxConnections) != 0) {
+      listen(listener, static_cast<int>(kMaxWaiting)) != 0) {
     const int error = errno;
     close(listener);
     return absl::ErrnoToStatus(error, "cannot listen on the share socket");
   }
   std::unique_ptr<ShareServer> server(new ShareServer(filesystem, settings, listener, "@" + name));
   server->acceptor_ = std::thread([raw = server.get()] { raw->Accept(); });
+  for (int i = 0; i < kWorkers; ++i) {
+    server->workers_.emplace_back([raw = server.get()] { raw->Work(); });
+  }
   return server;
 }
 
@@ -137,13 +107,13 @@ ShareServer::~ShareServer() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    for (int connection : connections_) shutdown(connection, SHUT_RDWR);
+    for (int connection : serving_) shutdown(connection, SHUT_RDWR);
   }
   shutdown(listener_, SHUT_RDWR);  // wakes accept()
   acceptor_.join();
+  for (std::thread& worker : workers_) worker.join();
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](absl::flat_hash_set<int>* open) { return open->empty(); }, &connections_));
+  for (int connection : waiting_) close(connection);
   close(listener_);
 }
 
@@ -157,27 +127,41 @@ void ShareServer::Accept() {
       return;
     }
     setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &kReceiveTimeout, sizeof kReceiveTimeout);
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || waiting_.size() >= kMaxWaiting) {
+      SendReply(connection, ErrorReply(EAGAIN, "too many requests at once"), nullptr, 0);
+      close(connection);
+      continue;
+    }
+    waiting_.push_back(connection);
+  }
+}
+
+void ShareServer::Work() {
+  for (;;) {
+    int connection;
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_ || connections_.size() >= static_cast<size_t>(kMaxConnections)) {
-        SendReply(connection, ErrorReply(EAGAIN, "too many requests at once"), nullptr, 0);
-        close(connection);
-        continue;
-      }
-      connections_.insert(connection);
+      mu_.Await(absl::Condition(
+          +[](ShareServer* server) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return server->stopping_ || !server->waiting_.empty();
+          },
+          this));
+      if (stopping_) return;
+      connection = waiting_.front();
+      waiting_.pop_front();
+      serving_.insert(connection);
     }
-    std::thread([this, connection] {
-      Serve(connection);
-      absl::MutexLock lock(&mu_);
-      connections_.erase(connection);
-      close(connection);
-    }).detach();
+    Serve(connection);
+    absl::MutexLock lock(&mu_);
+    serving_.erase(connection);
+    close(connection);
   }
 }
 
 void ShareServer::Serve(int connection) {
   cudafs_share_request request;
-  int fd;
+  int fd = -1;
   if (!ReceiveRequest(connection, &request, &fd)) {
     if (fd >= 0) close(fd);
     return;
@@ -214,7 +198,7 @@ void ShareServer::Serve(int connection) {
   SendReply(connection, reply, fds, pieces.size());
   // Our handles go once the client has its own (or gave up).
   cudafs_share_request imported;
-  int unexpected;
+  int unexpected = -1;
   if (ReceiveRequest(connection, &imported, &unexpected) && unexpected >= 0) close(unexpected);
 }
 

@@ -22,9 +22,11 @@
 
 #include <sys/types.h>
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -43,8 +45,10 @@ struct ShareSettings {
 
 class ShareServer {
  public:
-  // Connections served at once; more are refused with EAGAIN.
-  static constexpr int kMaxConnections = 16;
+  // Connections served at once (the workers), and accepted ones that may
+  // wait for a worker; more are refused with EAGAIN.
+  static constexpr int kWorkers = 4;
+  static constexpr size_t kMaxWaiting = 16;
 
   // Listens on a fresh abstract socket and serves from a thread of its own.
   // `filesystem` must outlive the server.
@@ -66,18 +70,23 @@ class ShareServer {
         address_(std::move(address)) {}
 
   void Accept();
-  // Serves one connection, then closes it.
+  // A worker: serves waiting connections until the server stops.
+  void Work();
+  // Serves one connection (the caller closes it).
   void Serve(int connection);
 
   Filesystem* const filesystem_;
   const ShareSettings settings_;
   const int listener_;
   const std::string address_;
-  std::thread acceptor_;
   absl::Mutex mu_;
-  // Connections being served (shut down on destruction).
-  absl::flat_hash_set<int> connections_ ABSL_GUARDED_BY(mu_);
+  // Accepted, waiting for a worker.
+  std::deque<int> waiting_ ABSL_GUARDED_BY(mu_);
+  // Being served (shut down on destruction, so that workers stop at once).
+  absl::flat_hash_set<int> serving_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread acceptor_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace cudafs

@@ -7,8 +7,11 @@
 #include <sys/un.h>
 #include <sys/xattr.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "fs/client/cudafs.h"
 #include "fs/client/protocol.h"
@@ -49,36 +52,18 @@ int RawMap(const std::string& socket_address, int fd, uint32_t flags) {
               offsetof(sockaddr_un, sun_path) + socket_address.size()) != 0) {
     return -2;
   }
-  cudafs_share_request request = {CUDAFS_SHARE_MAGIC, CUDAFS_SHARE_MAP, flags, 0};
-  iovec io = {&request, sizeof request};
-  msghdr message = {};
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&message);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  if (sendmsg(connection.get(), &message, 0) != sizeof request) return -3;
+  const cudafs_share_request request = {CUDAFS_SHARE_MAGIC, CUDAFS_SHARE_MAP, flags, 0};
+  if (cudafs_share_send(connection.get(), &request, sizeof request, &fd, 1) != sizeof request) {
+    return -3;
+  }
   cudafs_share_reply reply = {};
-  alignas(cmsghdr) char received[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_MAX_PIECES)];
-  iovec in = {&reply, sizeof reply};
-  msghdr answer = {};
-  answer.msg_iov = &in;
-  answer.msg_iovlen = 1;
-  answer.msg_control = received;
-  answer.msg_controllen = sizeof received;
-  if (recvmsg(connection.get(), &answer, MSG_WAITALL | MSG_CMSG_CLOEXEC) != sizeof reply) {
+  int pieces[CUDAFS_SHARE_MAX_PIECES];
+  size_t count = 0;
+  if (cudafs_share_receive(connection.get(), &reply, sizeof reply, pieces,
+                           CUDAFS_SHARE_MAX_PIECES, &count) != sizeof reply) {
     return -4;
   }
-  for (cmsghdr* r = CMSG_FIRSTHDR(&answer); r != nullptr; r = CMSG_NXTHDR(&answer, r)) {
-    for (size_t i = 0; i < (r->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
-      close(reinterpret_cast<int*>(CMSG_DATA(r))[i]);
-    }
-  }
+  for (size_t i = 0; i < count; ++i) close(pieces[i]);
   return reply.error;
 }
 
@@ -125,6 +110,29 @@ TEST_P(ShareTest, ACopyIsPrivateAndOutlivesTheFile) {
   EXPECT_EQ(ReadFile(path), "changed");
   ASSERT_SYS_OK(unlink(path.c_str()));
   EXPECT_EQ(m.bytes().substr(1), std::string_view(data).substr(1));
+}
+
+// Many programs at once (more than the service's workers) each get their
+// copy.
+TEST_P(ShareTest, ConcurrentMapsEachGetTheirCopy) {
+  SKIP_UNLESS_CUDAFS();
+  const std::string data = RandomBytes(256 << 10, 5);
+  ASSERT_TRUE(WriteFile(Path("f"), data));
+  std::vector<std::thread> threads;
+  std::atomic<int> good = 0;
+  for (int i = 0; i < 12; ++i) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 5; ++round) {
+        Mapped m;
+        if (cudafs_map(Path("f").c_str(), 0, &m.mapping) != 0) continue;
+        if (cudafs_mapping_size(m.mapping) != data.size()) continue;
+        if (backend() == "host" && m.bytes() != data) continue;
+        ++good;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(good, 60);
 }
 
 // A daemon that dies (or a mount that goes away) leaves mappings valid.
