@@ -50,6 +50,29 @@ class ABSL_SCOPED_LOCKABLE InodePairLock {
   Inode& second_;
 };
 
+// The inode `name` names in directory `parent`. "." is `parent` itself,
+// whatever its type: the kernel looks up "." to turn a file handle (NFS
+// export, open_by_handle_at) back into an inode it no longer caches. A
+// handle is good while the inode has a name; after, the kernel says ESTALE.
+absl::StatusOr<std::shared_ptr<Inode>> Named(const FilesystemState& state, InodeNumber parent,
+                                             absl::string_view name)
+    ABSL_SHARED_LOCKS_REQUIRED(state.namespace_mu) {
+  if (name == ".") {
+    absl::StatusOr<std::shared_ptr<Inode>> self = state.Get(parent);
+    if (!self.ok()) return self.status();
+    absl::ReaderMutexLock lock(&(*self)->mu);
+    if ((*self)->nlink == 0) return PosixError(ENOENT, "removed");
+    return self;
+  }
+  absl::StatusOr<std::shared_ptr<Inode>> dir = state.GetDirectory(parent);
+  if (!dir.ok()) return dir.status();
+  state.ReadsNamespace();
+  if (name == "..") return state.Get((*dir)->directory().parent());
+  std::optional<Directory::Entry> entry = (*dir)->directory().Find(name);
+  if (!entry) return PosixError(ENOENT);
+  return state.Get(entry->ino);
+}
+
 // Creates an inode named `name` in `parent` and returns its attributes
 // with one lookup reference. `setup` fills type-specific state before the
 // inode becomes visible.
@@ -202,22 +225,10 @@ absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_
   std::shared_ptr<Inode> inode;
   {
     absl::ReaderMutexLock namespace_lock(&state_->namespace_mu);
-    absl::StatusOr<std::shared_ptr<Inode>> dir = state_->GetDirectory(parent);
-    if (!dir.ok()) return dir.status();
     state_->ReadsNamespace();
-    InodeNumber ino;
-    if (name == ".") {
-      ino = parent;
-    } else if (name == "..") {
-      ino = (*dir)->directory().parent();
-    } else {
-      std::optional<Directory::Entry> entry = (*dir)->directory().Find(name);
-      if (!entry) return PosixError(ENOENT);
-      ino = entry->ino;
-    }
-    absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
+    absl::StatusOr<std::shared_ptr<Inode>> found = Named(*state_, parent, name);
     if (!found.ok()) return found.status();
-    inode = *found;
+    inode = *std::move(found);
     // Take the reference before the namespace lock goes, so a racing
     // unlink cannot drop the inode in between.
     state_->table.AddLookup(*inode);

@@ -316,6 +316,43 @@ TEST_P(NamespaceTest, RemovedNamesNeverShowWhileOthersList) {
   EXPECT_EQ(stale_after_rename, 0) << "of " << rounds / 2 << " rounds";
 }
 
+// What nfsd does with a file handle once the kernel has forgotten the
+// inode: open_by_handle_at after drop_caches finds a file or directory
+// while it has a name, and ESTALE once it is removed.
+TEST_P(NamespaceTest, FileHandlesOutliveTheKernelsCacheAndGoStaleOnRemoval) {
+  if (geteuid() != 0) GTEST_SKIP() << "open_by_handle_at and drop_caches need root";
+  ASSERT_SYS_OK(mkdir(Path("d").c_str(), 0755));
+  const std::string data = "handle me";
+  ASSERT_TRUE(WriteFile(Path("d/f"), data));
+  auto handle_of = [](const std::string& path) {
+    auto handle = std::make_unique<char[]>(sizeof(file_handle) + MAX_HANDLE_SZ);
+    auto* h = reinterpret_cast<file_handle*>(handle.get());
+    h->handle_bytes = MAX_HANDLE_SZ;
+    int mount_id;
+    EXPECT_SYS_OK(name_to_handle_at(AT_FDCWD, path.c_str(), h, &mount_id, 0));
+    return handle;
+  };
+  auto file = handle_of(Path("d/f"));
+  auto dir = handle_of(Path("d"));
+  Fd root_fd(open(root().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  auto drop_caches = [] { return WriteFile("/proc/sys/vm/drop_caches", "2"); };
+  ASSERT_TRUE(drop_caches());
+  Fd opened(open_by_handle_at(root_fd.get(), reinterpret_cast<file_handle*>(file.get()),
+                              O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(opened.valid()) << ErrnoName(errno);
+  EXPECT_EQ(ReadAll(opened.get()), data);
+  opened.Reset();
+  Fd opened_dir(open_by_handle_at(root_fd.get(), reinterpret_cast<file_handle*>(dir.get()),
+                                  O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  EXPECT_TRUE(opened_dir.valid()) << ErrnoName(errno);
+  opened_dir.Reset();
+  ASSERT_SYS_OK(unlink(Path("d/f").c_str()));
+  ASSERT_TRUE(drop_caches());
+  EXPECT_ERRNO(open_by_handle_at(root_fd.get(), reinterpret_cast<file_handle*>(file.get()),
+                                 O_RDONLY | O_CLOEXEC),
+               ESTALE);
+}
+
 // `ls -l`: a listing followed by lstat of every entry (the kernel fills its
 // cache from READDIRPLUS) shows the current attributes of each.
 TEST_P(NamespaceTest, ListingThenStatShowsCurrentAttributes) {

@@ -294,6 +294,24 @@ TEST_F(FilesystemTest, TrimIdleGrowthGivesBackSlackOfIdleFilesOnly) {
   EXPECT_EQ(ReadAll(ino), std::string(3 * kMiB + 100, 'a'));
 }
 
+// The kernel turns a file handle back into an inode with a lookup of "."
+// under that inode (NFS export, open_by_handle_at): any type, while named.
+TEST_F(FilesystemTest, DotOfAnyInodeIsItselfWhileItHasAName) {
+  const InodeNumber file = NewFile(kRootInode, "f");
+  const InodeNumber dir = NewDirectory(kRootInode, "d");
+  ASSERT_OK_AND_ASSIGN(struct stat st, fs_->Lookup(file, "."));
+  EXPECT_EQ(st.st_ino, file);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  ASSERT_OK_AND_ASSIGN(st, fs_->Lookup(dir, "."));
+  EXPECT_EQ(st.st_ino, dir);
+  EXPECT_EQ(Errno(fs_->Lookup(file, "..")), ENOTDIR) << "only directories have parents";
+  ASSERT_OK(fs_->Unlink(kRootInode, "f"));
+  EXPECT_EQ(Errno(fs_->Lookup(file, ".")), ENOENT) << "removed: the handle is stale";
+  ASSERT_OK(fs_->RemoveDirectory(kRootInode, "d"));
+  EXPECT_EQ(Errno(fs_->Lookup(dir, ".")), ENOENT);
+  EXPECT_EQ(Errno(fs_->Lookup(987654, ".")), ENOENT);
+}
+
 TEST_F(FilesystemTest, LinkedInodeSurvivesForgetOfAllReferences) {
   const InodeNumber ino = NewFile(kRootInode, "f");
   fs_->Forget(ino, 100);  // more than it has: clamps, the name keeps it
