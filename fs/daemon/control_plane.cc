@@ -12,7 +12,7 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
                                                              uid_t caller) {
   // Anyone who may read the root's attributes may know where to ask; the
   // service checks each request.
-  if (name == kSocketAttribute && !share_address_.empty()) return share_address_;
+  if (name == kSocketAttribute && sharing_ != nullptr) return sharing_->address();
   if (name != kStatsAttribute) return std::nullopt;
   // The counters follow everyone's activity on the mount (a side channel
   // on other users' I/O): for root and the user who mounted it only.
@@ -24,6 +24,12 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
                                    "\nrequest_buffer_bytes ", fuse.request_buffer_bytes.load(),
                                    "\n", context_->filesystem->CacheStats().ToText());
   if (faults_ != nullptr) absl::StrAppend(&stats, "faults_injected ", faults_->injected(), "\n");
+  if (sharing_ != nullptr) {
+    const ShareServer::Stats shared = sharing_->stats();
+    absl::StrAppend(&stats, "share_requests ", shared.requests, "\nshare_refused ",
+                    shared.refused, "\nshare_copies ", shared.copies, "\nshare_copied_bytes ",
+                    shared.copied_bytes, "\n");
+  }
   // This very request is among those counted.
   absl::StrAppend(&stats, fuse.requests.ToText());
   return stats;

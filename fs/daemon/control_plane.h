@@ -23,6 +23,7 @@
 #include "alloc/devices/faulty_device.h"
 #include "fs/fuse/control_attributes.h"
 #include "fs/fuse/fuse_ops.h"
+#include "fs/share/share_server.h"
 
 namespace cudafs {
 
@@ -43,15 +44,15 @@ class ControlPlane final : public ControlAttributes {
                                   uid_t caller) override;
   std::optional<absl::Status> Remove(absl::string_view name) override;
 
-  // The share service's address, once it listens (before the session
-  // serves requests).
-  void set_share_address(std::string address) { share_address_ = std::move(address); }
+  // The share service, once it listens (before the session serves
+  // requests); it must outlive the plane's use.
+  void set_sharing(const ShareServer* sharing) { sharing_ = sharing; }
 
  private:
   const FuseContext* const context_;
   const uid_t owner_;
   FaultyDevice* const faults_;
-  std::string share_address_;
+  const ShareServer* sharing_ = nullptr;
 };
 
 }  // namespace cudafs

@@ -435,7 +435,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
       LogInfo(note);
     }
     sharing = StartSharing(filesystem, options, *numbers);
-    if (sharing) control.set_share_address(sharing->address());
+    control.set_sharing(sharing.get());
   }
   ready.Send(0);
 
@@ -451,6 +451,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
                                     static_cast<int>(context.settings.workers),
                                     context.settings.max_request);
   if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
+  control.set_sharing(nullptr);
   sharing.reset();  // its exports hold device memory
   uring_buffers.UnregisterAll();  // before libfuse frees them
   context.session = nullptr;

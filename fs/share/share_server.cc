@@ -117,6 +117,11 @@ ShareServer::~ShareServer() {
   close(listener_);
 }
 
+ShareServer::Stats ShareServer::stats() const {
+  absl::MutexLock lock(&stats_mu_);
+  return stats_;
+}
+
 void ShareServer::Accept() {
   for (;;) {
     const int connection = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -177,6 +182,16 @@ void ShareServer::Serve(int connection) {
       : (request.flags & CUDAFS_SHARE_WRITABLE)
           ? PosixError(EOPNOTSUPP, "shared, writable mappings are not built yet: map a copy")
           : filesystem_->ExportCopy(*ino);
+  {
+    absl::MutexLock lock(&stats_mu_);
+    ++stats_.requests;
+    if (exported.ok()) {
+      ++stats_.copies;
+      stats_.copied_bytes += (*exported)->size();
+    } else {
+      ++stats_.refused;
+    }
+  }
   if (!exported.ok()) {
     const int error = ToErrno(exported.status());
     if (error == EIO) LogError(exported.status().ToString());

@@ -22,6 +22,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
@@ -63,6 +64,16 @@ class ShareServer {
   // "@NAME": what the mount root's CUDAFS_SOCKET_ATTRIBUTE says.
   const std::string& address() const { return address_; }
 
+  // For --stats: requests answered, those refused (an errno), copies
+  // handed out and their bytes.
+  struct Stats {
+    uint64_t requests = 0;
+    uint64_t refused = 0;
+    uint64_t copies = 0;
+    uint64_t copied_bytes = 0;
+  };
+  Stats stats() const;
+
  private:
   ShareServer(Filesystem* filesystem, const ShareSettings& settings, int listener,
               std::string address)
@@ -85,6 +96,8 @@ class ShareServer {
   // Being served (shut down on destruction, so that workers stop at once).
   absl::flat_hash_set<int> serving_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  mutable absl::Mutex stats_mu_;
+  Stats stats_ ABSL_GUARDED_BY(stats_mu_);
   std::thread acceptor_;
   std::vector<std::thread> workers_;
 };

@@ -92,6 +92,9 @@ TEST_P(ShareTest, MapsACopyOfWhatWasWrittenHolesAndCachedWritesIncluded) {
   }
   EXPECT_EQ(cudafs_mapping_memory(m.mapping), CUDAFS_MEMORY_HOST);
   EXPECT_TRUE(BytesEqual(m.bytes(), data));
+  const std::map<std::string, std::string> stats = MountStats(root());
+  EXPECT_EQ(stats.at("share_copies"), "1");
+  EXPECT_EQ(stats.at("share_copied_bytes"), std::to_string(data.size()));
 }
 
 // A private copy: the file's later changes do not show in it, its own do
