@@ -38,6 +38,11 @@
 // buffers (a flush of scattered dirty pages) is one launch of the scatter
 // kernel (scatter_kernel.h) instead of one copy per piece.
 //
+// The class is one, its concerns are in files of their own: the context
+// and physical memory (cuda_device.cc), copies and the scatter kernel
+// (cuda_copies.cc), pinned host memory (cuda_host_memory.cc), memory for
+// other processes (cuda_export.cc).
+//
 // Errors: out of VRAM is ResourceExhausted (ENOSPC), as is a context that
 // cannot be created for want of memory; a context that cannot be created
 // for another reason (the GPU taken, the driver gone) fails that Commit
