@@ -209,6 +209,9 @@ TEST_P(ShareTest, PythonModuleMapsAndRefuses) {
   SKIP_UNLESS_CUDAFS();
   if (backend() == "cuda") GTEST_SKIP() << "host memory only (see the file comment)";
   if (!HaveTool("python3")) GTEST_SKIP() << "no python3";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a library built with a sanitizer cannot load into python3, which is not";
+#endif
   const std::string data = RandomBytes(123457, 4);
   ASSERT_TRUE(WriteFile(Path("f"), data));
   ASSERT_TRUE(WriteFile(Path("empty"), ""));
