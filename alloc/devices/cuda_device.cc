@@ -168,8 +168,9 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDriver&
   self->shareable_ = posix_fd_handles != 0;
   self->kernel_reads_host_ = host_pointer != 0;
   self->arena_size_ = (arena_size + granule - 1) / granule * granule;
-  self->description_ = absl::StrFormat("GPU %d: %s (%s)", index, DeviceName(cu, device),
-                                       PciBusId(cu, device));
+  self->pci_bus_id_ = PciBusId(cu, device);
+  self->description_ =
+      absl::StrFormat("GPU %d: %s (%s)", index, DeviceName(cu, device), self->pci_bus_id_);
   if (options.idle_release != absl::InfiniteDuration()) {
     self->releaser_ = std::thread([device = self.get()] { device->ReleaseWhenIdle(); });
   }

@@ -259,6 +259,7 @@ class CudaDevice final : public Device {
   bool shareable_ = false;         // physical memory exportable as POSIX fds
   bool kernel_reads_host_ = false;  // pinned memory reachable at its host address
   std::string description_;
+  std::string pci_bus_id_;  // "0000:65:00.0": how another process finds this GPU
 
   mutable absl::Mutex mu_;
   // The primary context while it is held. Set and cleared under mu_, read

@@ -25,7 +25,7 @@ class CudaDevice::Export final : public ExportedMemory {
   }
 
   Kind kind() const override { return Kind::kCuda; }
-  int device_index() const override { return device_->device_; }
+  std::string pci_bus_id() const override { return device_->pci_bus_id_; }
   uint64_t size() const override { return size_; }
   absl::Span<const ExportedPiece> pieces() const override { return {&piece_, 1}; }
 

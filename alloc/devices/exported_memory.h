@@ -8,6 +8,7 @@
 #define CUDAFS_ALLOC_DEVICES_EXPORTED_MEMORY_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/types/span.h"
 
@@ -28,8 +29,10 @@ class ExportedMemory {
   virtual ~ExportedMemory() = default;
 
   virtual Kind kind() const = 0;
-  // The GPU whose memory it is (kCuda), or -1.
-  virtual int device_index() const { return -1; }
+  // The PCI bus id of the GPU whose memory it is ("0000:65:00.0"; kCuda),
+  // or empty: the importer's device numbering may differ from ours
+  // (CUDA_VISIBLE_DEVICES), the bus id does not.
+  virtual std::string pci_bus_id() const { return ""; }
   // Bytes of data: the pieces may hold more (rounded up), zeros.
   virtual uint64_t size() const = 0;
   virtual absl::Span<const ExportedPiece> pieces() const = 0;

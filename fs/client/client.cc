@@ -130,6 +130,7 @@ int Receive(int connection, cudafs_share_reply* reply, std::vector<int>* fds) {
     return Fail(EIO, "the cudafs daemon sent no valid reply");
   }
   reply->message[sizeof reply->message - 1] = '\0';
+  reply->pci_bus_id[sizeof reply->pci_bus_id - 1] = '\0';
   if (reply->error != 0) return Fail(reply->error, "%s", reply->message);
   if (reply->pieces == 0 || reply->pieces > CUDAFS_SHARE_MAX_PIECES ||
       fds->size() != reply->pieces) {
@@ -167,6 +168,7 @@ int MapHost(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs
 struct Driver {
   decltype(&cuInit) init;
   decltype(&cuDeviceGet) device_get;
+  decltype(&cuDeviceGetByPCIBusId) device_by_bus_id;
   decltype(&cuCtxGetCurrent) get_current;
   decltype(&cuCtxSetCurrent) set_current;
   decltype(&cuDevicePrimaryCtxRetain) retain;
@@ -195,6 +197,7 @@ const Driver* LoadDriver() {
     auto* d = new Driver;
     const bool found =
         Find(library, &d->init, "cuInit") && Find(library, &d->device_get, "cuDeviceGet") &&
+        Find(library, &d->device_by_bus_id, "cuDeviceGetByPCIBusId") &&
         Find(library, &d->get_current, "cuCtxGetCurrent") &&
         Find(library, &d->set_current, "cuCtxSetCurrent") &&
         Find(library, &d->retain, "cuDevicePrimaryCtxRetain") &&
@@ -226,9 +229,11 @@ int MapCuda(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs
   if (CUresult r = cu->get_current(&context); r != CUDA_SUCCESS) {
     return CudaFail(r, "cuCtxGetCurrent");
   }
+  // By bus id: this process may number the GPUs otherwise than the daemon.
   CUdevice device;
-  if (CUresult r = cu->device_get(&device, reply.device); r != CUDA_SUCCESS) {
-    return CudaFail(r, "cuDeviceGet");
+  if (cu->device_by_bus_id(&device, reply.pci_bus_id) != CUDA_SUCCESS) {
+    return Fail(ENODEV, "the GPU holding the file (%s) is not visible to this process",
+                reply.pci_bus_id);
   }
   if (context == nullptr) {
     // No context on this thread: the device's primary one, which is what
@@ -260,7 +265,7 @@ int MapCuda(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs
   if (result == CUDA_SUCCESS) {
     CUmemAccessDesc access = {};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = reply.device;
+    access.location.id = device;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     result = cu->set_access(base, total, &access, 1);
   }
@@ -271,7 +276,7 @@ int MapCuda(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs
     return CudaFail(result, "importing the file's memory");
   }
   out->memory = CUDAFS_MEMORY_CUDA;
-  out->device = reply.device;
+  out->device = device;
   out->address = base;
   out->mapped = total;
   return 0;

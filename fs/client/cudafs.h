@@ -48,6 +48,8 @@ enum cudafs_memory {
  *                handles)
  *   -ENOSPC      no memory for the copy
  *   -ENOSYS      GPU memory, and no usable CUDA driver in this process
+ *   -ENODEV      GPU memory of a GPU this process does not see
+ *                (CUDA_VISIBLE_DEVICES)
  *   -EIO         the daemon or the driver failed (cudafs_last_error says) */
 CUDAFS_API int cudafs_map(const char* path, int flags, cudafs_mapping** mapping);
 
@@ -66,7 +68,9 @@ CUDAFS_API void* cudafs_mapping_pointer(const cudafs_mapping* mapping);
 CUDAFS_API uint64_t cudafs_mapping_size(const cudafs_mapping* mapping);
 /* enum cudafs_memory. */
 CUDAFS_API int cudafs_mapping_memory(const cudafs_mapping* mapping);
-/* The GPU's index (CUDA), else -1. */
+/* The GPU (CUDA), as this process numbers it (by PCI bus id, whatever
+ * CUDA_VISIBLE_DEVICES says), else -1; -ENODEV from cudafs_map when that
+ * GPU is not visible here. */
 CUDAFS_API int cudafs_mapping_device(const cudafs_mapping* mapping);
 
 /* Why the calling thread's last failed call failed. */

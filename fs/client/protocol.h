@@ -54,11 +54,12 @@ struct cudafs_share_reply {
   uint32_t magic;
   int32_t error;    /* 0, or an errno */
   uint32_t kind;    /* cudafs_share_kind */
-  int32_t device;   /* the GPU's index (CUDA), else -1 */
+  int32_t reserved0;
   uint64_t size;    /* bytes of the file */
   uint32_t pieces;  /* descriptors that come with the reply */
   uint32_t reserved;
   uint64_t piece_size[CUDAFS_SHARE_MAX_PIECES]; /* mapped back to back */
+  char pci_bus_id[32]; /* the GPU holding the memory (CUDA), else empty */
   char message[256]; /* why, when error != 0 */
 };
 

@@ -38,7 +38,6 @@ cudafs_share_reply ErrorReply(int error, absl::string_view why) {
   cudafs_share_reply reply = {};
   reply.magic = CUDAFS_SHARE_MAGIC;
   reply.error = error;
-  reply.device = -1;
   absl::SNPrintF(reply.message, sizeof reply.message, "%s", why);
   return reply;
 }
@@ -202,7 +201,7 @@ void ShareServer::Serve(int connection) {
   cudafs_share_reply reply = ErrorReply(0, "");
   reply.kind = (*exported)->kind() == ExportedMemory::Kind::kCuda ? CUDAFS_SHARE_CUDA
                                                                    : CUDAFS_SHARE_HOST;
-  reply.device = (*exported)->device_index();
+  absl::SNPrintF(reply.pci_bus_id, sizeof reply.pci_bus_id, "%s", (*exported)->pci_bus_id());
   reply.size = (*exported)->size();
   reply.pieces = static_cast<uint32_t>(pieces.size());
   int fds[CUDAFS_SHARE_MAX_PIECES];
