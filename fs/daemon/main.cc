@@ -37,6 +37,7 @@
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
 #include "fs/daemon/control_plane.h"
+#include "fs/daemon/manual.h"
 #include "fs/daemon/memory_trimmer.h"
 #include "fs/daemon/mount_options.h"
 #include "fs/daemon/mount_plan.h"
@@ -482,6 +483,9 @@ int Main(int argc, char** argv) {
       return ListDevices();
     case MountOptions::Action::kOptionsMarkdown:
       std::printf("%s", MountOptionsMarkdown().c_str());
+      return 0;
+    case MountOptions::Action::kManual:
+      std::printf("%s", ManualPage(CUDAFS_VERSION).c_str());
       return 0;
     case MountOptions::Action::kStats:
       return PrintStats(options.mountpoint);

@@ -89,6 +89,10 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
       options.action = MountOptions::Action::kOptionsMarkdown;
       return options;
     }
+    if (arg == "--manual") {
+      options.action = MountOptions::Action::kManual;
+      return options;
+    }
     if (arg == "--stats") {
       options.action = MountOptions::Action::kStats;
       continue;

@@ -3,6 +3,7 @@
 //   cudafs [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
 //   cudafs --help | --version | --list-devices | --stats MOUNTPOINT
 //   cudafs --options-markdown   (not in --help: the README's option table)
+//   cudafs --manual             (not in --help: the cudafs(8) page, in roff)
 //
 // Options may come in any order and -o may repeat (mount.fuse3 runs
 // `cudafs SOURCE MOUNTPOINT -o rw,size=8G,...`). Parsing is pure: nothing
@@ -40,7 +41,9 @@ struct SizeSpec {
 };
 
 struct MountOptions {
-  enum class Action { kMount, kHelp, kVersion, kListDevices, kStats, kOptionsMarkdown };
+  enum class Action {
+    kMount, kHelp, kVersion, kListDevices, kStats, kOptionsMarkdown, kManual
+  };
   Action action = Action::kMount;
 
   std::string source = "cudafs";  // shown in /proc/mounts and df

@@ -620,4 +620,47 @@ std::string MountOptionsMarkdown() {
   return out;
 }
 
+std::string RoffEscape(absl::string_view text) {
+  std::string out;
+  bool line_start = true;
+  for (char c : text) {
+    if (line_start && (c == '.' || c == '\'')) out += "\\&";
+    if (c == '\\') {
+      out += "\\e";
+    } else if (c == '-') {
+      out += "\\-";
+    } else {
+      out += c;
+    }
+    line_start = c == '\n';
+  }
+  return absl::StrReplaceAll(out, {{"\u2265", "\\(>="}, {"\u00d7", "\\(mu"}});
+}
+
+std::string MountOptionsRoff() {
+  std::string out;
+  for (const auto& [section, title] :
+       {std::pair{OptionSection::kCudafs, "cudafs options"},
+        std::pair{OptionSection::kFuse, "FUSE options, passed to libfuse"},
+        std::pair{OptionSection::kIgnored, "Accepted and ignored"}}) {
+    absl::StrAppend(&out, ".SS ", title, "\n");
+    for (const MountOptionSpec& spec : Table()) {
+      if (spec.section != section) continue;
+      for (size_t i = 0; i < spec.forms.size(); ++i) {
+        const OptionForm& form = spec.forms[i];
+        std::string text = absl::StrReplaceAll(HelpOf(spec, i), {{"\n", " "}});
+        // The README's markup ("`name`", "see *Section*") goes; its
+        // sections are the page's own.
+        if (!form.readme.empty()) {
+          absl::StrAppend(&text, ". ",
+                          absl::StrReplaceAll(form.readme, {{"\n", " "}, {"`", ""}, {"*", ""}}));
+        }
+        absl::StrAppend(&out, ".TP\n.B ", RoffEscape(absl::StrJoin(Spellings(spec, form), ", ")),
+                        "\n", RoffEscape(text), "\n");
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace cudafs

@@ -78,6 +78,14 @@ std::string MountOptionsHelp();
 // The README's table of options, in Markdown.
 std::string MountOptionsMarkdown();
 
+// The man page's list of options, in roff (man(7)): one tagged paragraph
+// per spelling, what --help says and the README adds, and the default.
+std::string MountOptionsRoff();
+
+// Text made safe for roff: backslashes, and a dot or quote that would
+// start a line, escaped; hyphens as \- (so options can be searched for).
+std::string RoffEscape(absl::string_view text);
+
 }  // namespace cudafs
 
 #endif  // CUDAFS_FS_DAEMON_OPTION_TABLE_H_

@@ -1,0 +1,74 @@
+#include "fs/daemon/manual.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "fs/daemon/option_table.h"
+#include "gtest/gtest.h"
+
+namespace cudafs {
+namespace {
+
+// The output of a shell command (stdout and stderr), or nullopt when it
+// could not run.
+std::optional<std::string> Shell(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return std::nullopt;
+  std::string out;
+  char buffer[4096];
+  while (size_t got = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, got);
+  if (pclose(pipe) != 0) return std::nullopt;
+  return out;
+}
+
+// The page written to a file, for the tools that read one.
+std::string WrittenPage() {
+  const std::string path = testing::TempDir() + "/cudafs.8";
+  std::ofstream(path) << ManualPage("1.2.3");
+  return path;
+}
+
+// Every option --help and the README name is in the page, as written there.
+TEST(ManualTest, ListsEveryOptionOfTheTable) {
+  const std::string page = ManualPage("1.2.3");
+  for (const MountOptionSpec& spec : MountOptionTable()) {
+    if (spec.section == OptionSection::kRefused) continue;
+    for (const OptionForm& form : spec.forms) {
+      const std::string spelling(form.syntax.empty() ? spec.names : form.syntax);
+      for (absl::string_view one : absl::StrSplit(spelling, ',')) {
+        EXPECT_TRUE(absl::StrContains(page, RoffEscape(one))) << one;
+      }
+    }
+  }
+  EXPECT_TRUE(absl::StrContains(page, ".TH CUDAFS 8")) << "a section 8 page";
+  EXPECT_TRUE(absl::StrContains(page, "cudafs 1.2.3"));
+}
+
+TEST(ManualTest, EscapesWhatRoffWouldTakeForItself) {
+  EXPECT_EQ(RoffEscape("a-b\\c"), "a\\-b\\ec");
+  EXPECT_EQ(RoffEscape(".x\n'y"), "\\&.x\n\\&'y");
+  EXPECT_EQ(RoffEscape("libfuse \u2265 3.18"), "libfuse \\(>= 3.18");
+}
+
+// groff reads it without a warning, and man(1) shows it.
+TEST(ManualTest, RendersWithoutWarnings) {
+  if (!Shell("command -v groff")) GTEST_SKIP() << "no groff";
+  const std::string path = WrittenPage();
+  const std::optional<std::string> warnings = Shell("groff -man -ww -z " + path);
+  ASSERT_TRUE(warnings.has_value());
+  EXPECT_EQ(*warnings, "");
+  if (!Shell("command -v man")) return;
+  const std::optional<std::string> shown =
+      Shell("MANWIDTH=80 MANPAGER=cat man -l " + path);
+  ASSERT_TRUE(shown.has_value());
+  EXPECT_TRUE(absl::StrContains(*shown, "cudafs options")) << *shown;
+  EXPECT_TRUE(absl::StrContains(*shown, "size=N[k|m|g|t]"));
+}
+
+}  // namespace
+}  // namespace cudafs
