@@ -215,12 +215,22 @@ uint64_t RequestLimit(uint64_t wanted, std::string& note) {
 // /proc/self/mountinfo, so that the filesystem is not touched before it
 // serves (the newest mount there, if several).
 std::optional<std::string> MountDeviceNumbers(const std::string& mountpoint) {
+  // The kernel writes a space, tab, newline or backslash of a path as an
+  // octal escape (\040 ...).
+  std::string escaped;
+  for (char c : mountpoint) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\\') {
+      absl::StrAppendFormat(&escaped, "\\%03o", static_cast<unsigned char>(c));
+    } else {
+      escaped += c;
+    }
+  }
   std::ifstream mounts("/proc/self/mountinfo");
   std::optional<std::string> device;
   for (std::string line; std::getline(mounts, line);) {
     // "ID PARENT MAJOR:MINOR ROOT MOUNTPOINT ... - fuse.cudafs SOURCE ..."
     const std::vector<std::string> fields = absl::StrSplit(line, ' ');
-    if (fields.size() > 4 && fields[4] == mountpoint &&
+    if (fields.size() > 4 && fields[4] == escaped &&
         absl::StrContains(line, " - fuse.cudafs ")) {
       device = fields[2];
     }

@@ -203,6 +203,27 @@ TEST_P(ShareTest, OtherUsersOnlyWithAllowOther) {
   }
 }
 
+// A mountpoint with a space (written \040 in /proc/self/mountinfo, where
+// both the daemon and the library look for the mount).
+TEST_P(ShareTest, MountpointsWithSpacesShareToo) {
+  SKIP_UNLESS_CUDAFS();
+  char pattern[] = "/tmp/cudafs share-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  const CommandResult started =
+      RunCommand({kBinary, dir, "-o", "backend=" + backend() + ",size=64m"}, 60s);
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  const std::string data = RandomBytes(10000, 6);
+  EXPECT_TRUE(WriteFile(dir + "/f", data));
+  Mapped m;
+  EXPECT_EQ(cudafs_map((dir + "/f").c_str(), 0, &m.mapping), 0) << cudafs_last_error();
+  if (m.mapping != nullptr && backend() == "host") {
+    EXPECT_TRUE(BytesEqual(m.bytes(), data));
+  }
+  RunCommand({"fusermount3", "-u", dir});
+  rmdir(dir.c_str());
+}
+
 // The Python module over the library: map(), the buffer protocol, the
 // context manager and OSError with the errno.
 TEST_P(ShareTest, PythonModuleMapsAndRefuses) {
