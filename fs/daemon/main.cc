@@ -437,6 +437,9 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
     LogToSyslog(options.mountpoint);
   }
   const std::optional<std::string> numbers = MountDeviceNumbers(options.mountpoint);
+  // Declared after the filesystem and the device its exports use, so
+  // destroyed before them; and after the session is destroyed below, so no
+  // request reads its address or stats any more.
   std::unique_ptr<ShareServer> sharing;
   if (!numbers) {
     LogError("the mount is not in /proc/self/mountinfo: no readahead change, no sharing");
@@ -462,8 +465,6 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
                                     static_cast<int>(context.settings.workers),
                                     context.settings.max_request);
   if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
-  control.set_sharing(nullptr);
-  sharing.reset();  // its exports hold device memory
   uring_buffers.UnregisterAll();  // before libfuse frees them
   context.session = nullptr;
   fuse_session_destroy(session);
