@@ -256,10 +256,14 @@ try:
 except OSError as e:
     assert e.errno == errno.EOPNOTSUPP, e
 )";
+  // The library this test was built with, unless the environment names
+  // another (a copy on the GPU machine).
+  const char* library = getenv("CUDAFS_CLIENT_LIBRARY");
   const CommandResult result =
       RunCommand({"env", std::string("PYTHONPATH=") + CUDAFS_PYTHON_DIR,
-                  std::string("CUDAFS_CLIENT_LIBRARY=") + CUDAFS_CLIENT_LIBRARY, "python3", "-c",
-                  script, root()});
+                  std::string("CUDAFS_CLIENT_LIBRARY=") +
+                      (library != nullptr && *library != '\0' ? library : CUDAFS_CLIENT_LIBRARY),
+                  "python3", "-c", script, root()});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const CommandResult digest = RunShell("sha256sum < " + ShellQuote(Path("f")));
   EXPECT_EQ(result.out.substr(0, 64), digest.out.substr(0, 64));
