@@ -158,7 +158,9 @@ std::string NoUringReason() {
     return absl::StrCat("libfuse ", fuse_pkgversion(), " cannot use io_uring (needs 3.18)");
   }
   std::ifstream parameter(kParameter);
-  if (!parameter) return absl::StrCat("this kernel has no FUSE over io_uring (no ", kParameter, ")");
+  if (!parameter) {
+    return absl::StrCat("this kernel has no FUSE over io_uring (no ", kParameter, ")");
+  }
   if (std::string value; !(parameter >> value) || value != "Y") {
     return absl::StrCat("FUSE over io_uring is off: ", kParameter, " is not Y (as root: echo Y > ",
                         kParameter, ")");

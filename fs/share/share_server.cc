@@ -87,7 +87,8 @@ absl::StatusOr<std::unique_ptr<ShareServer>> ShareServer::Start(Filesystem* file
   sockaddr_un address = {};
   address.sun_family = AF_UNIX;
   std::memcpy(address.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
-  const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  const socklen_t length =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
   if (bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
       listen(listener, static_cast<int>(kMaxWaiting)) != 0) {
     const int error = errno;

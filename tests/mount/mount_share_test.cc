@@ -165,7 +165,8 @@ TEST_P(ShareTest, DescriptorsThatProveNothingAreRefused) {
   Fd write_only(open(Path("f").c_str(), O_WRONLY | O_CLOEXEC));
   EXPECT_EQ(cudafs_map_fd(write_only.get(), 0, &m.mapping), -EBADF) << cudafs_last_error();
   Fd other_filesystem(open("/proc/self/status", O_RDONLY | O_CLOEXEC));
-  EXPECT_EQ(RawMap(SocketOf(root()), other_filesystem.get(), 0), EXDEV) << "checked by the daemon itself";
+  EXPECT_EQ(RawMap(SocketOf(root()), other_filesystem.get(), 0), EXDEV)
+      << "checked by the daemon itself";
   EXPECT_EQ(cudafs_map_fd(other_filesystem.get(), 0, &m.mapping), -EXDEV);
   Fd directory(open(root().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   EXPECT_EQ(RawMap(SocketOf(root()), directory.get(), 0), EISDIR);

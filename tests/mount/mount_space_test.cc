@@ -568,7 +568,8 @@ TEST_P(SpaceTest, ZeroMessageOpenFreesRemovedFiles) {
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE(round);
     for (int i = 0; i < 5; ++i) {
-      ASSERT_TRUE(WriteFile(Path("r" + std::to_string(round) + "-" + std::to_string(i)), RandomBytes(5 * kMiB, i)))
+      const std::string name = "r" + std::to_string(round) + "-" + std::to_string(i);
+      ASSERT_TRUE(WriteFile(Path(name), RandomBytes(5 * kMiB, i)))
           << ErrnoName(errno);
     }
     for (int i = 0; i < 5; ++i) {
