@@ -34,7 +34,8 @@ void SendReply(int connection, const cudafs_share_reply& reply, const int* fds, 
   (void)cudafs_share_send(connection, &reply, sizeof reply, fds, count);
 }
 
-cudafs_share_reply ErrorReply(int error, absl::string_view why) {
+// A reply: `error` 0 and no words for success, filled in by the caller.
+cudafs_share_reply Reply(int error, absl::string_view why) {
   cudafs_share_reply reply = {};
   reply.magic = CUDAFS_SHARE_MAGIC;
   reply.error = error;
@@ -134,7 +135,7 @@ void ShareServer::Accept() {
     setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &kReceiveTimeout, sizeof kReceiveTimeout);
     absl::MutexLock lock(&mu_);
     if (stopping_ || waiting_.size() >= kMaxWaiting) {
-      SendReply(connection, ErrorReply(EAGAIN, "too many requests at once"), nullptr, 0);
+      SendReply(connection, Reply(EAGAIN, "too many requests at once"), nullptr, 0);
       close(connection);
       continue;
     }
@@ -195,11 +196,11 @@ void ShareServer::Serve(int connection) {
   if (!exported.ok()) {
     const int error = ToErrno(exported.status());
     if (error == EIO) LogError(exported.status().ToString());
-    SendReply(connection, ErrorReply(error, exported.status().message()), nullptr, 0);
+    SendReply(connection, Reply(error, exported.status().message()), nullptr, 0);
     return;
   }
   const absl::Span<const ExportedPiece> pieces = (*exported)->pieces();
-  cudafs_share_reply reply = ErrorReply(0, "");
+  cudafs_share_reply reply = Reply(0, "");
   reply.kind = (*exported)->kind() == ExportedMemory::Kind::kCuda ? CUDAFS_SHARE_CUDA
                                                                    : CUDAFS_SHARE_HOST;
   absl::SNPrintF(reply.pci_bus_id, sizeof reply.pci_bus_id, "%s", (*exported)->pci_bus_id());
