@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 namespace cudafs {
@@ -19,7 +20,7 @@ CachedFile::~CachedFile() {
 }
 
 absl::Status CachedFile::Read(uint64_t offset, size_t length, char* out, uint64_t file_size) {
-  if (!cache_->enabled()) return extents_.Read(offset, length, out);
+  if (!Cached()) return extents_.Read(offset, length, out);
   if (length < PageCache::kSmallRequest) return ReadThroughCache(offset, length, out, file_size);
   // Large: the arena serves it; dirty pages are newer.
   return ReadAround(offset, length, out);
@@ -80,7 +81,7 @@ absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* 
 
 absl::Status CachedFile::Write(uint64_t offset, const char* data, size_t length,
                                uint64_t file_size) {
-  if (!cache_->enabled()) return extents_.Write(offset, data, length);
+  if (!Cached()) return extents_.Write(offset, data, length);
   if (length < PageCache::kSmallRequest) {
     absl::StatusOr<bool> cached = WriteThroughCache(offset, data, length, file_size);
     if (!cached.ok() || *cached) return cached.status();
@@ -103,6 +104,13 @@ absl::Status CachedFile::FlushAndDrop(uint64_t offset, uint64_t end) {
   if (absl::Status status = Flush(); !status.ok()) return status;
   cache_->DropPages(ino_, offset, end);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<DeviceRange>> CachedFile::Share(uint64_t size) {
+  if (absl::Status status = FlushAndDrop(0, std::numeric_limits<uint64_t>::max()); !status.ok()) {
+    return status;
+  }
+  return extents_.Share(size);
 }
 
 absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* data,

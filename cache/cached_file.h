@@ -59,6 +59,10 @@ class CachedFile {
   uint64_t NextHole(uint64_t offset) const { return extents_.NextHole(offset); }
   // As ExtentMap's: the arena's bytes, so Flush first.
   std::vector<DeviceToDevice> CopiesOut(uint64_t size) const { return extents_.CopiesOut(size); }
+  // As ExtentMap's, after writing back and dropping the file's pages: from
+  // then on every read and write goes to the arena, which a mapping may
+  // change under any cache.
+  absl::StatusOr<std::vector<DeviceRange>> Share(uint64_t size);
   uint64_t allocated_bytes() const { return extents_.allocated_bytes(); }
   size_t extent_count() const { return extents_.extent_count(); }
 
@@ -67,6 +71,8 @@ class CachedFile {
  private:
   static constexpr uint64_t kPage = PageCache::kPageSize;
 
+  // Whether requests go through the cache at all.
+  bool Cached() const { return cache_->enabled() && !extents_.shared(); }
   bool HasCachedPages() const {
     return cache_->enabled() && may_have_pages_.load(std::memory_order_relaxed);
   }

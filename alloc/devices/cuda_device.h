@@ -27,8 +27,11 @@
 // granule decommitted while its piece lives stays mapped for the next Commit
 // of it. So VRAM of a piece comes back only when all of it is free: a large
 // file truncated into its last piece keeps that piece until the rest goes.
-// Physical allocations request POSIX file-descriptor handles so that
-// extents can later be shared with other processes.
+// Physical allocations request POSIX file-descriptor handles, so that
+// ExportShared can hand a block's pieces to another process: a block at
+// least a granule large whose pieces lie inside it is freed only whole, so
+// its pieces are then unmapped and released, and the importer's mapping
+// keeps the memory while the arena gets new pieces.
 //
 // Copies run on a fixed pool of non-blocking streams: each batch borrows a
 // stream, enqueues all of its copies and waits once, so concurrent FUSE
@@ -146,6 +149,13 @@ class CudaDevice final : public Device {
   // (cuda_export.cc).
   absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
       uint64_t size, absl::Span<const DeviceToDevice> copies) override;
+  // Where the GPU supports POSIX file-descriptor handles.
+  bool can_share() const override { return shareable_; }
+  // A range whose granules are all committed in pieces that lie inside it.
+  bool Exclusive(DeviceRange range) const override;
+  // The pieces themselves, exported (cuda_export.cc).
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
+      uint64_t size, absl::Span<const DeviceRange> ranges) override;
 
   // The largest physical allocation Commit makes.
   static constexpr uint64_t kMaxPieceBytes = 32 * kMiB;
@@ -194,8 +204,10 @@ class CudaDevice final : public Device {
   class Export;
   absl::StatusOr<std::unique_ptr<ExportedMemory>> MakeExport(
       uint64_t length, uint64_t size, absl::Span<const DeviceToDevice> copies);
-  // Frees an export's allocation once its ExportedMemory is gone.
-  void ReleaseExport(PhysicalHandle handle);
+  // Lets go of the context an ExportedMemory held, and frees the
+  // allocation it owned (a copy's).
+  void ReleaseExport(std::optional<PhysicalHandle> owned);
+  bool ExclusiveLocked(DeviceRange range) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Makes the context current on the calling thread (FUSE worker threads
   // are not ours) and fails fast when it is lost or absent.

@@ -1,10 +1,14 @@
-// CudaDevice::ExportCopy: file data copied inside the GPU into an
-// allocation of its own, which another process imports from a POSIX file
-// descriptor and maps (cuMemImportFromShareableHandle, cuMemMap).
+// CudaDevice::ExportCopy and ExportShared: GPU memory handed to another
+// process as POSIX file descriptors, which it imports and maps
+// (cuMemImportFromShareableHandle, cuMemMap): a copy made inside the GPU
+// into an allocation of its own, or the arena's own pieces.
 #include <cuda.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "alloc/devices/cuda_device.h"
@@ -12,28 +16,29 @@
 
 namespace cudafs {
 
-// One allocation and its file descriptor; frees the allocation (through the
-// device, which keeps its context meanwhile) when destroyed. The memory
-// itself lives on while an importer maps it.
+// Allocations' file descriptors, holding the device's context while they
+// live (ReleaseExport); a copy's allocation, owned, is freed with them. The
+// memory itself lives on while an importer maps it.
 class CudaDevice::Export final : public ExportedMemory {
  public:
-  Export(CudaDevice* device, PhysicalHandle handle, int fd, uint64_t size, uint64_t length)
-      : device_(device), handle_(handle), size_(size), piece_{fd, length} {}
+  Export(CudaDevice* device, uint64_t size, std::optional<PhysicalHandle> owned)
+      : device_(device), size_(size), owned_(owned) {}
   ~Export() override {
-    close(piece_.fd);
-    device_->ReleaseExport(handle_);
+    for (const ExportedPiece& piece : pieces_) close(piece.fd);
+    device_->ReleaseExport(owned_);
   }
+  void Add(int fd, uint64_t length) { pieces_.push_back({fd, length}); }
 
   Kind kind() const override { return Kind::kCuda; }
   std::string pci_bus_id() const override { return device_->pci_bus_id_; }
   uint64_t size() const override { return size_; }
-  absl::Span<const ExportedPiece> pieces() const override { return {&piece_, 1}; }
+  absl::Span<const ExportedPiece> pieces() const override { return pieces_; }
 
  private:
   CudaDevice* const device_;
-  const PhysicalHandle handle_;
   const uint64_t size_;
-  const ExportedPiece piece_;
+  const std::optional<PhysicalHandle> owned_;
+  std::vector<ExportedPiece> pieces_;
 };
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportCopy(
@@ -117,13 +122,80 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::MakeExport(
     Check("cuMemRelease", cu_.cuMemRelease(handle)).IgnoreError();
     return status;
   }
-  return std::make_unique<Export>(this, handle, fd, size, length);
+  auto exported = std::make_unique<Export>(this, size, handle);
+  exported->Add(fd, length);
+  return exported;
 }
 
-void CudaDevice::ReleaseExport(PhysicalHandle handle) {
-  Check("cuMemRelease", cu_.cuMemRelease(handle)).IgnoreError();
+void CudaDevice::ReleaseExport(std::optional<PhysicalHandle> owned) {
+  if (owned) Check("cuMemRelease", cu_.cuMemRelease(*owned)).IgnoreError();
   absl::MutexLock lock(&mu_);
   --exports_;
+}
+
+bool CudaDevice::Exclusive(DeviceRange range) const {
+  absl::MutexLock lock(&mu_);
+  return ExclusiveLocked(range);
+}
+
+bool CudaDevice::ExclusiveLocked(DeviceRange range) const {
+  if (range.length == 0 || range.offset % granule_ != 0 || range.length % granule_ != 0 ||
+      !InRange(range.offset, range.length).ok()) {
+    return false;
+  }
+  // The pieces must tile the range exactly, every granule committed.
+  uint64_t at = range.offset;
+  auto it = pieces_.upper_bound(range.offset);
+  if (it != pieces_.begin()) --it;
+  for (; it != pieces_.end() && it->first < range.offset + range.length; ++it) {
+    const Piece& piece = it->second;
+    const uint64_t granules = piece.length / granule_;
+    const uint64_t all = granules >= 64 ? ~uint64_t{0} : (uint64_t{1} << granules) - 1;
+    if (it->first + piece.length <= range.offset) continue;
+    if (it->first != at || it->first + piece.length > range.offset + range.length ||
+        piece.committed != all) {
+      return false;
+    }
+    at += piece.length;
+  }
+  return at == range.offset + range.length;
+}
+
+absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportShared(
+    uint64_t size, absl::Span<const DeviceRange> ranges) {
+  if (!shareable_) {
+    return absl::UnimplementedError(
+        absl::StrCat(description_, " cannot export memory as file descriptors"));
+  }
+  std::vector<std::pair<PhysicalHandle, uint64_t>> handles;  // and their lengths
+  {
+    absl::MutexLock lock(&mu_);
+    for (const DeviceRange& range : ranges) {
+      if (!ExclusiveLocked(range)) {
+        return absl::FailedPreconditionError("a shared range is not a block of its own");
+      }
+      for (auto it = pieces_.find(range.offset);
+           it != pieces_.end() && it->first < range.offset + range.length; ++it) {
+        handles.emplace_back(it->second.handle, it->second.length);
+      }
+    }
+    // The committed ranges hold the context now; the export holds it after.
+    ++exports_;
+  }
+  // The caller keeps the ranges committed meanwhile, so the pieces stay.
+  auto exported = std::make_unique<Export>(this, size, std::nullopt);
+  if (absl::Status s = Enter(); !s.ok()) return s;
+  for (const auto& [handle, length] : handles) {
+    int fd = -1;
+    if (absl::Status s = Check("cuMemExportToShareableHandle",
+                               cu_.cuMemExportToShareableHandle(
+                                   &fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        !s.ok()) {
+      return s;
+    }
+    exported->Add(fd, length);
+  }
+  return exported;
 }
 
 }  // namespace cudafs

@@ -20,4 +20,11 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> Device::ExportCopy(
   return absl::UnimplementedError(Describe() + " cannot hand memory to other processes");
 }
 
+bool Device::Exclusive(DeviceRange /*range*/) const { return false; }
+
+absl::StatusOr<std::unique_ptr<ExportedMemory>> Device::ExportShared(
+    uint64_t /*size*/, absl::Span<const DeviceRange> /*ranges*/) {
+  return absl::UnimplementedError(Describe() + " cannot share memory with other processes");
+}
+
 }  // namespace cudafs

@@ -118,6 +118,23 @@ class Device {
   // memory.
   virtual absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
       uint64_t size, absl::Span<const DeviceToDevice> copies);
+
+  // Whether this device can hand its memory out (ExportShared) at all.
+  virtual bool can_share() const { return false; }
+
+  // Whether the physical memory behind `range` (committed, whole granules)
+  // backs no byte outside it, so that handing it out (ExportShared) shows
+  // nothing else. False by default.
+  virtual bool Exclusive(DeviceRange range) const;
+
+  // The physical memory itself behind `ranges` (each committed and
+  // Exclusive), in order, for another process to map with no copy: writes
+  // on either side show on the other. `size` is the bytes of data, at most
+  // the ranges' sum. The importer's mapping keeps the memory: once the
+  // arena frees a range, the device backs it with other memory, never this.
+  // Unimplemented where the device cannot (the default).
+  virtual absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
+      uint64_t size, absl::Span<const DeviceRange> ranges);
 };
 
 }  // namespace cudafs

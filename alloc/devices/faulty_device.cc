@@ -81,27 +81,27 @@ uint64_t FaultyDevice::injected() const {
 
 absl::Status FaultyDevice::Commit(uint64_t offset, uint64_t length) {
   if (Fail(kFaultCommit)) return absl::ResourceExhaustedError("injected: out of memory");
-  return inner_->Commit(offset, length);
+  return DeviceWrapper::Commit(offset, length);
 }
 
 absl::Status FaultyDevice::Write(absl::Span<const HostToDevice> copies) {
   if (!copies.empty() && Fail(kFaultWrite)) return absl::InternalError("injected: write");
-  return inner_->Write(copies);
+  return DeviceWrapper::Write(copies);
 }
 
 absl::Status FaultyDevice::Read(absl::Span<const DeviceToHost> copies) {
   if (!copies.empty() && Fail(kFaultRead)) return absl::InternalError("injected: read");
-  return inner_->Read(copies);
+  return DeviceWrapper::Read(copies);
 }
 
 absl::Status FaultyDevice::Copy(absl::Span<const DeviceToDevice> copies) {
   if (!copies.empty() && Fail(kFaultCopy)) return absl::InternalError("injected: copy");
-  return inner_->Copy(copies);
+  return DeviceWrapper::Copy(copies);
 }
 
 absl::Status FaultyDevice::Zero(absl::Span<const DeviceRange> ranges) {
   if (!ranges.empty() && Fail(kFaultZero)) return absl::InternalError("injected: zero");
-  return inner_->Zero(ranges);
+  return DeviceWrapper::Zero(ranges);
 }
 
 bool FaultyDevice::Fail(FaultOp op) {

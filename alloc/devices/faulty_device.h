@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "alloc/devices/device.h"
+#include "alloc/devices/device_wrapper.h"
 
 namespace cudafs {
 
@@ -42,13 +42,9 @@ struct FaultPlan {
 // offending item otherwise.
 absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text);
 
-class FaultyDevice final : public Device {
+class FaultyDevice final : public DeviceWrapper {
  public:
-  // Decorates `inner`, which must outlive it.
-  explicit FaultyDevice(Device* inner) : inner_(inner) {}
-  // Decorates and owns `inner`.
-  explicit FaultyDevice(std::unique_ptr<Device> inner)
-      : owned_(std::move(inner)), inner_(owned_.get()) {}
+  using DeviceWrapper::DeviceWrapper;
 
   // Starts `plan`'s random sequence from its seed.
   void SetPlan(const FaultPlan& plan);
@@ -57,36 +53,16 @@ class FaultyDevice final : public Device {
   // Calls failed so far.
   uint64_t injected() const;
 
-  std::string Describe() const override { return "faulty " + inner_->Describe(); }
-  uint64_t arena_size() const override { return inner_->arena_size(); }
-  uint64_t granule_size() const override { return inner_->granule_size(); }
+  std::string Describe() const override { return "faulty " + target()->Describe(); }
   absl::Status Commit(uint64_t offset, uint64_t length) override;
-  absl::Status Decommit(uint64_t offset, uint64_t length) override {
-    return inner_->Decommit(offset, length);
-  }
   absl::Status Write(absl::Span<const HostToDevice> copies) override;
   absl::Status Read(absl::Span<const DeviceToHost> copies) override;
   absl::Status Copy(absl::Span<const DeviceToDevice> copies) override;
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
-  size_t max_batch_copies() const override { return inner_->max_batch_copies(); }
-  void* AllocateHostBuffer(size_t length) override { return inner_->AllocateHostBuffer(length); }
-  void FreeHostBuffer(void* buffer, size_t length) override {
-    inner_->FreeHostBuffer(buffer, length);
-  }
-  void RegisterHostMemory(void* memory, size_t length) override {
-    inner_->RegisterHostMemory(memory, length);
-  }
-  void UnregisterHostMemory(void* memory) override { inner_->UnregisterHostMemory(memory); }
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
-      uint64_t size, absl::Span<const DeviceToDevice> copies) override {
-    return inner_->ExportCopy(size, copies);
-  }
 
  private:
   bool Fail(FaultOp op);
 
-  const std::unique_ptr<Device> owned_;
-  Device* const inner_;
   mutable absl::Mutex mu_;
   FaultPlan plan_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);

@@ -1,12 +1,15 @@
 #include "alloc/devices/host_device.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -27,20 +30,29 @@ absl::Status InRange(uint64_t offset, uint64_t length, uint64_t arena_size) {
   return absl::OkStatus();
 }
 
-// A memfd of whole pages.
+// Memfds of whole pages, owned.
 class HostExport final : public ExportedMemory {
  public:
-  HostExport(int fd, uint64_t size, uint64_t mapped) : size_(size), piece_{fd, mapped} {}
-  ~HostExport() override { close(piece_.fd); }
+  explicit HostExport(uint64_t size) : size_(size) {}
+  ~HostExport() override {
+    for (const ExportedPiece& piece : pieces_) close(piece.fd);
+  }
+  void Add(int fd, uint64_t length) { pieces_.push_back({fd, length}); }
 
   Kind kind() const override { return Kind::kHost; }
   uint64_t size() const override { return size_; }
-  absl::Span<const ExportedPiece> pieces() const override { return {&piece_, 1}; }
+  absl::Span<const ExportedPiece> pieces() const override { return pieces_; }
 
  private:
   const uint64_t size_;
-  const ExportedPiece piece_;
+  std::vector<ExportedPiece> pieces_;
 };
+
+absl::Status OutOfMemoryOr(int error, absl::string_view what) {
+  return error == ENOSPC || error == ENOMEM
+             ? absl::ResourceExhaustedError(absl::StrCat("out of host memory for ", what))
+             : absl::ErrnoToStatus(error, what);
+}
 
 }  // namespace
 
@@ -78,6 +90,30 @@ absl::Status HostDevice::Commit(uint64_t offset, uint64_t length) {
 
 absl::Status HostDevice::Decommit(uint64_t offset, uint64_t length) {
   if (absl::Status s = InRange(offset, length, size_); !s.ok()) return s;
+  {
+    // Shared ranges go back to anonymous memory: what importers map stays
+    // theirs, and is never the arena's again.
+    absl::MutexLock lock(&shared_mu_);
+    auto it = shared_.upper_bound(offset);
+    if (it != shared_.begin() && std::prev(it)->first + std::prev(it)->second.length > offset) {
+      --it;
+    }
+    while (it != shared_.end() && it->first < offset + length) {
+      const uint64_t from = std::max(offset, it->first);
+      const uint64_t to = std::min(offset + length, it->first + it->second.length);
+      if (mmap(base_ + from, to - from, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
+        return absl::ErrnoToStatus(errno, "mmap over a shared range");
+      }
+      it->second.committed -= to - from;
+      if (it->second.committed == 0) {
+        close(it->second.fd);
+        it = shared_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   if (madvise(base_ + offset, length, MADV_DONTNEED) != 0) {
     return absl::ErrnoToStatus(errno, "madvise(MADV_DONTNEED)");
   }
@@ -131,13 +167,10 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> HostDevice::ExportCopy(
   const uint64_t mapped = std::max<uint64_t>(page, (size + page - 1) / page * page);
   const int fd = memfd_create("cudafs-export", MFD_CLOEXEC);
   if (fd < 0) return absl::ErrnoToStatus(errno, "memfd_create");
-  auto exported = std::make_unique<HostExport>(fd, size, mapped);
+  auto exported = std::make_unique<HostExport>(size);
+  exported->Add(fd, mapped);
   // A fresh memfd reads as zeros: only the copies need writing.
-  if (ftruncate(fd, static_cast<off_t>(mapped)) != 0) {
-    return errno == ENOSPC || errno == ENOMEM
-               ? absl::ResourceExhaustedError("out of host memory for an export")
-               : absl::ErrnoToStatus(errno, "ftruncate of the export");
-  }
+  if (ftruncate(fd, static_cast<off_t>(mapped)) != 0) return OutOfMemoryOr(errno, "an export");
   void* memory = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (memory == MAP_FAILED) return absl::ErrnoToStatus(errno, "mmap of the export");
   for (const DeviceToDevice& c : copies) {
@@ -145,6 +178,66 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> HostDevice::ExportCopy(
                 c.length);
   }
   munmap(memory, mapped);
+  return exported;
+}
+
+bool HostDevice::Exclusive(DeviceRange range) const {
+  if (!WholeGranules(range)) return false;
+  absl::MutexLock lock(&shared_mu_);
+  return NotSharedOtherwise(range);
+}
+
+bool HostDevice::WholeGranules(DeviceRange range) const {
+  return range.length > 0 && range.offset % kGranule == 0 && range.length % kGranule == 0 &&
+         InRange(range.offset, range.length, size_).ok();
+}
+
+bool HostDevice::NotSharedOtherwise(DeviceRange range) const {
+  auto it = shared_.upper_bound(range.offset);
+  if (it != shared_.begin() &&
+      std::prev(it)->first + std::prev(it)->second.length > range.offset) {
+    return std::prev(it)->first == range.offset && std::prev(it)->second.length == range.length;
+  }
+  return it == shared_.end() || it->first >= range.offset + range.length;
+}
+
+absl::StatusOr<int> HostDevice::SharedMemory(uint64_t offset, uint64_t length) {
+  if (auto it = shared_.find(offset); it != shared_.end()) return it->second.fd;
+  const int fd = memfd_create("cudafs-shared", MFD_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "memfd_create");
+  // The range's bytes go into the memfd, which then replaces the anonymous
+  // pages at the same address (the caller keeps writers of the range out).
+  absl::Status status;
+  if (ftruncate(fd, static_cast<off_t>(length)) != 0) {
+    status = OutOfMemoryOr(errno, "a shared range");
+  } else if (pwrite(fd, base_ + offset, length, 0) != static_cast<ssize_t>(length)) {
+    status = OutOfMemoryOr(errno, "a shared range");
+  } else if (mmap(base_ + offset, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                  0) == MAP_FAILED) {
+    status = OutOfMemoryOr(errno, "mapping a shared range");
+  }
+  if (!status.ok()) {
+    close(fd);
+    return status;
+  }
+  shared_[offset] = Shared{fd, length, length};
+  return fd;
+}
+
+absl::StatusOr<std::unique_ptr<ExportedMemory>> HostDevice::ExportShared(
+    uint64_t size, absl::Span<const DeviceRange> ranges) {
+  auto exported = std::make_unique<HostExport>(size);
+  absl::MutexLock lock(&shared_mu_);
+  for (const DeviceRange& range : ranges) {
+    if (!WholeGranules(range) || !NotSharedOtherwise(range)) {
+      return absl::FailedPreconditionError("a shared range is not a block of its own");
+    }
+    absl::StatusOr<int> fd = SharedMemory(range.offset, range.length);
+    if (!fd.ok()) return fd.status();
+    const int copy = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) return absl::ErrnoToStatus(errno, "dup of a shared range");
+    exported->Add(copy, range.length);
+  }
   return exported;
 }
 

@@ -4,13 +4,20 @@
 // The arena is one anonymous mapping reserved without backing
 // (MAP_NORESERVE); Commit faults granules in and Decommit hands them back to
 // the kernel, so resident memory follows what is stored, like tmpfs.
-// ExportCopy copies into a memfd, which another process maps.
+// ExportCopy copies into a memfd, which another process maps. ExportShared
+// moves each range into a memfd of its own, mapped over the arena in place
+// of the anonymous pages (once; later exports hand out the same memfd),
+// and the range goes back to anonymous memory when it is decommitted: the
+// memfd then lives on only in the importers' mappings.
 #ifndef CUDAFS_ALLOC_DEVICES_HOST_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_HOST_DEVICE_H_
 
 #include <memory>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "alloc/devices/device.h"
 
 namespace cudafs {
@@ -34,12 +41,33 @@ class HostDevice final : public Device {
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
   absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
       uint64_t size, absl::Span<const DeviceToDevice> copies) override;
+  bool can_share() const override { return true; }
+  bool Exclusive(DeviceRange range) const override;
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
+      uint64_t size, absl::Span<const DeviceRange> ranges) override;
 
  private:
+  // A range of the arena mapped from a memfd of its own (ExportShared).
+  struct Shared {
+    int fd = -1;
+    uint64_t length = 0;
+    uint64_t committed = 0;  // bytes of it not yet decommitted
+  };
+
   HostDevice(char* base, uint64_t size) : base_(base), size_(size) {}
+
+  bool WholeGranules(DeviceRange range) const;
+  // Whether no shared range overlaps `range` but one equal to it.
+  bool NotSharedOtherwise(DeviceRange range) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_mu_);
+  // The memfd holding [offset, offset + length), made on first use.
+  absl::StatusOr<int> SharedMemory(uint64_t offset, uint64_t length)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_mu_);
 
   char* const base_;
   const uint64_t size_;
+  mutable absl::Mutex shared_mu_;
+  // Arena offset -> the shared range starting there.
+  absl::btree_map<uint64_t, Shared> shared_ ABSL_GUARDED_BY(shared_mu_);
 };
 
 }  // namespace cudafs

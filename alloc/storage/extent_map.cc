@@ -314,6 +314,118 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
   return status;
 }
 
+absl::StatusOr<Block> ExtentMap::AllocateExclusive(uint64_t size) {
+  // A fresh block's granules may still lie in a physical piece that backs
+  // a neighbour too (a block split off a larger one): such blocks are set
+  // aside, so that the next try gets another, and freed at the end.
+  constexpr int kTries = 8;
+  std::vector<Block> aside;
+  absl::StatusOr<Block> block;
+  for (int tries = 0; tries < kTries; ++tries) {
+    block = arena_->Allocate(size);
+    if (!block.ok() || arena_->device().Exclusive({block->offset, block->size})) break;
+    aside.push_back(*block);
+    block = absl::ResourceExhaustedError("no block of memory of its own to share");
+  }
+  for (Block b : aside) arena_->Free(b);
+  return block;
+}
+
+absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
+  Device& device = arena_->device();
+  const uint64_t granule = std::max(device.granule_size(), arena_->min_block());
+  const uint64_t end = (size + granule - 1) / granule * granule;
+  const uint64_t largest = std::max(max_extent_, granule);
+  const auto has_large = [&](uint64_t from, uint64_t to) {
+    for (auto it = extents_.lower_bound(from); it != extents_.end() && it->first < to; ++it) {
+      if (it->second.size >= granule) return true;
+    }
+    return false;
+  };
+  // Windows tiling [0, end) (and on to the end of a block kept there):
+  // blocks kept as they are, or fresh ones taking what lies in them.
+  struct Window {
+    uint64_t start;
+    Block block;
+    bool fresh;
+  };
+  std::vector<Window> windows;
+  absl::Status status;
+  for (uint64_t at = 0; at < end;) {
+    auto it = extents_.find(at);
+    uint64_t window = granule;
+    if (it != extents_.end() && it->second.size >= granule) {
+      if (device.Exclusive({it->second.offset, it->second.size})) {
+        windows.push_back({at, it->second, false});
+        at += it->second.size;
+        continue;
+      }
+      window = it->second.size;
+    } else {
+      // Small blocks and holes: as few fresh blocks as fit between the
+      // large ones (each is a piece the importer maps).
+      while (window * 2 <= largest && at % (window * 2) == 0 && at + window * 2 <= end &&
+             !has_large(at + window, at + window * 2)) {
+        window *= 2;
+      }
+    }
+    absl::StatusOr<Block> block = AllocateExclusive(window);
+    if (!block.ok()) {
+      status = block.status();
+      break;
+    }
+    windows.push_back({at, *block, true});
+    at += window;
+  }
+  // Fresh blocks are zero but for the data of the blocks they replace;
+  // kept ones are zeroed past the end of the data.
+  std::vector<DeviceRange> zeros;
+  std::vector<DeviceToDevice> copies;
+  for (const Window& w : windows) {
+    const uint64_t window_end = w.start + w.block.size;
+    if (!w.fresh) {
+      const uint64_t from = std::max(w.start, data_end_);
+      if (from < window_end) zeros.push_back({w.block.offset + (from - w.start), window_end - from});
+      continue;
+    }
+    zeros.push_back({w.block.offset, w.block.size});
+    for (auto it = extents_.lower_bound(w.start); it != extents_.end() && it->first < window_end;
+         ++it) {
+      const uint64_t to = std::min(it->first + it->second.size, data_end_);
+      if (it->first < to) {
+        copies.push_back({w.block.offset + (it->first - w.start), it->second.offset, to - it->first});
+      }
+    }
+  }
+  if (status.ok()) status = device.Zero(zeros);
+  if (status.ok()) status = device.Copy(copies);
+  if (!status.ok()) {
+    for (const Window& w : windows) {
+      if (w.fresh) arena_->Free(w.block);
+    }
+    return status;
+  }
+  std::vector<DeviceRange> ranges;
+  for (const Window& w : windows) {
+    if (w.fresh) {
+      const uint64_t window_end = w.start + w.block.size;
+      for (auto it = extents_.lower_bound(w.start);
+           it != extents_.end() && it->first < window_end;) {
+        arena_->Free(it->second);
+        allocated_bytes_ -= it->second.size;
+        it = extents_.erase(it);
+      }
+      extents_.emplace(w.start, w.block);
+      allocated_bytes_ += w.block.size;
+    }
+    ranges.push_back({w.block.offset, w.block.size});
+  }
+  shared_ = true;
+  // Zero or the file's: all of it is data now.
+  data_end_ = std::max(data_end_, windows.back().start + windows.back().block.size);
+  return ranges;
+}
+
 void ExtentMap::Carve(uint64_t start, Block block, uint64_t offset, uint64_t end,
                       uint64_t zero_end, std::vector<DeviceRange>* zeros, Extents* freed) {
   const uint64_t block_end = start + block.size;
@@ -321,7 +433,9 @@ void ExtentMap::Carve(uint64_t start, Block block, uint64_t offset, uint64_t end
     freed->emplace(start, block);
     return;
   }
-  if (block_end <= offset || start >= end || block.size <= arena_->min_block()) {
+  // A shared file's large blocks may be mapped elsewhere: never split.
+  const bool whole = shared_ && block.size >= arena_->device().granule_size();
+  if (block_end <= offset || start >= end || block.size <= arena_->min_block() || whole) {
     const uint64_t from = std::max(offset, start);
     const uint64_t to = std::min(zero_end, block_end);
     if (from < to) zeros->push_back({block.offset + (from - start), to - from});
@@ -348,8 +462,9 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
   // however large the blocks (a punch or truncate inside a 32 MiB block).
   std::vector<DeviceRange> zeros;
   Extents freed;
-  // Bytes past the end of the data read as zeros already.
-  const uint64_t zero_end = std::min(end, std::max(offset, data_end_));
+  // Bytes past the end of the data read as zeros already, but for a
+  // shared file, where a mapping sees them.
+  const uint64_t zero_end = shared_ ? end : std::min(end, std::max(offset, data_end_));
   for (const auto& [start, block] : touched) {
     Carve(start, block, offset, end, zero_end, &zeros, &freed);
   }
@@ -370,10 +485,17 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
 absl::Status ExtentMap::Truncate(uint64_t size) {
   reserved_end_ = std::min(reserved_end_, size);
   data_end_ = std::min(data_end_, size);
-  return PunchHole(size, std::numeric_limits<uint64_t>::max() - size);
+  absl::Status status = PunchHole(size, std::numeric_limits<uint64_t>::max() - size);
+  // A shared file's kept blocks are zero past `size`: data a mapping may
+  // write, and read(2) must then see.
+  if (status.ok() && shared_ && !extents_.empty()) {
+    data_end_ = std::max(size, extents_.rbegin()->first + extents_.rbegin()->second.size);
+  }
+  return status;
 }
 
 void ExtentMap::TrimTail(uint64_t size) {
+  if (shared_) return;  // its blocks stay whole
   const uint64_t min_block = arena_->min_block();
   const uint64_t keep = std::max(size, reserved_end_);
   if (keep > std::numeric_limits<uint64_t>::max() - min_block) return;

@@ -36,6 +36,12 @@
 // GPU: 9% for a matrix-multiply loop beside 4 appending writers), nor does
 // a truncate.
 //
+// Shared files (Share): a file whose memory another process maps keeps its
+// blocks whole from then on, since a mapping holds them: TrimTail leaves
+// them, and Truncate and PunchHole zero what they would have split off,
+// freeing only whole blocks. Every mapped byte of such a file is its own or
+// zero, past the end of the data too, so the mapping shows nothing else.
+//
 // Not thread-safe: the owning inode's lock guards it.
 #ifndef CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
 #define CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
@@ -121,6 +127,16 @@ class ExtentMap {
   // what lies past the data, are left to the destination's zeros.
   std::vector<DeviceToDevice> CopiesOut(uint64_t size) const;
 
+  // Lays the first `size` bytes (> 0) out for a shared mapping and returns
+  // the device ranges that map [0, E), E >= size, back to back, in file
+  // order: blocks of at least a granule whose memory backs nothing else
+  // (Device::Exclusive). Smaller blocks and holes there move into new
+  // blocks with a device copy (large files written in order already have
+  // such blocks). The file is shared from then on (see above). On
+  // ResourceExhausted nothing changed.
+  absl::StatusOr<std::vector<DeviceRange>> Share(uint64_t size);
+  bool shared() const { return shared_; }
+
   // First mapped offset >= `offset`, if any (SEEK_DATA).
   std::optional<uint64_t> NextData(uint64_t offset) const;
   // First unmapped offset >= `offset` (SEEK_HOLE; may lie past the size).
@@ -167,6 +183,8 @@ class ExtentMap {
   // bytes outside [offset, end); those wholly inside go to `freed` (by file
   // offset, as in extents_), and the bytes inside of the sub-blocks kept,
   // below `zero_end`, to `zeros`.
+  // A new block of `size` (>= a granule) whose memory backs nothing else.
+  absl::StatusOr<Block> AllocateExclusive(uint64_t size);
   void Carve(uint64_t start, Block block, uint64_t offset, uint64_t end, uint64_t zero_end,
              std::vector<DeviceRange>* zeros, Extents* freed);
 
@@ -180,6 +198,7 @@ class ExtentMap {
   // End of the furthest byte written or reserved, lowered by Truncate: where
   // appends start (Appends).
   uint64_t data_end_ = 0;
+  bool shared_ = false;
 };
 
 }  // namespace cudafs

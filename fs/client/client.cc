@@ -37,6 +37,9 @@ struct cudafs_mapping {
   uint64_t size = 0;
   uint64_t mapped = 0;  // bytes of address space: the pieces, back to back
   bool retained_context = false;
+  // Shared mappings: the file, open for reading and writing (cudafs_sync).
+  int file = -1;
+  std::vector<uint64_t> piece_sizes;  // CUDA: unmapped one by one
 };
 
 namespace {
@@ -114,6 +117,14 @@ int Connect(const std::string& mountpoint, int* connection) {
   return 0;
 }
 
+// Connects to the share socket of the mount holding open file `fd`.
+int ConnectFor(int fd, std::string* mountpoint, int* connection) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Fail(errno, "fstat: %s", std::strerror(errno));
+  if (int r = FindMount(st.st_dev, mountpoint); r != 0) return r;
+  return Connect(*mountpoint, connection);
+}
+
 int Send(int connection, uint32_t op, uint32_t flags, int fd) {
   const cudafs_share_request request = {CUDAFS_SHARE_MAGIC, op, flags, 0};
   if (cudafs_share_send(connection, &request, sizeof request, &fd, fd >= 0 ? 1 : 0) !=
@@ -123,42 +134,57 @@ int Send(int connection, uint32_t op, uint32_t flags, int fd) {
   return 0;
 }
 
-int Receive(int connection, cudafs_share_reply* reply, std::vector<int>* fds) {
-  fds->resize(CUDAFS_SHARE_MAX_PIECES);
+// The memory a reply hands over: one descriptor and size per piece.
+struct Pieces {
+  std::vector<int> fds;
+  std::vector<uint64_t> sizes;
+  uint64_t total = 0;
+};
+
+// The reply, then the pieces that follow it (none for a sync).
+int Receive(int connection, cudafs_share_reply* reply, Pieces* pieces) {
   size_t count = 0;
-  const ssize_t got = cudafs_share_receive(connection, reply, sizeof *reply, fds->data(),
-                                           fds->size(), &count);
-  fds->resize(count);
+  int none;
+  const ssize_t got = cudafs_share_receive(connection, reply, sizeof *reply, &none, 0, &count);
   if (got != static_cast<ssize_t>(sizeof *reply) || reply->magic != CUDAFS_SHARE_MAGIC) {
     return Fail(EIO, "the cudafs daemon sent no valid reply");
   }
   reply->message[sizeof reply->message - 1] = '\0';
   reply->pci_bus_id[sizeof reply->pci_bus_id - 1] = '\0';
   if (reply->error != 0) return Fail(reply->error, "%s", reply->message);
-  if (reply->pieces == 0 || reply->pieces > CUDAFS_SHARE_MAX_PIECES ||
-      fds->size() != reply->pieces) {
-    return Fail(EIO, "the cudafs daemon sent %zu descriptors for %u pieces", fds->size(),
-                reply->pieces);
+  while (pieces->fds.size() < reply->pieces) {
+    cudafs_share_pieces batch;
+    int fds[CUDAFS_SHARE_BATCH];
+    const ssize_t batch_got =
+        cudafs_share_receive(connection, &batch, sizeof batch, fds, CUDAFS_SHARE_BATCH, &count);
+    pieces->fds.insert(pieces->fds.end(), fds, fds + count);
+    if (batch_got != static_cast<ssize_t>(sizeof batch) || batch.magic != CUDAFS_SHARE_MAGIC ||
+        batch.count != count || pieces->fds.size() > reply->pieces) {
+      return Fail(EIO, "the cudafs daemon sent a malformed list of pieces");
+    }
+    for (size_t i = 0; i < count; ++i) {
+      pieces->sizes.push_back(batch.piece_size[i]);
+      pieces->total += batch.piece_size[i];
+    }
   }
   return 0;
 }
 
-int MapHost(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs_mapping* out) {
-  uint64_t total = 0;
-  for (uint32_t i = 0; i < reply.pieces; ++i) total += reply.piece_size[i];
+int MapHost(const Pieces& pieces, cudafs_mapping* out) {
+  const uint64_t total = pieces.total;
   void* base = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) {
     return Fail(ENOMEM, "no address space for %llu bytes", static_cast<unsigned long long>(total));
   }
   uint64_t at = 0;
-  for (uint32_t i = 0; i < reply.pieces; ++i) {
-    if (mmap(static_cast<char*>(base) + at, reply.piece_size[i], PROT_READ | PROT_WRITE,
-             MAP_SHARED | MAP_FIXED, fds[i], 0) == MAP_FAILED) {
+  for (size_t i = 0; i < pieces.fds.size(); ++i) {
+    if (mmap(static_cast<char*>(base) + at, pieces.sizes[i], PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED, pieces.fds[i], 0) == MAP_FAILED) {
       const int error = errno;
       munmap(base, total);
       return Fail(error, "mmap of a piece: %s", std::strerror(error));
     }
-    at += reply.piece_size[i];
+    at += pieces.sizes[i];
   }
   out->memory = CUDAFS_MEMORY_HOST;
   out->address = reinterpret_cast<uintptr_t>(base);
@@ -225,7 +251,17 @@ int CudaFail(CUresult result, const char* call) {
               call, static_cast<int>(result));
 }
 
-int MapCuda(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs_mapping* out) {
+// cuMemUnmap takes whole mappings: one call per piece.
+CUresult UnmapPieces(const Driver* cu, CUdeviceptr base, const uint64_t* sizes, size_t count) {
+  CUresult first_error = CUDA_SUCCESS;
+  for (size_t i = 0; i < count; base += sizes[i], ++i) {
+    const CUresult r = cu->unmap(base, sizes[i]);
+    if (first_error == CUDA_SUCCESS) first_error = r;
+  }
+  return first_error;
+}
+
+int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mapping* out) {
   const Driver* cu = LoadDriver();
   if (cu == nullptr) return Fail(ENOSYS, "the file is in GPU memory and libcuda.so.1 is unusable");
   CUcontext context = nullptr;
@@ -247,8 +283,7 @@ int MapCuda(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs
     out->retained_context = true;
     cu->set_current(context);
   }
-  uint64_t total = 0;
-  for (uint32_t i = 0; i < reply.pieces; ++i) total += reply.piece_size[i];
+  const uint64_t total = pieces.total;
   CUdeviceptr base = 0;
   CUresult result = cu->reserve(&base, total, 0, 0, 0);
   if (result != CUDA_SUCCESS) {
@@ -256,14 +291,18 @@ int MapCuda(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs
     return CudaFail(result, "cuMemAddressReserve");
   }
   uint64_t at = 0;
-  for (uint32_t i = 0; i < reply.pieces && result == CUDA_SUCCESS; ++i) {
+  size_t mapped_pieces = 0;
+  for (size_t i = 0; i < pieces.fds.size() && result == CUDA_SUCCESS; ++i) {
     CUmemGenericAllocationHandle handle;
-    result = cu->import(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fds[i])),
+    result = cu->import(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(pieces.fds[i])),
                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (result != CUDA_SUCCESS) break;
-    result = cu->map(base + at, reply.piece_size[i], 0, handle, 0);
+    result = cu->map(base + at, pieces.sizes[i], 0, handle, 0);
     cu->memory_release(handle);  // the mapping holds the memory now
-    if (result == CUDA_SUCCESS) at += reply.piece_size[i];
+    if (result == CUDA_SUCCESS) {
+      at += pieces.sizes[i];
+      ++mapped_pieces;
+    }
   }
   if (result == CUDA_SUCCESS) {
     CUmemAccessDesc access = {};
@@ -273,7 +312,7 @@ int MapCuda(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs
     result = cu->set_access(base, total, &access, 1);
   }
   if (result != CUDA_SUCCESS) {
-    if (at > 0) cu->unmap(base, at);
+    UnmapPieces(cu, base, pieces.sizes.data(), mapped_pieces);
     cu->address_free(base, total);
     if (out->retained_context) cu->release(device);
     return CudaFail(result, "importing the file's memory");
@@ -282,6 +321,7 @@ int MapCuda(const cudafs_share_reply& reply, const std::vector<int>& fds, cudafs
   out->device = device;
   out->address = base;
   out->mapped = total;
+  out->piece_sizes = pieces.sizes;
   return 0;
 }
 #endif
@@ -293,25 +333,23 @@ extern "C" {
 int cudafs_map_fd(int fd, int flags, cudafs_mapping** mapping) {
   if (mapping == nullptr) return Fail(EINVAL, "no place for the mapping");
   *mapping = nullptr;
-  struct stat st;
-  if (fstat(fd, &st) != 0) return Fail(errno, "fstat: %s", std::strerror(errno));
   std::string mountpoint;
-  if (int r = FindMount(st.st_dev, &mountpoint); r != 0) return r;
   int connection = -1;
-  if (int r = Connect(mountpoint, &connection); r != 0) return r;
+  if (int r = ConnectFor(fd, &mountpoint, &connection); r != 0) return r;
   cudafs_share_reply reply;
-  std::vector<int> fds;
-  const uint32_t share_flags = (flags & CUDAFS_MAP_WRITABLE) ? CUDAFS_SHARE_WRITABLE : 0;
-  int result = Send(connection, CUDAFS_SHARE_MAP, share_flags, fd);
-  if (result == 0) result = Receive(connection, &reply, &fds);
+  Pieces pieces;
+  const bool writable = flags & CUDAFS_MAP_WRITABLE;
+  int result = Send(connection, CUDAFS_SHARE_MAP, writable ? CUDAFS_SHARE_WRITABLE : 0, fd);
+  if (result == 0) result = Receive(connection, &reply, &pieces);
+  if (result == 0 && pieces.fds.empty()) result = Fail(EIO, "the cudafs daemon sent no memory");
   auto* out = new cudafs_mapping;
   if (result == 0) {
     out->size = reply.size;
     if (reply.kind == CUDAFS_SHARE_HOST) {
-      result = MapHost(reply, fds, out);
+      result = MapHost(pieces, out);
     } else if (reply.kind == CUDAFS_SHARE_CUDA) {
 #ifdef CUDAFS_WITH_CUDA
-      result = MapCuda(reply, fds, out);
+      result = MapCuda(reply, pieces, out);
 #else
       result = Fail(ENOSYS, "the file is in GPU memory and this library was built without CUDA");
 #endif
@@ -319,12 +357,16 @@ int cudafs_map_fd(int fd, int flags, cudafs_mapping** mapping) {
       result = Fail(EIO, "the cudafs daemon sent memory of an unknown kind");
     }
   }
-  for (int piece : fds) close(piece);
+  for (int piece : pieces.fds) close(piece);
   // The daemon lets go of its handles once ours are made.
   if (result == 0) Send(connection, CUDAFS_SHARE_IMPORTED, 0, -1);
   close(connection);
+  if (result == 0 && writable) {
+    out->file = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (out->file < 0) result = Fail(errno, "dup of the file: %s", std::strerror(errno));
+  }
   if (result != 0) {
-    delete out;
+    cudafs_unmap(out);
     return result;
   }
   *mapping = out;
@@ -339,6 +381,25 @@ int cudafs_map(const char* path, int flags, cudafs_mapping** mapping) {
   return result;
 }
 
+int cudafs_sync(cudafs_mapping* mapping) {
+  if (mapping == nullptr || mapping->file < 0) {
+    return Fail(EINVAL, "only a writable mapping has writes to sync");
+  }
+  // Writes through read(2)'s side first: the kernel's dirty pages reach
+  // the file's memory, where the mapping sees them.
+  if (fsync(mapping->file) != 0) return Fail(errno, "fsync: %s", std::strerror(errno));
+  std::string mountpoint;
+  int connection = -1;
+  if (int r = ConnectFor(mapping->file, &mountpoint, &connection); r != 0) return r;
+  cudafs_share_reply reply;
+  Pieces none;
+  int result = Send(connection, CUDAFS_SHARE_SYNC, 0, mapping->file);
+  if (result == 0) result = Receive(connection, &reply, &none);
+  for (int fd : none.fds) close(fd);
+  close(connection);
+  return result;
+}
+
 int cudafs_unmap(cudafs_mapping* mapping) {
   if (mapping == nullptr) return 0;
   int result = 0;
@@ -348,7 +409,9 @@ int cudafs_unmap(cudafs_mapping* mapping) {
 #ifdef CUDAFS_WITH_CUDA
   if (mapping->memory == CUDAFS_MEMORY_CUDA) {
     const Driver* cu = LoadDriver();
-    if (CUresult r = cu->unmap(mapping->address, mapping->mapped); r != CUDA_SUCCESS) {
+    if (CUresult r = UnmapPieces(cu, mapping->address, mapping->piece_sizes.data(),
+                                 mapping->piece_sizes.size());
+        r != CUDA_SUCCESS) {
       result = CudaFail(r, "cuMemUnmap");
     }
     cu->address_free(mapping->address, mapping->mapped);
@@ -358,6 +421,7 @@ int cudafs_unmap(cudafs_mapping* mapping) {
     }
   }
 #endif
+  if (mapping->file >= 0) close(mapping->file);
   delete mapping;
   return result;
 }

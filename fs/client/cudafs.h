@@ -4,12 +4,24 @@
  * context when the thread has none), at cudafs_mapping_address(); on a
  * host-backed mount it is host memory at cudafs_mapping_pointer().
  *
- * What a mapping is: a private copy of the file's bytes, made inside the
- * device (for a GPU, a copy within VRAM: no PCIe transfer). It costs
- * memory equal to the file until unmapped, later writes to the file do not
- * show in it, and it stays valid when the file is removed or the mount
- * goes away. Shared, writable mappings of the file's own memory
- * (CUDAFS_MAP_WRITABLE) are refused with -EOPNOTSUPP for now.
+ * Two kinds of mapping:
+ *  - without CUDAFS_MAP_WRITABLE, a private copy of the file's bytes, made
+ *    inside the device (for a GPU, a copy within VRAM: no PCIe transfer).
+ *    It costs memory equal to the file until unmapped, later writes to the
+ *    file do not show in it, and writes to it do not reach the file. It is
+ *    the default because CUDA cannot make imported memory read-only: a
+ *    reader handed the file's own memory could write it.
+ *  - with CUDAFS_MAP_WRITABLE, the file's own memory: no copy, no memory
+ *    of its own. Writes through it are the file's; between writes through
+ *    one side (the mapping, or write(2)) and reads through the other, call
+ *    cudafs_sync. The file may first move into blocks of its own (a copy
+ *    inside the device, once). Files smaller than the device's granule
+ *    (2 MiB) are never shared (-EINVAL). The mapping holds the file open,
+ *    as mmap(2) does: a removed file's memory goes when it is unmapped.
+ *    What a truncate cuts off, and everything when the mount goes away,
+ *    stays with the mapping, detached from the file, until unmapped (df
+ *    no longer counts it); it never becomes another file's memory.
+ * Either stays valid when the file is removed or the mount goes away.
  *
  * Every call returns 0 or a negative errno; cudafs_last_error() then says
  * why, in words, for the calling thread. Thread-safe. */
@@ -28,7 +40,8 @@ typedef struct cudafs_mapping cudafs_mapping;
 
 enum {
   /* A shared mapping of the file's own memory, writes through it seen by
-   * read(2) (needs the file open for reading and writing): not built yet. */
+   * read(2) after cudafs_sync (needs the file open for reading and
+   * writing). */
   CUDAFS_MAP_WRITABLE = 1,
 };
 
@@ -40,13 +53,15 @@ enum cudafs_memory {
 /* Maps the file at `path`, opened for reading (for writing too with
  * CUDAFS_MAP_WRITABLE). Errors, besides open(2)'s:
  *   -EXDEV       the file is not on a cudafs mount (or the mount's daemon
- *                offers no sharing: an older one)
- *   -EINVAL      an empty file, or not a regular file
- *   -EACCES      the mount lets only its owner in (no allow_other)
- *   -EOPNOTSUPP  CUDAFS_MAP_WRITABLE; or a mount whose memory cannot be
- *                handed out (backend=null, a GPU without POSIX-descriptor
- *                handles)
- *   -ENOSPC      no memory for the copy
+ *                offers no sharing)
+ *   -EINVAL      an empty file, or not a regular file; with
+ *                CUDAFS_MAP_WRITABLE, a file under 2 MiB
+ *   -EACCES      the mount lets only its owner in (no allow_other); with
+ *                CUDAFS_MAP_WRITABLE, a descriptor not open for reading
+ *                and writing
+ *   -EOPNOTSUPP  a mount whose memory cannot be handed out (backend=null,
+ *                a GPU without POSIX-descriptor handles)
+ *   -ENOSPC      no memory for the copy (or for moving the file)
  *   -ENOSYS      GPU memory, and no usable CUDA driver in this process
  *   -ENODEV      GPU memory of a GPU this process does not see
  *                (CUDA_VISIBLE_DEVICES)
@@ -56,6 +71,13 @@ CUDAFS_API int cudafs_map(const char* path, int flags, cudafs_mapping** mapping)
 /* The same for an open descriptor of the file, which stays the caller's.
  * -EBADF for an O_PATH descriptor, or one not open for reading. */
 CUDAFS_API int cudafs_map_fd(int fd, int flags, cudafs_mapping** mapping);
+
+/* After writing through a writable mapping, or through write(2) to a file
+ * mapped writable: makes each side see the other's bytes (fsync(2) of the
+ * file, then the daemon drops the kernel's cached pages of it and moves
+ * its mtime). Bytes written through both sides between two syncs end up
+ * as either. -EINVAL for a private copy; else as cudafs_map. */
+CUDAFS_API int cudafs_sync(cudafs_mapping* mapping);
 
 /* Unmaps and frees the mapping. 0, or a negative errno from the driver. */
 CUDAFS_API int cudafs_unmap(cudafs_mapping* mapping);

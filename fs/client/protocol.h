@@ -3,12 +3,19 @@
  * descriptors passed with SCM_RIGHTS. Host byte order: both ends run on one
  * machine.
  *
- *   client -> daemon  cudafs_share_request, with the file's descriptor
- *   daemon -> client  cudafs_share_reply, with one descriptor per piece
- *                     (none when error != 0)
+ *   client -> daemon  cudafs_share_request (op CUDAFS_SHARE_MAP), with
+ *                     the file's descriptor
+ *   daemon -> client  cudafs_share_reply; when error == 0, then as many
+ *                     cudafs_share_pieces as it takes to carry `pieces`
+ *                     descriptors, CUDAFS_SHARE_BATCH at a time
  *   client -> daemon  cudafs_share_request with op CUDAFS_SHARE_IMPORTED
  *                     once the pieces are imported: the daemon then lets
  *                     go of its own handles (closing the socket does too)
+ *
+ * or, after writing through a shared mapping:
+ *   client -> daemon  cudafs_share_request (op CUDAFS_SHARE_SYNC), with a
+ *                     descriptor of the file open for reading and writing
+ *   daemon -> client  cudafs_share_reply, no pieces
  *
  * The daemon names the socket in the mount root's attribute
  * CUDAFS_SOCKET_ATTRIBUTE: "@NAME", an abstract socket address. Both ends
@@ -23,12 +30,13 @@
 #include <unistd.h>
 
 #define CUDAFS_SOCKET_ATTRIBUTE "user.cudafs.socket"
-#define CUDAFS_SHARE_MAGIC 0x31534643u /* "CFS1" */
-#define CUDAFS_SHARE_MAX_PIECES 64
+#define CUDAFS_SHARE_MAGIC 0x32534643u /* "CFS2" */
+#define CUDAFS_SHARE_BATCH 64 /* descriptors per message */
 
 enum cudafs_share_op {
   CUDAFS_SHARE_MAP = 1,      /* map the descriptor's file */
   CUDAFS_SHARE_IMPORTED = 2, /* the pieces of the last reply are imported */
+  CUDAFS_SHARE_SYNC = 3,     /* the file was written through a mapping */
 };
 
 enum cudafs_share_flags {
@@ -56,11 +64,18 @@ struct cudafs_share_reply {
   uint32_t kind;    /* cudafs_share_kind */
   int32_t reserved0;
   uint64_t size;    /* bytes of the file */
-  uint32_t pieces;  /* descriptors that come with the reply */
+  uint32_t pieces;  /* descriptors that follow, in cudafs_share_pieces */
   uint32_t reserved;
-  uint64_t piece_size[CUDAFS_SHARE_MAX_PIECES]; /* mapped back to back */
   char pci_bus_id[32]; /* the GPU holding the memory (CUDA), else empty */
   char message[256]; /* why, when error != 0 */
+};
+
+/* The next `count` pieces, in order, with as many descriptors: mapped back
+ * to back after those before. */
+struct cudafs_share_pieces {
+  uint32_t magic;
+  uint32_t count;
+  uint64_t piece_size[CUDAFS_SHARE_BATCH];
 };
 
 /* Sends `size` bytes of `message` with `count` descriptors (SCM_RIGHTS).
@@ -69,14 +84,14 @@ static inline ssize_t cudafs_share_send(int socket, const void* message, size_t 
                                         const int* fds, size_t count) {
   union {
     struct cmsghdr align;
-    char bytes[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_MAX_PIECES)];
+    char bytes[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_BATCH)];
   } control;
   struct iovec io = {(void*)message, size};
   struct msghdr header;
   memset(&header, 0, sizeof header);
   header.msg_iov = &io;
   header.msg_iovlen = 1;
-  if (count > 0 && count <= CUDAFS_SHARE_MAX_PIECES) {
+  if (count > 0 && count <= CUDAFS_SHARE_BATCH) {
     header.msg_control = control.bytes;
     header.msg_controllen = CMSG_SPACE(sizeof(int) * count);
     struct cmsghdr* c = CMSG_FIRSTHDR(&header);
@@ -95,7 +110,7 @@ static inline ssize_t cudafs_share_receive(int socket, void* message, size_t siz
                                            size_t max, size_t* count) {
   union {
     struct cmsghdr align;
-    char bytes[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_MAX_PIECES)];
+    char bytes[CMSG_SPACE(sizeof(int) * CUDAFS_SHARE_BATCH)];
   } control;
   struct iovec io = {message, size};
   struct msghdr header;

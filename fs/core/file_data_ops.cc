@@ -13,6 +13,8 @@
 #include <optional>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "alloc/base/errors.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
@@ -222,6 +224,44 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportCopy(InodeNumb
     return PosixError(EOPNOTSUPP, exported.status().message());
   }
   return exported;
+}
+
+absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportShared(InodeNumber ino) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  Device& device = state_->arena->device();
+  if (!device.can_share()) {
+    return PosixError(EOPNOTSUPP, absl::StrCat(device.Describe(), " cannot share memory"));
+  }
+  // Exclusive: the layout may change, and no write may come between that
+  // and the export.
+  absl::MutexLock lock(&inode.mu);
+  if (inode.is_directory()) return PosixError(EISDIR);
+  if (!inode.is_regular()) return PosixError(EINVAL, "only regular files can be mapped");
+  if (inode.size < device.granule_size()) {
+    return PosixError(EINVAL, absl::StrFormat("files under %d KiB are copied, never shared: "
+                                              "map it without writing",
+                                              device.granule_size() / 1024));
+  }
+  absl::StatusOr<std::vector<DeviceRange>> ranges = DataOf(*state_, inode).Share(inode.size);
+  if (!ranges.ok()) return ranges.status();
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
+      device.ExportShared(inode.size, *ranges);
+  if (absl::IsUnimplemented(exported.status())) {
+    return PosixError(EOPNOTSUPP, exported.status().message());
+  }
+  return exported;
+}
+
+absl::Status Filesystem::NoteMappedWrite(InodeNumber ino) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  absl::MutexLock lock(&inode.mu);
+  if (!inode.is_regular()) return PosixError(EINVAL, "only regular files can be mapped");
+  inode.mtime = inode.ctime = Now();
+  return absl::OkStatus();
 }
 
 absl::Status Filesystem::Allocate(InodeNumber ino, int mode, uint64_t offset, uint64_t length,

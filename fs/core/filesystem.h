@@ -181,6 +181,16 @@ class Filesystem {
   // file or one that is not regular; EOPNOTSUPP where the device cannot
   // export memory.
   absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(InodeNumber ino);
+  // The memory of regular file `ino` itself, which another process maps
+  // and writes with no copy (ExtentMap::Share: the file may move into
+  // blocks of its own first, and bypasses the write-back cache from then
+  // on). EINVAL for a file smaller than the device's granule (such files
+  // are copied, never shared) or not regular; EOPNOTSUPP where the device
+  // cannot share memory; ENOSPC when the move finds no room.
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(InodeNumber ino);
+  // A process wrote regular file `ino` through a shared mapping: its mtime
+  // and ctime move, as a write's do.
+  absl::Status NoteMappedWrite(InodeNumber ino);
   // SEEK_DATA / SEEK_HOLE (others are the kernel's business).
   absl::StatusOr<uint64_t> Seek(InodeNumber ino, uint64_t offset, int whence);
   absl::StatusOr<size_t> CopyFileRange(InodeNumber in, uint64_t in_offset, InodeNumber out,

@@ -28,7 +28,9 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
     const ShareServer::Stats shared = sharing_->stats();
     absl::StrAppend(&stats, "share_requests ", shared.requests, "\nshare_refused ",
                     shared.refused, "\nshare_copies ", shared.copies, "\nshare_copied_bytes ",
-                    shared.copied_bytes, "\n");
+                    shared.copied_bytes, "\nshare_mappings ", shared.shared,
+                    "\nshare_mapped_bytes ", shared.shared_bytes, "\nshare_syncs ", shared.syncs,
+                    "\n");
   }
   // This very request is among those counted.
   absl::StrAppend(&stats, fuse.requests.ToText());

@@ -267,7 +267,8 @@ std::string RaiseReadahead(const std::string& device, uint64_t bytes) {
 // The share service for the mount whose files carry device `numbers`
 // (MAJOR:MINOR), letting in whom the mount's options let in; null, with a
 // log line, when it cannot listen (the mount works without it).
-std::unique_ptr<ShareServer> StartSharing(Filesystem& filesystem, const MountOptions& options,
+std::unique_ptr<ShareServer> StartSharing(Filesystem& filesystem, const FuseContext& context,
+                                          const MountOptions& options,
                                           const std::string& numbers) {
   unsigned major_number = 0, minor_number = 0;
   if (std::sscanf(numbers.c_str(), "%u:%u", &major_number, &minor_number) != 2) return nullptr;
@@ -276,6 +277,7 @@ std::unique_ptr<ShareServer> StartSharing(Filesystem& filesystem, const MountOpt
   settings.owner = getuid();
   settings.allow_other = absl::c_linear_search(options.fuse_options, "allow_other");
   settings.allow_root = absl::c_linear_search(options.fuse_options, "allow_root");
+  settings.file_changed = [&context](InodeNumber ino) { InvalidateCachedData(context, ino); };
   absl::StatusOr<std::unique_ptr<ShareServer>> server =
       ShareServer::Start(&filesystem, settings);
   if (!server.ok()) {
@@ -450,7 +452,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
         !note.empty()) {
       LogInfo(note);
     }
-    sharing = StartSharing(filesystem, options, *numbers);
+    sharing = StartSharing(filesystem, context, options, *numbers);
     control.set_sharing(sharing.get());
   }
   ready.Send(0);

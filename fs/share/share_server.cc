@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -41,6 +42,15 @@ cudafs_share_reply Reply(int error, absl::string_view why) {
   reply.error = error;
   absl::SNPrintF(reply.message, sizeof reply.message, "%s", why);
   return reply;
+}
+
+// The reply to a request that failed with `status` (or succeeded, with
+// nothing more to say).
+cudafs_share_reply Refusal(const absl::Status& status) {
+  if (status.ok()) return Reply(0, "");
+  const int error = ToErrno(status);
+  if (error == EIO) LogError(status.ToString());
+  return Reply(error, status.message());
 }
 
 // Whether the peer of `connection` may use the mount (FUSE's rule).
@@ -172,50 +182,70 @@ void ShareServer::Serve(int connection) {
     if (fd >= 0) close(fd);
     return;
   }
+  const bool sync = request.op == CUDAFS_SHARE_SYNC;
+  // A sync vouches for writes: it needs what a writable mapping needs.
+  const uint32_t flags = sync ? request.flags | CUDAFS_SHARE_WRITABLE : request.flags;
   absl::StatusOr<InodeNumber> ino =
-      request.op != CUDAFS_SHARE_MAP ? PosixError(EINVAL, "unknown request")
+      request.op != CUDAFS_SHARE_MAP && !sync ? PosixError(EINVAL, "unknown request")
       : !PeerAllowed(connection, settings_)
           ? PosixError(EACCES, "this mount lets only its owner in (allow_other lets others)")
-          : CheckDescriptor(fd, request.flags, settings_.mount_device);
+          : CheckDescriptor(fd, flags, settings_.mount_device);
   if (fd >= 0) close(fd);
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
-      !ino.ok() ? ino.status()
-      : (request.flags & CUDAFS_SHARE_WRITABLE)
-          ? PosixError(EOPNOTSUPP, "shared, writable mappings are not built yet: map a copy")
-          : filesystem_->ExportCopy(*ino);
-  {
-    absl::MutexLock lock(&stats_mu_);
-    ++stats_.requests;
-    if (exported.ok()) {
-      ++stats_.copies;
-      stats_.copied_bytes += (*exported)->size();
-    } else {
-      ++stats_.refused;
-    }
-  }
-  if (!exported.ok()) {
-    const int error = ToErrno(exported.status());
-    if (error == EIO) LogError(exported.status().ToString());
-    SendReply(connection, Reply(error, exported.status().message()), nullptr, 0);
+  if (sync) {
+    absl::Status status = ino.ok() ? filesystem_->NoteMappedWrite(*ino) : ino.status();
+    if (status.ok() && settings_.file_changed) settings_.file_changed(*ino);
+    Count(status.ok(), [](Stats& stats) { ++stats.syncs; });
+    SendReply(connection, Refusal(status), nullptr, 0);
     return;
   }
+  const bool shared = flags & CUDAFS_SHARE_WRITABLE;
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
+      !ino.ok() ? ino.status()
+      : shared  ? filesystem_->ExportShared(*ino)
+                : filesystem_->ExportCopy(*ino);
+  if (!exported.ok()) {
+    Count(false, [](Stats&) {});
+    SendReply(connection, Refusal(exported.status()), nullptr, 0);
+    return;
+  }
+  const uint64_t bytes = (*exported)->size();
+  Count(true, [&](Stats& stats) {
+    ++(shared ? stats.shared : stats.copies);
+    (shared ? stats.shared_bytes : stats.copied_bytes) += bytes;
+  });
   const absl::Span<const ExportedPiece> pieces = (*exported)->pieces();
   cudafs_share_reply reply = Reply(0, "");
   reply.kind = (*exported)->kind() == ExportedMemory::Kind::kCuda ? CUDAFS_SHARE_CUDA
                                                                    : CUDAFS_SHARE_HOST;
   absl::SNPrintF(reply.pci_bus_id, sizeof reply.pci_bus_id, "%s", (*exported)->pci_bus_id());
-  reply.size = (*exported)->size();
+  reply.size = bytes;
   reply.pieces = static_cast<uint32_t>(pieces.size());
-  int fds[CUDAFS_SHARE_MAX_PIECES];
-  for (size_t i = 0; i < pieces.size() && i < CUDAFS_SHARE_MAX_PIECES; ++i) {
-    reply.piece_size[i] = pieces[i].size;
-    fds[i] = pieces[i].fd;
+  SendReply(connection, reply, nullptr, 0);
+  for (size_t first = 0; first < pieces.size(); first += CUDAFS_SHARE_BATCH) {
+    cudafs_share_pieces batch = {};
+    batch.magic = CUDAFS_SHARE_MAGIC;
+    batch.count = static_cast<uint32_t>(std::min<size_t>(CUDAFS_SHARE_BATCH, pieces.size() - first));
+    int fds[CUDAFS_SHARE_BATCH];
+    for (uint32_t i = 0; i < batch.count; ++i) {
+      batch.piece_size[i] = pieces[first + i].size;
+      fds[i] = pieces[first + i].fd;
+    }
+    if (cudafs_share_send(connection, &batch, sizeof batch, fds, batch.count) !=
+        static_cast<ssize_t>(sizeof batch)) {
+      return;  // the client went away
+    }
   }
-  SendReply(connection, reply, fds, pieces.size());
   // Our handles go once the client has its own (or gave up).
   cudafs_share_request imported;
   int unexpected = -1;
   if (ReceiveRequest(connection, &imported, &unexpected) && unexpected >= 0) close(unexpected);
+}
+
+void ShareServer::Count(bool ok, absl::FunctionRef<void(Stats&)> count) {
+  absl::MutexLock lock(&stats_mu_);
+  ++stats_.requests;
+  if (!ok) ++stats_.refused;
+  count(stats_);
 }
 
 }  // namespace cudafs

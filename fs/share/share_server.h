@@ -6,13 +6,11 @@
 //
 // A request proves access with an open descriptor of the file (SCM_RIGHTS),
 // which must be of this mount, of a regular file, not O_PATH, and open for
-// reading (a private copy) or for reading and writing (a shared mapping);
-// the peer's uid must be one the mount lets in, as FUSE decides: the
-// mounting user, anyone with allow_other, root with allow_root.
-//
-// What is built: private copies (Filesystem::ExportCopy). Shared mappings
-// of the file's own memory are refused with EOPNOTSUPP (docs/DESIGN.md,
-// "Sharing files").
+// reading (a private copy, Filesystem::ExportCopy) or for reading and
+// writing (a shared mapping of the file's own memory,
+// Filesystem::ExportShared, and the sync after writing through one); the
+// peer's uid must be one the mount lets in, as FUSE decides: the mounting
+// user, anyone with allow_other, root with allow_root.
 //
 // The socket is abstract ("@cudafs-PID-RANDOM"): nothing on disk to clean
 // up, gone with the daemon, and its unguessable name is published only
@@ -24,6 +22,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -31,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "fs/core/filesystem.h"
@@ -42,6 +42,9 @@ struct ShareSettings {
   uid_t owner = 0;         // the mounting user
   bool allow_other = false;
   bool allow_root = false;
+  // Called after a process wrote file `ino` through a shared mapping, so
+  // that the kernel drops what it caches of it.
+  std::function<void(InodeNumber ino)> file_changed;
 };
 
 class ShareServer {
@@ -64,13 +67,16 @@ class ShareServer {
   // "@NAME": what the mount root's CUDAFS_SOCKET_ATTRIBUTE says.
   const std::string& address() const { return address_; }
 
-  // For --stats: requests answered, those refused (an errno), copies
-  // handed out and their bytes.
+  // For --stats: requests answered, those refused (an errno), copies and
+  // shared mappings handed out and their bytes, syncs after mapped writes.
   struct Stats {
     uint64_t requests = 0;
     uint64_t refused = 0;
     uint64_t copies = 0;
     uint64_t copied_bytes = 0;
+    uint64_t shared = 0;
+    uint64_t shared_bytes = 0;
+    uint64_t syncs = 0;
   };
   Stats stats() const;
 
@@ -85,6 +91,8 @@ class ShareServer {
   void Work();
   // Serves one connection (the caller closes it).
   void Serve(int connection);
+  // Counts a request, refused unless `ok`, and what `count` adds.
+  void Count(bool ok, absl::FunctionRef<void(Stats&)> count);
 
   Filesystem* const filesystem_;
   const ShareSettings settings_;

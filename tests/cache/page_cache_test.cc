@@ -32,6 +32,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "alloc/devices/device_wrapper.h"
 #include "alloc/devices/faulty_device.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/storage/arena.h"
@@ -58,10 +59,10 @@ uint64_t Seed() {
 // A Device decorator that counts transfers, so a test can tell when bytes
 // reach the arena, that can refuse host buffers, as a machine short of
 // (pinned) memory does, and that states a batch limit of `max_batch_copies`.
-class RecordingDevice final : public Device {
+class RecordingDevice final : public DeviceWrapper {
  public:
   RecordingDevice(Device* inner, size_t max_batch_copies)
-      : inner_(inner), max_batch_copies_(max_batch_copies) {}
+      : DeviceWrapper(inner), max_batch_copies_(max_batch_copies) {}
 
   uint64_t write_batches() const { return write_batches_; }
   uint64_t largest_write_batch() const { return largest_write_batch_; }
@@ -70,45 +71,29 @@ class RecordingDevice final : public Device {
   uint64_t refused_host_buffers() const { return refused_host_buffers_; }
   void RefuseHostBuffers(bool refuse) { refuse_host_buffers_ = refuse; }
 
-  std::string Describe() const override { return "recording " + inner_->Describe(); }
-  uint64_t arena_size() const override { return inner_->arena_size(); }
-  uint64_t granule_size() const override { return inner_->granule_size(); }
-  absl::Status Commit(uint64_t offset, uint64_t length) override {
-    return inner_->Commit(offset, length);
-  }
-  absl::Status Decommit(uint64_t offset, uint64_t length) override {
-    return inner_->Decommit(offset, length);
-  }
+  std::string Describe() const override { return "recording " + target()->Describe(); }
   absl::Status Write(absl::Span<const HostToDevice> copies) override {
     if (!copies.empty()) {
       ++write_batches_;
       largest_write_batch_ = std::max<uint64_t>(largest_write_batch_, copies.size());
       for (const HostToDevice& copy : copies) written_bytes_ += copy.length;
     }
-    return inner_->Write(copies);
+    return DeviceWrapper::Write(copies);
   }
   absl::Status Read(absl::Span<const DeviceToHost> copies) override {
     if (!copies.empty()) ++read_batches_;
-    return inner_->Read(copies);
+    return DeviceWrapper::Read(copies);
   }
-  absl::Status Copy(absl::Span<const DeviceToDevice> copies) override {
-    return inner_->Copy(copies);
-  }
-  absl::Status Zero(absl::Span<const DeviceRange> ranges) override { return inner_->Zero(ranges); }
   size_t max_batch_copies() const override { return max_batch_copies_; }
   void* AllocateHostBuffer(size_t length) override {
     if (refuse_host_buffers_) {
       ++refused_host_buffers_;
       return nullptr;
     }
-    return inner_->AllocateHostBuffer(length);
-  }
-  void FreeHostBuffer(void* buffer, size_t length) override {
-    inner_->FreeHostBuffer(buffer, length);
+    return DeviceWrapper::AllocateHostBuffer(length);
   }
 
  private:
-  Device* const inner_;
   const size_t max_batch_copies_;
   std::atomic<uint64_t> write_batches_{0};
   std::atomic<uint64_t> largest_write_batch_{0};

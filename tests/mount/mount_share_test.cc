@@ -1,8 +1,9 @@
 // The share service (fs/share) through the client library (fs/client) and
-// the raw protocol: a private copy of a file mapped into this process,
-// what it holds and how long it lives, and who is refused. The CUDA
-// instance checks what can be seen without touching GPU memory; the bytes
-// on the GPU are checked by bench/share_gpu.py on the GPU machine.
+// the raw protocol: private copies and shared mappings of a file mapped
+// into this process, what they hold and how long they live, and who is
+// refused. The CUDA instance checks what can be seen without touching GPU
+// memory; the bytes on the GPU are checked by bench/share_gpu.py on the
+// GPU machine.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/xattr.h>
@@ -57,13 +58,22 @@ int RawMap(const std::string& socket_address, int fd, uint32_t flags) {
     return -3;
   }
   cudafs_share_reply reply = {};
-  int pieces[CUDAFS_SHARE_MAX_PIECES];
+  int none;
   size_t count = 0;
-  if (cudafs_share_receive(connection.get(), &reply, sizeof reply, pieces,
-                           CUDAFS_SHARE_MAX_PIECES, &count) != sizeof reply) {
+  if (cudafs_share_receive(connection.get(), &reply, sizeof reply, &none, 0, &count) !=
+      sizeof reply) {
     return -4;
   }
-  for (size_t i = 0; i < count; ++i) close(pieces[i]);
+  for (uint32_t received = 0; received < reply.pieces; received += count) {
+    cudafs_share_pieces batch;
+    int pieces[CUDAFS_SHARE_BATCH];
+    if (cudafs_share_receive(connection.get(), &batch, sizeof batch, pieces, CUDAFS_SHARE_BATCH,
+                             &count) != sizeof batch ||
+        count == 0) {
+      return -5;
+    }
+    for (size_t i = 0; i < count; ++i) close(pieces[i]);
+  }
   return reply.error;
 }
 
@@ -138,20 +148,27 @@ TEST_P(ShareTest, ConcurrentMapsEachGetTheirCopy) {
   EXPECT_EQ(good, 60);
 }
 
-// A daemon that dies (or a mount that goes away) leaves mappings valid.
+// A daemon that dies (or a mount that goes away) leaves mappings valid,
+// copies and shared ones alike.
 TEST_P(ShareTest, MappingsOutliveTheDaemon) {
   SKIP_UNLESS_CUDAFS();
-  const std::string data = RandomBytes(1 << 20, 3);
+  const std::string data = RandomBytes(3 << 20, 3);
   ASSERT_TRUE(WriteFile(Path("f"), data));
-  Mapped m;
-  ASSERT_EQ(cudafs_map(Path("f").c_str(), 0, &m.mapping), 0) << cudafs_last_error();
+  Mapped copy;
+  ASSERT_EQ(cudafs_map(Path("f").c_str(), 0, &copy.mapping), 0) << cudafs_last_error();
+  Mapped shared;
+  ASSERT_EQ(cudafs_map(Path("f").c_str(), CUDAFS_MAP_WRITABLE, &shared.mapping), 0)
+      << cudafs_last_error();
   const std::optional<pid_t> daemon = mount().daemon();
   ASSERT_TRUE(daemon);
   ASSERT_SYS_OK(kill(*daemon, SIGKILL));
   EXPECT_TRUE(Eventually([&] { return !ProcessAlive(*daemon); }, 10s));
   if (backend() == "host") {
-    EXPECT_TRUE(BytesEqual(m.bytes(), data));
+    EXPECT_TRUE(BytesEqual(copy.bytes(), data));
+    EXPECT_TRUE(BytesEqual(shared.bytes(), data));
+    static_cast<char*>(cudafs_mapping_pointer(shared.mapping))[0] ^= 1;  // still writable
   }
+  EXPECT_EQ(cudafs_sync(shared.mapping), -ENOTCONN) << "the mount is gone";
   mount().Unmount();
 }
 
@@ -172,12 +189,20 @@ TEST_P(ShareTest, DescriptorsThatProveNothingAreRefused) {
   EXPECT_EQ(RawMap(SocketOf(root()), directory.get(), 0), EISDIR);
   ASSERT_TRUE(WriteFile(Path("empty"), ""));
   EXPECT_EQ(cudafs_map(Path("empty").c_str(), 0, &m.mapping), -EINVAL);
-  // Shared mappings are not built: refused, whatever the descriptor.
-  EXPECT_EQ(cudafs_map(Path("f").c_str(), CUDAFS_MAP_WRITABLE, &m.mapping), -EOPNOTSUPP);
+  // Shared: only with a descriptor open for reading and writing, and only
+  // for files of a granule or more.
+  EXPECT_EQ(cudafs_map(Path("f").c_str(), CUDAFS_MAP_WRITABLE, &m.mapping), -EINVAL);
+  ASSERT_SYS_OK(truncate(Path("f").c_str(), 2 << 20));
   Fd read_only(open(Path("f").c_str(), O_RDONLY | O_CLOEXEC));
   EXPECT_EQ(RawMap(SocketOf(root()), read_only.get(), CUDAFS_SHARE_WRITABLE), EACCES)
       << "a writable mapping needs a descriptor open for writing";
+  EXPECT_EQ(cudafs_map_fd(read_only.get(), CUDAFS_MAP_WRITABLE, &m.mapping), -EACCES);
+  EXPECT_EQ(cudafs_map_fd(write_only.get(), CUDAFS_MAP_WRITABLE, &m.mapping), -EACCES);
   EXPECT_EQ(m.mapping, nullptr);
+  // A copy has nothing to sync.
+  Mapped copy;
+  ASSERT_EQ(cudafs_map(Path("f").c_str(), 0, &copy.mapping), 0) << cudafs_last_error();
+  EXPECT_EQ(cudafs_sync(copy.mapping), -EINVAL);
 }
 
 // Without allow_other, another user is refused even holding a descriptor
@@ -253,9 +278,17 @@ for path, error in ((root + "/empty", errno.EINVAL), ("/proc/self/status", errno
         assert e.errno == error, (path, e)
 try:
     cudafs.map(root + "/f", writable=True)
-    sys.exit("mapped writable")
+    sys.exit("shared a file under a granule")
 except OSError as e:
-    assert e.errno == errno.EOPNOTSUPP, e
+    assert e.errno == errno.EINVAL, e
+with open(root + "/big", "wb") as f:
+    f.write(b"x" * (3 << 20))
+with cudafs.map(root + "/big", writable=True) as m:
+    assert m.writable
+    memoryview(m).cast("B")[:4] = b"GPU!"
+    m.sync()
+with open(root + "/big", "rb") as f:
+    assert f.read(5) == b"GPU!x"
 )";
   // The library this test was built with, unless the environment names
   // another (a copy on the GPU machine).
@@ -268,6 +301,106 @@ except OSError as e:
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const CommandResult digest = RunShell("sha256sum < " + ShellQuote(Path("f")));
   EXPECT_EQ(result.out.substr(0, 64), digest.out.substr(0, 64));
+}
+
+// A shared mapping is the file's own memory: the bytes written before
+// (cached small writes included), writes from either side after a sync,
+// and another process's mapping of the same file.
+TEST_P(ShareTest, SharedMappingsAreTheFilesOwnMemory) {
+  SKIP_UNLESS_CUDAFS();
+  const std::string path = Path("f");
+  std::string data = RandomBytes(5 << 20, 7);
+  Fd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(WriteAll(fd.get(), data, 0));
+  ASSERT_TRUE(WriteAll(fd.get(), "tail", data.size()));  // held by the write-back cache
+  data += "tail";
+  Mapped m;
+  ASSERT_EQ(cudafs_map_fd(fd.get(), CUDAFS_MAP_WRITABLE, &m.mapping), 0) << cudafs_last_error();
+  EXPECT_EQ(cudafs_mapping_size(m.mapping), data.size());
+  if (backend() == "cuda") {
+    EXPECT_EQ(cudafs_mapping_memory(m.mapping), CUDAFS_MEMORY_CUDA);
+    EXPECT_EQ(cudafs_sync(m.mapping), 0) << cudafs_last_error();
+    return;
+  }
+  EXPECT_TRUE(BytesEqual(m.bytes(), data));
+  const std::map<std::string, std::string> stats = MountStats(root());
+  EXPECT_EQ(stats.at("share_mappings"), "1");
+  EXPECT_EQ(stats.at("share_copies"), "0");
+
+  // Mapping -> read(2).
+  struct stat before;
+  ASSERT_SYS_OK(fstat(fd.get(), &before));
+  char* memory = static_cast<char*>(cudafs_mapping_pointer(m.mapping));
+  std::memcpy(memory + 4096 * 300 + 7, "through the mapping", 19);
+  std::memcpy(memory + data.size() - 4, "TAIL", 4);
+  data.replace(4096 * 300 + 7, 19, "through the mapping");
+  data.replace(data.size() - 4, 4, "TAIL");
+  std::this_thread::sleep_for(10ms);  // so that the mtime can move
+  ASSERT_EQ(cudafs_sync(m.mapping), 0) << cudafs_last_error();
+  EXPECT_TRUE(BytesEqual(ReadFile(path).value_or(""), data));
+  struct stat after;
+  ASSERT_SYS_OK(fstat(fd.get(), &after));
+  EXPECT_GT(Nanos(after.st_mtim), Nanos(before.st_mtim));
+
+  // write(2) -> mapping, small and large writes alike.
+  ASSERT_TRUE(WriteAll(fd.get(), "small", 100));
+  const std::string large = RandomBytes(1 << 20, 8);
+  ASSERT_TRUE(WriteAll(fd.get(), large, 2 << 20));
+  data.replace(100, 5, "small");
+  data.replace(2 << 20, large.size(), large);
+  ASSERT_EQ(cudafs_sync(m.mapping), 0) << cudafs_last_error();
+  EXPECT_TRUE(BytesEqual(m.bytes(), data));
+
+  // Another process maps the same memory and writes through it.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    cudafs_mapping* other = nullptr;
+    if (cudafs_map(path.c_str(), CUDAFS_MAP_WRITABLE, &other) != 0) _exit(1);
+    std::memcpy(static_cast<char*>(cudafs_mapping_pointer(other)) + 12345, "child", 5);
+    _exit(cudafs_sync(other) == 0 && cudafs_unmap(other) == 0 ? 0 : 2);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(std::string_view(memory + 12345, 5), "child");
+  data.replace(12345, 5, "child");
+  EXPECT_TRUE(BytesEqual(ReadFile(path).value_or(""), data));
+}
+
+// Truncate and unlink while mapped: what a truncate cuts off stays with the
+// mapping, detached, and never becomes another file's memory; what the
+// file keeps stays shared and reads as zeros past the new end. A removed
+// file lives while mapped.
+TEST_P(ShareTest, SharedMemoryTheFileGivesUpNeverBecomesAnotherFiles) {
+  SKIP_UNLESS_CUDAFS();
+  if (backend() == "cuda") GTEST_SKIP() << "host memory only (see the file comment)";
+  const std::string path = Path("f");
+  const std::string data = RandomBytes(8 << 20, 9);
+  ASSERT_TRUE(WriteFile(path, data));
+  Mapped m;
+  ASSERT_EQ(cudafs_map(path.c_str(), CUDAFS_MAP_WRITABLE, &m.mapping), 0) << cudafs_last_error();
+  const char* memory = static_cast<const char*>(cudafs_mapping_pointer(m.mapping));
+  ASSERT_SYS_OK(truncate(path.c_str(), 1 << 20));
+  ASSERT_SYS_OK(truncate(path.c_str(), 8 << 20));
+  // Kept: the block holding the new end, zero past it, still the file's.
+  EXPECT_EQ(std::string_view(memory, 1 << 20), std::string_view(data).substr(0, 1 << 20));
+  EXPECT_EQ(std::string_view(memory + (1 << 20), 1 << 20), std::string(1 << 20, '\0'));
+  // Given up: the old bytes, whatever else is written now.
+  const std::string other = RandomBytes(16 << 20, 10);
+  ASSERT_TRUE(WriteFile(Path("g"), other));
+  ASSERT_TRUE(WriteFile(Path("h"), std::string_view(other).substr(0, 6 << 20)));
+  EXPECT_EQ(std::string_view(memory + (2 << 20), 6 << 20),
+            std::string_view(data).substr(2 << 20));
+  // Removed: the mapping holds the file open, as mmap(2) does, so its
+  // memory stays the file's, and goes (df shows it) once unmapped.
+  const uint64_t free_before = FreeBytes(root());
+  ASSERT_SYS_OK(unlink(path.c_str()));
+  EXPECT_EQ(std::string_view(memory, 1 << 20), std::string_view(data).substr(0, 1 << 20));
+  ASSERT_EQ(cudafs_unmap(m.mapping), 0);
+  m.mapping = nullptr;
+  EXPECT_TRUE(Eventually([&] { return FreeBytes(root()) >= free_before + (2 << 20); }, 10s));
 }
 
 CUDAFS_INSTANTIATE_BACKENDS(ShareTest);

@@ -311,6 +311,49 @@ TEST_F(CudaContextLifetimeTest, AnExportIsACopyOfItsOwnThatKeepsTheContext) {
   EXPECT_TRUE(absl::IsResourceExhausted(device->ExportCopy(2 * kGranule, {}).status()));
 }
 
+// ExportShared hands out the pieces themselves, only for ranges whose
+// pieces lie inside them with every granule committed: a piece that a
+// decommit left mapped for a neighbour's sake is not the range's own.
+TEST_F(CudaContextLifetimeTest, SharedExportsAreThePiecesOfARangeOfItsOwn) {
+  std::unique_ptr<CudaDevice> device = Open(absl::Milliseconds(20));
+  ASSERT_NE(device, nullptr);
+  constexpr uint64_t kLength = 8 * kGranule;
+  ASSERT_TRUE(device->Commit(0, kLength).ok());
+  EXPECT_TRUE(device->can_share());
+  EXPECT_TRUE(device->Exclusive({0, kLength}));
+  EXPECT_FALSE(device->Exclusive({0, kGranule})) << "its piece reaches past it";
+  EXPECT_FALSE(device->Exclusive({0, 2 * kLength})) << "not all committed";
+  ASSERT_TRUE(device->Write({{kGranule + 7, "file", 4}}).ok());
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
+      device->ExportShared(kLength - 1, {{0, kLength}});
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_EQ((*exported)->size(), kLength - 1);
+  ASSERT_EQ((*exported)->pieces().size(), 1u);
+  const ExportedPiece piece = (*exported)->pieces()[0];
+  EXPECT_EQ(piece.size, kLength);
+  char* view =
+      static_cast<char*>(mmap(nullptr, piece.size, PROT_READ | PROT_WRITE, MAP_SHARED, piece.fd, 0));
+  ASSERT_NE(view, MAP_FAILED);
+  EXPECT_EQ(std::string_view(view + kGranule + 7, 4), "file");
+  std::memcpy(view, "importer", 8);
+  std::string out(8, '?');
+  ASSERT_TRUE(device->Read({{out.data(), 0, 8}}).ok());
+  EXPECT_EQ(out, "importer");
+  exported->reset();
+  munmap(view, piece.size);
+
+  // Half decommitted and committed again: the old piece backs it still,
+  // and the half before, so neither half is a range of its own.
+  ASSERT_TRUE(device->Decommit(kLength / 2, kLength / 2).ok());
+  ASSERT_TRUE(device->Commit(kLength / 2, kLength / 2).ok());
+  EXPECT_FALSE(device->Exclusive({kLength / 2, kLength / 2}));
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      device->ExportShared(1, {{kLength / 2, kLength / 2}}).status()));
+  ASSERT_TRUE(device->Decommit(0, kLength).ok());
+  EXPECT_TRUE(AwaitRelease(*device));
+  ExpectNothingHeld();
+}
+
 }  // namespace
 }  // namespace cudafs
 

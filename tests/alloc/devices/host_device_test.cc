@@ -1,5 +1,7 @@
 #include "alloc/devices/host_device.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -314,6 +316,64 @@ TEST(HostDeviceHostBufferTest, HostBuffersAreUsableForTransfers) {
     device->FreeHostBuffer(source, length);
     device->FreeHostBuffer(destination, length);
   }
+}
+
+// ExportShared hands out the range's memory itself: writes on either side
+// show on the other, until the range is decommitted; then the importer
+// keeps what it had and the arena gets fresh memory.
+TEST(HostDeviceTest, ExportSharedHandsOutTheMemoryItselfUntilDecommitted) {
+  std::unique_ptr<HostDevice> device = MakeDevice(8 * kGranule);
+  constexpr uint64_t kLength = 2 * kGranule;
+  const uint64_t offset = 2 * kGranule;
+  ASSERT_TRUE(device->Commit(offset, kLength).ok());
+  const std::string data(100000, 'd');
+  ASSERT_TRUE(device->Write({{offset + 4096, data.data(), data.size()}}).ok());
+  EXPECT_TRUE(device->can_share());
+  EXPECT_TRUE(device->Exclusive({offset, kLength}));
+  EXPECT_FALSE(device->Exclusive({offset + 4096, kLength})) << "not whole granules";
+
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
+      device->ExportShared(kLength - 5, {{offset, kLength}});
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_EQ((*exported)->kind(), ExportedMemory::Kind::kHost);
+  EXPECT_EQ((*exported)->size(), kLength - 5);
+  ASSERT_EQ((*exported)->pieces().size(), 1u);
+  const ExportedPiece piece = (*exported)->pieces()[0];
+  ASSERT_EQ(piece.size, kLength);
+  char* view = static_cast<char*>(
+      mmap(nullptr, kLength, PROT_READ | PROT_WRITE, MAP_SHARED, piece.fd, 0));
+  ASSERT_NE(view, MAP_FAILED);
+  EXPECT_EQ(std::string_view(view + 4096, data.size()), data);
+  std::memcpy(view, "importer", 8);
+  std::string out(8, '?');
+  ASSERT_TRUE(device->Read({{out.data(), offset, 8}}).ok());
+  EXPECT_EQ(out, "importer");
+  ASSERT_TRUE(device->Write({{offset + 8, "arena", 5}}).ok());
+  EXPECT_EQ(std::string_view(view + 8, 5), "arena");
+  // Shared as a whole: a part, or more, is not the range handed out.
+  EXPECT_TRUE(device->Exclusive({offset, kLength}));
+  EXPECT_FALSE(device->Exclusive({offset, kGranule}));
+  EXPECT_FALSE(device->Exclusive({0, 4 * kGranule}));
+  EXPECT_FALSE(device->ExportShared(1, {{offset, kGranule}}).ok());
+  // Exporting again hands out the same memory.
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> again =
+      device->ExportShared(kLength, {{offset, kLength}});
+  ASSERT_TRUE(again.ok()) << again.status();
+  char* second = static_cast<char*>(mmap(nullptr, kLength, PROT_READ, MAP_SHARED,
+                                         (*again)->pieces()[0].fd, 0));
+  ASSERT_NE(second, MAP_FAILED);
+  EXPECT_EQ(std::string_view(second, 8), "importer");
+  munmap(second, kLength);
+  exported->reset();
+  again->reset();
+
+  // Decommitted: the importer keeps its bytes; the arena's are new.
+  ASSERT_TRUE(device->Decommit(offset, kLength).ok());
+  ASSERT_TRUE(device->Commit(offset, kLength).ok());
+  ASSERT_TRUE(device->Write({{offset, "fresh", 5}}).ok());
+  EXPECT_EQ(std::string_view(view, 8), "importer");
+  EXPECT_TRUE(device->Exclusive({offset, kGranule})) << "no longer shared";
+  munmap(view, kLength);
 }
 
 }  // namespace

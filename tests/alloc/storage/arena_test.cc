@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "alloc/devices/device_wrapper.h"
 #include "alloc/devices/host_device.h"
 #include "gtest/gtest.h"
 
@@ -31,14 +32,12 @@ constexpr uint64_t kGranule = HostDevice::kGranule;
 // which granules are committed and whether every call kept the interface's
 // rules (Commit/Decommit granule-aligned, data only in committed granules).
 // Commit can be made to fail on demand.
-class RecordingDevice final : public Device {
+class RecordingDevice final : public DeviceWrapper {
  public:
   explicit RecordingDevice(uint64_t arena_size)
-      : backing_(HostDevice::Create(arena_size).value()) {}
+      : DeviceWrapper(HostDevice::Create(arena_size).value()) {}
 
-  std::string Describe() const override { return "recording " + backing_->Describe(); }
-  uint64_t arena_size() const override { return backing_->arena_size(); }
-  uint64_t granule_size() const override { return backing_->granule_size(); }
+  std::string Describe() const override { return "recording " + target()->Describe(); }
 
   absl::Status Commit(uint64_t offset, uint64_t length) override {
     WaitAtGate();
@@ -49,7 +48,7 @@ class RecordingDevice final : public Device {
       if (*granules_left_ < granules) return absl::ResourceExhaustedError("injected failure");
       *granules_left_ -= granules;
     }
-    if (absl::Status status = backing_->Commit(offset, length); !status.ok()) return status;
+    if (absl::Status status = DeviceWrapper::Commit(offset, length); !status.ok()) return status;
     ++commit_calls_;
     granules_committed_ += granules;
     for (uint64_t g = offset / kGranule; g < (offset + length) / kGranule; ++g) {
@@ -69,27 +68,27 @@ class RecordingDevice final : public Device {
         violations_.push_back(absl::StrCat("granule ", g, " decommitted but not committed"));
       }
     }
-    return backing_->Decommit(offset, length);
+    return DeviceWrapper::Decommit(offset, length);
   }
 
   absl::Status Write(absl::Span<const HostToDevice> copies) override {
     for (const HostToDevice& c : copies) CheckCommitted("Write", c.device_offset, c.length);
-    return backing_->Write(copies);
+    return DeviceWrapper::Write(copies);
   }
   absl::Status Read(absl::Span<const DeviceToHost> copies) override {
     for (const DeviceToHost& c : copies) CheckCommitted("Read", c.device_offset, c.length);
-    return backing_->Read(copies);
+    return DeviceWrapper::Read(copies);
   }
   absl::Status Copy(absl::Span<const DeviceToDevice> copies) override {
     for (const DeviceToDevice& c : copies) {
       CheckCommitted("Copy to", c.destination_offset, c.length);
       CheckCommitted("Copy from", c.source_offset, c.length);
     }
-    return backing_->Copy(copies);
+    return DeviceWrapper::Copy(copies);
   }
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override {
     for (const DeviceRange& r : ranges) CheckCommitted("Zero", r.offset, r.length);
-    return backing_->Zero(ranges);
+    return DeviceWrapper::Zero(ranges);
   }
 
   // While the gate is closed, Commit and Decommit wait in it.
@@ -165,7 +164,6 @@ class RecordingDevice final : public Device {
     }
   }
 
-  std::unique_ptr<HostDevice> backing_;
   mutable absl::Mutex mu_;
   absl::Mutex gate_mu_;
   bool gate_open_ ABSL_GUARDED_BY(gate_mu_) = true;

@@ -834,5 +834,120 @@ TEST_F(ExtentMapTest, AFailedPunchFreesNothing) {
   EXPECT_EQ(map.allocated_bytes(), 1 * MiB - (600 * KiB + 100) / kMinBlock * kMinBlock + kMinBlock);
 }
 
+// The device bytes of `ranges`, back to back: what an importer maps.
+std::string SharedBytes(Device& device, const std::vector<DeviceRange>& ranges) {
+  std::string out;
+  for (const DeviceRange& range : ranges) {
+    std::string part(range.length, '?');
+    EXPECT_TRUE(device.Read({{part.data(), range.offset, range.length}}).ok());
+    out += part;
+  }
+  return out;
+}
+
+// Small blocks and holes move into blocks of a granule or more, each a
+// range of its own; the bytes stay, and what lies past the data is zero,
+// though the arena held dirt there.
+TEST_F(ExtentMapTest, ShareMovesSmallBlocksIntoRangesOfTheirOwn) {
+  constexpr uint64_t kGranule = HostDevice::kGranule;
+  std::mt19937_64 rng(21);
+  {
+    // Dirt where the file's blocks will come from.
+    ExtentMap dirt(arena_.get(), 1 * MiB);
+    const std::string bytes(16 * MiB, kDirt);
+    ASSERT_TRUE(dirt.Write(0, bytes.data(), bytes.size()).ok());
+    ASSERT_TRUE(dirt.Write(16 * MiB, "x", 1).ok());  // keeps the granules committed
+    ExtentMap keep(arena_.get(), 1 * MiB);
+    ASSERT_TRUE(keep.Write(0, "k", 1).ok());
+  }
+  ExtentMap map(arena_.get(), 1 * MiB);
+  std::string data = RandomBytes(rng, 5 * MiB + 100);
+  std::memset(data.data() + 1 * MiB, 0, 1 * MiB);  // a hole
+  for (uint64_t at = 0; at < data.size(); at += 64 * KiB) {
+    if (at >= 1 * MiB && at < 2 * MiB) continue;
+    const uint64_t length = std::min<uint64_t>(64 * KiB, data.size() - at);
+    ASSERT_TRUE(map.Write(at, data.data() + at, length).ok());
+  }
+  map.TrimTail(data.size());
+  absl::StatusOr<std::vector<DeviceRange>> ranges = map.Share(data.size());
+  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  EXPECT_TRUE(map.shared());
+  uint64_t total = 0;
+  for (const DeviceRange& range : *ranges) {
+    EXPECT_EQ(range.offset % kGranule, 0u);
+    EXPECT_EQ(range.length % kGranule, 0u);
+    EXPECT_TRUE(device_->Exclusive(range));
+    total += range.length;
+  }
+  EXPECT_EQ(total, 6 * MiB);
+  EXPECT_EQ(map.allocated_bytes(), 6 * MiB);
+  EXPECT_EQ(Used(), 6 * MiB) << "the small blocks went back";
+  const std::string shared = SharedBytes(*device_, *ranges);
+  EXPECT_EQ(shared.substr(0, data.size()), data);
+  EXPECT_TRUE(AllZero(shared, data.size())) << "past the data";
+  EXPECT_EQ(ReadAll(map, 0, data.size()), data);
+  // Shared again: nothing moves.
+  absl::StatusOr<std::vector<DeviceRange>> again = map.Share(data.size());
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->size(), ranges->size());
+  for (size_t i = 0; i < ranges->size(); ++i) EXPECT_EQ((*again)[i].offset, (*ranges)[i].offset);
+}
+
+// Large blocks that are ranges of their own stay where they are.
+TEST_F(ExtentMapTest, ShareKeepsLargeBlocksOfTheirOwn) {
+  ExtentMap map(arena_.get(), 4 * MiB);
+  std::mt19937_64 rng(22);
+  const std::string data = RandomBytes(rng, 8 * MiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());  // two 4 MiB blocks
+  const std::vector<DeviceToDevice> before = map.CopiesOut(data.size());
+  absl::StatusOr<std::vector<DeviceRange>> ranges = map.Share(data.size());
+  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  ASSERT_EQ(ranges->size(), before.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ((*ranges)[i].offset, before[i].source_offset);
+    EXPECT_EQ((*ranges)[i].length, 4 * MiB);
+  }
+  EXPECT_EQ(SharedBytes(*device_, *ranges), data);
+}
+
+// Once shared, blocks are freed only whole: a truncate or punch zeroes
+// what it would have split off (a mapping sees it), and TrimTail keeps all.
+TEST_F(ExtentMapTest, SharedFilesKeepTheirBlocksWhole) {
+  ExtentMap map(arena_.get(), 4 * MiB);
+  std::mt19937_64 rng(23);
+  const std::string data = RandomBytes(rng, 8 * MiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  absl::StatusOr<std::vector<DeviceRange>> ranges = map.Share(data.size());
+  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  ASSERT_EQ(ranges->size(), 2u);
+  ASSERT_TRUE(map.PunchHole(100, 1 * MiB).ok());
+  EXPECT_EQ(map.allocated_bytes(), 8 * MiB);
+  ASSERT_TRUE(map.Truncate(1 * MiB + 5).ok());
+  map.TrimTail(1 * MiB + 5);
+  EXPECT_EQ(map.allocated_bytes(), 4 * MiB) << "the whole second block went";
+  std::string expected = data.substr(0, 100);  // then punched, then cut off
+  expected.resize(4 * MiB, '\0');
+  EXPECT_EQ(SharedBytes(*device_, {(*ranges)[0]}), expected);
+  // A mapping's write past the end shows once the file grows over it.
+  ASSERT_TRUE(device_->Write({{(*ranges)[0].offset + 3 * MiB, "mapped", 6}}).ok());
+  EXPECT_EQ(ReadAll(map, 3 * MiB, 6), "mapped");
+}
+
+// Without room for the blocks a move needs, nothing changes.
+TEST_F(ExtentMapTest, ShareWithoutRoomChangesNothing) {
+  MakeArena(4 * MiB);
+  ExtentMap map(arena_.get(), 1 * MiB);
+  std::mt19937_64 rng(24);
+  const std::string data = RandomBytes(rng, 2 * MiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());  // two 1 MiB blocks
+  ExtentMap other(arena_.get(), 1 * MiB);
+  ASSERT_TRUE(other.Write(3 * MiB, "o", 1).ok());  // no free granule left whole
+  absl::StatusOr<std::vector<DeviceRange>> ranges = map.Share(data.size());
+  EXPECT_TRUE(absl::IsResourceExhausted(ranges.status())) << ranges.status();
+  EXPECT_FALSE(map.shared());
+  EXPECT_EQ(map.allocated_bytes(), 2 * MiB);
+  EXPECT_EQ(ReadAll(map, 0, data.size()), data);
+}
+
 }  // namespace
 }  // namespace cudafs

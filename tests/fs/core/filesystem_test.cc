@@ -4,6 +4,7 @@
 #include "fs/core/filesystem.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <sys/stat.h>
@@ -2011,6 +2012,48 @@ TEST_F(FilesystemTest, ReadersNeverSeeHalfAWrite) {
   for (std::thread& reader : readers) reader.join();
   EXPECT_EQ(torn.load(), 0);
   EXPECT_EQ(failures.load(), 0);
+}
+
+// A shared file is the exported memory itself: writes through FUSE (small
+// ones, which the write-back cache would hold, included) show in it at
+// once, and what the mapping writes is what read returns, with no cached
+// page in between. Small files and other kinds are refused.
+TEST_F(FilesystemTest, SharedFilesAreTheExportedMemoryWithNoCacheBetween) {
+  FilesystemConfig config;
+  config.cache_bytes = 4 * kMiB;
+  Build(64 * kMiB, config);
+  const InodeNumber ino = NewFile(kRootInode, "f");
+  const std::string data(3 * kMiB, 'd');
+  WriteAt(ino, 0, data);
+  WriteAt(ino, 10, "cached");
+  EXPECT_EQ(ReadAt(ino, 8, 10), "ddcachedd" "d");  // a page in the cache now
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported = fs_->ExportShared(ino);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_EQ((*exported)->size(), data.size());
+  std::vector<char*> views;
+  std::string all;
+  for (const ExportedPiece& piece : (*exported)->pieces()) {
+    char* view = static_cast<char*>(
+        mmap(nullptr, piece.size, PROT_READ | PROT_WRITE, MAP_SHARED, piece.fd, 0));
+    ASSERT_NE(view, MAP_FAILED);
+    views.push_back(view);
+    all.append(view, piece.size);
+  }
+  ASSERT_GE(all.size(), data.size());
+  EXPECT_EQ(all.substr(8, 10), "ddcachedd" "d");
+  WriteAt(ino, 20, "small");
+  EXPECT_EQ(std::string_view(views[0] + 20, 5), "small") << "not held in the cache";
+  std::memcpy(views[0] + 8, "MAPPED", 6);
+  EXPECT_EQ(ReadAt(ino, 8, 6), "MAPPED") << "no stale cached page";
+  Age(ino);
+  ASSERT_OK(fs_->NoteMappedWrite(ino));
+  EXPECT_GT(Stat(ino).st_mtim.tv_sec, kLongAgo.tv_sec);
+  for (size_t i = 0; i < views.size(); ++i) munmap(views[i], (*exported)->pieces()[i].size);
+
+  const InodeNumber small = NewFile(kRootInode, "small");
+  WriteAt(small, 0, "tiny");
+  EXPECT_EQ(ToErrno(fs_->ExportShared(small).status()), EINVAL);
+  EXPECT_EQ(ToErrno(fs_->ExportShared(kRootInode).status()), EISDIR);
 }
 
 }  // namespace

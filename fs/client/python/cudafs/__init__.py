@@ -8,11 +8,22 @@ through ctypes; torch is imported only by load_safetensors.
         t = torch.as_tensor(m, device="cuda")      # uint8, no copy
     tensors = cudafs.load_safetensors("/mnt/gpu/model.safetensors")
 
-A mapping is a private copy of the file's bytes made inside the device (a
-copy within VRAM on a GPU): it costs memory equal to the file until
-closed, later writes to the file do not show in it, and it stays valid
-when the file is removed or the mount goes away. Shared, writable mappings
-(writable=True) are not built yet and raise OSError(EOPNOTSUPP).
+By default a mapping is a private copy of the file's bytes made inside the
+device (a copy within VRAM on a GPU): it costs memory equal to the file
+until closed, later writes to the file do not show in it, and writes to it
+do not reach the file. It is the default because CUDA cannot make imported
+memory read-only, so a reader given the file's own memory could write it.
+
+map(path, writable=True) needs write access and gives the file's own
+memory instead: no copy, no memory of its own, writes through it are the
+file's. Call m.sync() between writing through one side (the mapping, or
+write()) and reading through the other. Files under 2 MiB are never
+shared (OSError EINVAL). Either kind stays valid when the file is removed
+or the mount goes away (a shared one then keeps the memory it had).
+
+    with cudafs.map("/mnt/gpu/out.bin", writable=True) as m:
+        torch.as_tensor(m, device="cuda").fill_(7)   # writes the file
+        m.sync()                                     # read() sees it now
 """
 
 import ctypes
@@ -45,6 +56,7 @@ def _load_library():
         library.cudafs_map.argtypes = [ctypes.c_char_p, ctypes.c_int,
                                        ctypes.POINTER(ctypes.c_void_p)]
         library.cudafs_unmap.argtypes = [ctypes.c_void_p]
+        library.cudafs_sync.argtypes = [ctypes.c_void_p]
         for name, result in (("cudafs_mapping_address", ctypes.c_uint64),
                              ("cudafs_mapping_size", ctypes.c_uint64),
                              ("cudafs_mapping_memory", ctypes.c_int),
@@ -79,6 +91,13 @@ class _Handle:
         self.size = _lib.cudafs_mapping_size(self._mapping)
         self.memory = _lib.cudafs_mapping_memory(self._mapping)
         self.device = _lib.cudafs_mapping_device(self._mapping)
+        self.path = path
+        self.writable = writable
+
+    def sync(self):
+        result = _lib.cudafs_sync(self._mapping)
+        if result != 0:
+            _raise(result, self.path)
 
     def close(self):
         if self._mapping:
@@ -117,8 +136,20 @@ class _MappingMethods:
         return self._handle.device if self.is_cuda else None
 
     @property
+    def writable(self):
+        """Whether this is the file's own memory (map(writable=True))."""
+        return self._handle.writable
+
+    @property
     def closed(self):
         return not self._handle._mapping
+
+    def sync(self):
+        """After writing through the mapping or through write(): each side
+        sees the other's bytes (fsync, then the kernel's cached pages of the
+        file are dropped and its mtime moves). Writable mappings only."""
+        self._check_open()
+        self._handle.sync()
 
     def close(self):
         """Unmaps. Tensors or views made from the mapping must be gone."""
@@ -176,8 +207,9 @@ def map(path, writable=False):
     GPU memory comes in the calling thread's current CUDA context, or the
     device's primary context (the one PyTorch uses) when there is none.
     Raises OSError with the errno of fs/client/cudafs.h: EXDEV for a file
-    not on cudafs, EINVAL for an empty one, EACCES without allow_other,
-    EOPNOTSUPP for writable=True or a backend that cannot hand out memory.
+    not on cudafs, EINVAL for an empty one (or, writable, one under 2 MiB),
+    EACCES without allow_other (or, writable, without write access),
+    EOPNOTSUPP for a backend that cannot hand out memory.
     """
     handle = _Handle(path, writable)
     if handle.memory == _CUDA:
