@@ -151,7 +151,7 @@ class CudaDevice final : public Device {
       uint64_t size, absl::Span<const DeviceToDevice> copies) override;
   // Where the GPU supports POSIX file-descriptor handles.
   bool can_share() const override { return shareable_; }
-  // A range whose granules are all committed in pieces that lie inside it.
+  // A range that no piece reaches past.
   bool Exclusive(DeviceRange range) const override;
   // The pieces themselves, exported (cuda_export.cc).
   absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
@@ -207,7 +207,9 @@ class CudaDevice final : public Device {
   // Lets go of the context an ExportedMemory held, and frees the
   // allocation it owned (a copy's).
   void ReleaseExport(std::optional<PhysicalHandle> owned);
-  bool ExclusiveLocked(DeviceRange range) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Exclusive, and with `committed` also backed whole by committed pieces.
+  bool ExclusiveLocked(DeviceRange range, bool committed) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Makes the context current on the calling thread (FUSE worker threads
   // are not ours) and fails fast when it is lost or absent.

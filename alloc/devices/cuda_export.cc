@@ -135,30 +135,29 @@ void CudaDevice::ReleaseExport(std::optional<PhysicalHandle> owned) {
 
 bool CudaDevice::Exclusive(DeviceRange range) const {
   absl::MutexLock lock(&mu_);
-  return ExclusiveLocked(range);
+  return ExclusiveLocked(range, /*committed=*/false);
 }
 
-bool CudaDevice::ExclusiveLocked(DeviceRange range) const {
+bool CudaDevice::ExclusiveLocked(DeviceRange range, bool committed) const {
   if (range.length == 0 || range.offset % granule_ != 0 || range.length % granule_ != 0 ||
       !InRange(range.offset, range.length).ok()) {
     return false;
   }
-  // The pieces must tile the range exactly, every granule committed.
-  uint64_t at = range.offset;
+  // Every piece there lies inside the range; `committed`: they tile it,
+  // every granule committed.
+  const uint64_t end = range.offset + range.length;
+  uint64_t tiled = range.offset;
   auto it = pieces_.upper_bound(range.offset);
   if (it != pieces_.begin()) --it;
-  for (; it != pieces_.end() && it->first < range.offset + range.length; ++it) {
+  for (; it != pieces_.end() && it->first < end; ++it) {
     const Piece& piece = it->second;
+    if (it->first + piece.length <= range.offset) continue;
+    if (it->first < range.offset || it->first + piece.length > end) return false;
     const uint64_t granules = piece.length / granule_;
     const uint64_t all = granules >= 64 ? ~uint64_t{0} : (uint64_t{1} << granules) - 1;
-    if (it->first + piece.length <= range.offset) continue;
-    if (it->first != at || it->first + piece.length > range.offset + range.length ||
-        piece.committed != all) {
-      return false;
-    }
-    at += piece.length;
+    if (it->first == tiled && piece.committed == all) tiled += piece.length;
   }
-  return at == range.offset + range.length;
+  return !committed || tiled == end;
 }
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportShared(
@@ -171,7 +170,7 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportShared(
   {
     absl::MutexLock lock(&mu_);
     for (const DeviceRange& range : ranges) {
-      if (!ExclusiveLocked(range)) {
+      if (!ExclusiveLocked(range, /*committed=*/true)) {
         return absl::FailedPreconditionError("a shared range is not a block of its own");
       }
       for (auto it = pieces_.find(range.offset);

@@ -122,9 +122,10 @@ class Device {
   // Whether this device can hand its memory out (ExportShared) at all.
   virtual bool can_share() const { return false; }
 
-  // Whether the physical memory behind `range` (committed, whole granules)
-  // backs no byte outside it, so that handing it out (ExportShared) shows
-  // nothing else. False by default.
+  // Whether the physical memory behind `range` (whole granules, committed
+  // or not) backs no byte outside it: committed, it can be handed out
+  // (ExportShared) showing nothing else; free, a block there will be. False
+  // by default.
   virtual bool Exclusive(DeviceRange range) const;
 
   // The physical memory itself behind `ranges` (each committed and

@@ -37,11 +37,24 @@ Arena::~Arena() {
 }
 
 absl::StatusOr<Block> Arena::Allocate(uint64_t size) {
+  return AllocateWhere(size, [](uint64_t) { return true; });
+}
+
+absl::StatusOr<Block> Arena::AllocateExclusive(uint64_t size) {
+  // Free ranges where a piece of memory still backing a neighbour lingers
+  // (a block split off a larger one) are passed over.
+  return AllocateWhere(size, [this, size](uint64_t offset) {
+    return device_->Exclusive({offset, size});
+  });
+}
+
+absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size,
+                                           absl::FunctionRef<bool(uint64_t offset)> accept) {
   Block block{0, size};
   std::vector<uint64_t> to_commit;
   {
     absl::MutexLock lock(&mu_);
-    std::optional<uint64_t> offset = allocator_.Allocate(size);
+    std::optional<uint64_t> offset = allocator_.AllocateWhere(size, accept);
     if (!offset) {
       return absl::ResourceExhaustedError(
           absl::StrFormat("no free block of %d bytes in the arena", size));

@@ -28,6 +28,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "alloc/devices/device.h"
@@ -63,6 +64,9 @@ class Arena {
   // ResourceExhausted when no free block that size exists or the device
   // cannot back it.
   absl::StatusOr<Block> Allocate(uint64_t size);
+  // The same, for a block whose memory backs nothing outside it
+  // (Device::Exclusive), so that a shared file can hand it out whole.
+  absl::StatusOr<Block> AllocateExclusive(uint64_t size);
   void Free(Block block);
 
   // Splits an allocated block (size > min_block) into its two halves, each
@@ -78,6 +82,10 @@ class Arena {
   ArenaStats Stats() const;
 
  private:
+  // Allocate's work, for the first free block `accept` takes.
+  absl::StatusOr<Block> AllocateWhere(uint64_t size,
+                                      absl::FunctionRef<bool(uint64_t offset)> accept);
+
   struct Granule {
     uint32_t users = 0;      // allocated blocks touching it, settled or not
     bool committed = false;  // the device backs it

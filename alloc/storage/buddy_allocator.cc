@@ -31,22 +31,43 @@ uint64_t BuddyAllocator::max_block() const {
 }
 
 std::optional<uint64_t> BuddyAllocator::Allocate(uint64_t size) {
-  if (size < min_block_ || !std::has_single_bit(size)) return std::nullopt;
-  const int want = OrderOf(size);
-  int order = want;
-  while (order < static_cast<int>(free_.size()) && free_[order].empty()) ++order;
-  if (order >= static_cast<int>(free_.size())) return std::nullopt;
   // Lowest offset first keeps allocations packed at the start of the arena,
   // so whole granules at the end stay free and can be decommitted.
-  uint64_t offset = *free_[order].begin();
-  free_[order].erase(free_[order].begin());
+  return AllocateWhere(size, [](uint64_t) { return true; });
+}
+
+std::optional<uint64_t> BuddyAllocator::AllocateWhere(
+    uint64_t size, absl::FunctionRef<bool(uint64_t offset)> accept) {
+  if (size < min_block_ || !std::has_single_bit(size)) return std::nullopt;
+  const int want = OrderOf(size);
+  int candidates = 0;
+  for (int order = want; order < static_cast<int>(free_.size()); ++order) {
+    for (const uint64_t start : free_[order]) {
+      for (uint64_t offset = start; offset < start + SizeOf(order); offset += size) {
+        if (++candidates > kMaxCandidates) return std::nullopt;
+        if (!accept(offset)) continue;
+        Take(start, order, offset, want);
+        used_ += size;
+        ++allocated_blocks_;
+        return offset;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void BuddyAllocator::Take(uint64_t start, int order, uint64_t offset, int want) {
+  free_[order].erase(start);
   while (order > want) {
     --order;
-    free_[order].insert(offset + SizeOf(order));  // upper half stays free
+    const uint64_t half = SizeOf(order);
+    if (offset >= start + half) {  // the lower half stays free
+      free_[order].insert(start);
+      start += half;
+    } else {  // the upper half does
+      free_[order].insert(start + half);
+    }
   }
-  used_ += size;
-  ++allocated_blocks_;
-  return offset;
 }
 
 void BuddyAllocator::Free(uint64_t offset, uint64_t size) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/btree_set.h"
+#include "absl/functional/function_ref.h"
 
 namespace cudafs {
 
@@ -45,6 +46,13 @@ class BuddyAllocator {
   // two >= min_block), or nullopt when no such block is free.
   std::optional<uint64_t> Allocate(uint64_t size);
 
+  // The same, for the first free block (from the smallest free blocks up,
+  // each in address order) whose offset `accept` takes; nullopt when none
+  // is among the first kMaxCandidates looked at.
+  std::optional<uint64_t> AllocateWhere(uint64_t size,
+                                        absl::FunctionRef<bool(uint64_t offset)> accept);
+  static constexpr int kMaxCandidates = 4096;
+
   // Returns a block obtained from Allocate (or Split) with the same size.
   void Free(uint64_t offset, uint64_t size);
 
@@ -60,6 +68,9 @@ class BuddyAllocator {
 
  private:
   int OrderOf(uint64_t size) const;  // log2(size / min_block)
+  // Takes block `offset` of order `want` out of free block `start` of
+  // order `order`, whose other parts stay free.
+  void Take(uint64_t start, int order, uint64_t offset, int want);
   uint64_t SizeOf(int order) const { return min_block_ << order; }
 
   const uint64_t min_block_;

@@ -314,23 +314,6 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
   return status;
 }
 
-absl::StatusOr<Block> ExtentMap::AllocateExclusive(uint64_t size) {
-  // A fresh block's granules may still lie in a physical piece that backs
-  // a neighbour too (a block split off a larger one): such blocks are set
-  // aside, so that the next try gets another, and freed at the end.
-  constexpr int kTries = 8;
-  std::vector<Block> aside;
-  absl::StatusOr<Block> block;
-  for (int tries = 0; tries < kTries; ++tries) {
-    block = arena_->Allocate(size);
-    if (!block.ok() || arena_->device().Exclusive({block->offset, block->size})) break;
-    aside.push_back(*block);
-    block = absl::ResourceExhaustedError("no block of memory of its own to share");
-  }
-  for (Block b : aside) arena_->Free(b);
-  return block;
-}
-
 absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
   Device& device = arena_->device();
   const uint64_t granule = std::max(device.granule_size(), arena_->min_block());
@@ -369,7 +352,7 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
         window *= 2;
       }
     }
-    absl::StatusOr<Block> block = AllocateExclusive(window);
+    absl::StatusOr<Block> block = arena_->AllocateExclusive(window);
     if (!block.ok()) {
       status = block.status();
       break;

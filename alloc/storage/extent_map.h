@@ -183,8 +183,6 @@ class ExtentMap {
   // bytes outside [offset, end); those wholly inside go to `freed` (by file
   // offset, as in extents_), and the bytes inside of the sub-blocks kept,
   // below `zero_end`, to `zeros`.
-  // A new block of `size` (>= a granule) whose memory backs nothing else.
-  absl::StatusOr<Block> AllocateExclusive(uint64_t size);
   void Carve(uint64_t start, Block block, uint64_t offset, uint64_t end, uint64_t zero_end,
              std::vector<DeviceRange>* zeros, Extents* freed);
 

@@ -303,6 +303,72 @@ with open(root + "/big", "rb") as f:
   EXPECT_EQ(result.out.substr(0, 64), digest.out.substr(0, 64));
 }
 
+// On a GPU-backed mount, through PyTorch: bytes written through FUSE read
+// by a kernel through a shared mapping and the reverse, write(2) after
+// mapping seen after a sync, another process's mapping of the same
+// memory, and a private copy that keeps its bytes. Skipped without torch
+// (CI); run on the GPU machine.
+TEST_P(ShareTest, GpuProgramsShareTheFilesMemory) {
+  SKIP_UNLESS_CUDAFS();
+  if (backend() != "cuda") GTEST_SKIP() << "GPU memory only";
+  if (RunCommand({"python3", "-c", "import torch; assert torch.cuda.is_available()"}).exit_code !=
+      0) {
+    GTEST_SKIP() << "no python3 with torch and a GPU";
+  }
+  const std::string script = R"py(
+import os, subprocess, sys, torch, cudafs
+path = sys.argv[1] + "/shared"
+size = (64 << 20) + 12345
+data = bytearray(os.urandom(size))
+with open(path, "wb") as f:
+    f.write(data)
+def host(tensor):
+    return bytes(tensor.cpu().numpy().tobytes())
+with cudafs.map(path) as copy, cudafs.map(path, writable=True) as m:
+    assert m.is_cuda and m.writable and m.size == size, m
+    t = torch.as_tensor(m, device="cuda")
+    assert host(t) == data, "write(2) -> kernel"
+    original = bytes(data[1000:2000])
+    t[1000:2000] = 7
+    t[-10:] = 9
+    torch.cuda.synchronize()
+    m.sync()
+    data[1000:2000] = b"\x07" * 1000
+    data[-10:] = b"\x09" * 10
+    with open(path, "rb") as f:
+        assert f.read() == data, "kernel -> read(2)"
+    with open(path, "r+b") as f:
+        f.seek(5 << 20)
+        f.write(b"written")
+    m.sync()
+    assert host(t[5 << 20:(5 << 20) + 7]) == b"written", "write(2) after mapping"
+    child = "\n".join([
+        "import sys, torch, cudafs",
+        "m = cudafs.map(sys.argv[1], writable=True)",
+        "t = torch.as_tensor(m, device='cuda')",
+        "assert int(t[1500]) == 7",
+        "t[0:5] = torch.tensor(list(b'child'), dtype=torch.uint8, device='cuda')",
+        "torch.cuda.synchronize()",
+        "m.sync()",
+    ])
+    subprocess.run([sys.executable, "-c", child, path], check=True)
+    assert host(t[0:5]) == b"child", "another process's writes"
+    c = torch.as_tensor(copy, device="cuda")
+    assert host(c[1000:2000]) == original, "the copy is private"
+    del t, c
+print("ok")
+)py";
+  const char* library = getenv("CUDAFS_CLIENT_LIBRARY");
+  const CommandResult result =
+      RunCommand({"env", std::string("PYTHONPATH=") + CUDAFS_PYTHON_DIR,
+                  std::string("CUDAFS_CLIENT_LIBRARY=") +
+                      (library != nullptr && *library != '\0' ? library : CUDAFS_CLIENT_LIBRARY),
+                  "python3", "-c", script, root()},
+                 300s);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_EQ(result.out, "ok\n");
+}
+
 // A shared mapping is the file's own memory: the bytes written before
 // (cached small writes included), writes from either side after a sync,
 // and another process's mapping of the same file.

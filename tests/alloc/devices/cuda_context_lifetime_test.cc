@@ -322,7 +322,9 @@ TEST_F(CudaContextLifetimeTest, SharedExportsAreThePiecesOfARangeOfItsOwn) {
   EXPECT_TRUE(device->can_share());
   EXPECT_TRUE(device->Exclusive({0, kLength}));
   EXPECT_FALSE(device->Exclusive({0, kGranule})) << "its piece reaches past it";
-  EXPECT_FALSE(device->Exclusive({0, 2 * kLength})) << "not all committed";
+  EXPECT_TRUE(device->Exclusive({0, 2 * kLength})) << "the piece lies inside";
+  EXPECT_TRUE(absl::IsFailedPrecondition(device->ExportShared(1, {{0, 2 * kLength}}).status()))
+      << "not all committed";
   ASSERT_TRUE(device->Write({{kGranule + 7, "file", 4}}).ok());
   absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
       device->ExportShared(kLength - 1, {{0, kLength}});
@@ -345,6 +347,7 @@ TEST_F(CudaContextLifetimeTest, SharedExportsAreThePiecesOfARangeOfItsOwn) {
   // Half decommitted and committed again: the old piece backs it still,
   // and the half before, so neither half is a range of its own.
   ASSERT_TRUE(device->Decommit(kLength / 2, kLength / 2).ok());
+  EXPECT_FALSE(device->Exclusive({kLength / 2, kLength / 2})) << "free, but not fresh";
   ASSERT_TRUE(device->Commit(kLength / 2, kLength / 2).ok());
   EXPECT_FALSE(device->Exclusive({kLength / 2, kLength / 2}));
   EXPECT_TRUE(absl::IsFailedPrecondition(

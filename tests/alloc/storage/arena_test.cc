@@ -91,6 +91,12 @@ class RecordingDevice final : public DeviceWrapper {
     return DeviceWrapper::Zero(ranges);
   }
 
+  // Exclusive is false for ranges starting below `offset`.
+  void RefuseExclusiveBelow(uint64_t offset) { refuse_exclusive_below_ = offset; }
+  bool Exclusive(DeviceRange range) const override {
+    return range.offset >= refuse_exclusive_below_ && DeviceWrapper::Exclusive(range);
+  }
+
   // While the gate is closed, Commit and Decommit wait in it.
   void CloseGate() {
     absl::MutexLock gate(&gate_mu_);
@@ -164,6 +170,7 @@ class RecordingDevice final : public DeviceWrapper {
     }
   }
 
+  std::atomic<uint64_t> refuse_exclusive_below_{0};
   mutable absl::Mutex mu_;
   absl::Mutex gate_mu_;
   bool gate_open_ ABSL_GUARDED_BY(gate_mu_) = true;
@@ -701,6 +708,19 @@ TEST_F(ArenaTest, ADecommitHoldsUpOnlyAllocationsInItsGranule) {
   live_ = {*again};
   ExpectCommittedGranulesFollowLiveBlocks();
   EXPECT_TRUE(device_->violations().empty()) << device_->violations().front();
+}
+
+// AllocateExclusive passes over free ranges the device says still share
+// memory with a neighbour.
+TEST_F(ArenaTest, AllocateExclusivePassesOverRangesTheDeviceRefuses) {
+  device_->RefuseExclusiveBelow(4 * kGranule);
+  absl::StatusOr<Block> block = arena_->AllocateExclusive(kGranule);
+  ASSERT_TRUE(block.ok()) << block.status();
+  live_.push_back(*block);
+  EXPECT_EQ(block->offset, 4 * kGranule);
+  EXPECT_EQ(MustAllocate(4 * kGranule).offset, 0u) << "the ranges passed over stay free";
+  device_->RefuseExclusiveBelow(kGranules * kGranule);
+  EXPECT_TRUE(absl::IsResourceExhausted(arena_->AllocateExclusive(kGranule).status()));
 }
 
 }  // namespace

@@ -413,5 +413,29 @@ TEST(BuddyAllocatorTest, SplitHalvesAreFreedOnTheirOwnAndCoalesce) {
   EXPECT_EQ(stats.largest_free, 16 * kMinBlock) << "halves did not coalesce";
 }
 
+// AllocateWhere passes over blocks the caller refuses, carving the one it
+// takes out of a larger free block; the rest stays free and coalesces.
+TEST(BuddyAllocatorTest, AllocateWherePassesOverRefusedBlocks) {
+  BuddyAllocator allocator(64 * 4096, 4096);
+  const std::optional<uint64_t> low = allocator.Allocate(4096);
+  ASSERT_EQ(low, 0u);
+  // 8 KiB blocks: the free ones start at 8 KiB; refuse those below 40 KiB.
+  const std::optional<uint64_t> taken =
+      allocator.AllocateWhere(8192, [](uint64_t offset) { return offset >= 40 * 1024; });
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(*taken, 40 * 1024u);
+  EXPECT_EQ(allocator.Stats().used, 4096u + 8192u);
+  // What lies around it is still handed out, and all of it coalesces back.
+  const std::optional<uint64_t> next = allocator.Allocate(8192);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*next, 8192u);
+  EXPECT_FALSE(allocator.AllocateWhere(4096, [](uint64_t) { return false; }));
+  allocator.Free(*next, 8192);
+  allocator.Free(*taken, 8192);
+  allocator.Free(*low, 4096);
+  EXPECT_EQ(allocator.Stats().largest_free, 64 * 4096u);
+  EXPECT_EQ(allocator.Stats().used, 0u);
+}
+
 }  // namespace
 }  // namespace cudafs

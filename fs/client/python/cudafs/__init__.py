@@ -224,18 +224,20 @@ _SAFETENSORS_DTYPES = {
 }
 
 
-def load_safetensors(path, device="cuda"):
+def load_safetensors(path, device="cuda", writable=False):
     """The tensors of a .safetensors file on the mount, as a dict of torch
-    tensors that view one mapping of the file (no copy through the host).
-    The mapping lives as long as any of the tensors. `device` must be where
-    the mapping is ("cuda" or "cuda:N" for a GPU-backed mount, "cpu" for a
-    host-backed one); other devices raise ValueError (use .to())."""
+    tensors that view one mapping of the file (no copy through the host):
+    a private copy, or with writable=True the file's own memory (no VRAM of
+    its own; writes to the tensors are the file's, see map()). The mapping
+    lives as long as any of the tensors. `device` must be where the mapping
+    is ("cuda" or "cuda:N" for a GPU-backed mount, "cpu" for a host-backed
+    one); other devices raise ValueError (use .to())."""
     import torch
 
     with open(path, "rb") as f:
         (header_size,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(header_size))
-    mapping = map(path)
+    mapping = map(path, writable=writable)
     if mapping.is_cuda:
         where = torch.device("cuda", mapping.device)
         everything = torch.as_tensor(mapping, device=where)
