@@ -77,7 +77,7 @@ measure() {
     printf '1 KiB appends round-robin to 1000 files (/s)\t%s\n' "$(appends "$dir" 2>>"$OUT_DIR/$name.log")"
     rm -f "$dir"/a*
   fi
-  [[ $spec == cudafs:* ]] && "$CUDAFS" --stats "$dir" >"$OUT_DIR/$name.stats" 2>&1
+  [[ $spec == cudafs:* ]] && "$CUDAFS" --stats --all "$dir" >"$OUT_DIR/$name.stats" 2>&1
   return 0
 }
 

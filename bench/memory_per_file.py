@@ -84,7 +84,7 @@ def main():
         seconds = time.time() - start
         time.sleep(SETTLE_SECONDS)
         rss, arena = memory(daemon.pid)
-        stats = subprocess.run([arguments.binary, "--stats", arguments.mountpoint],
+        stats = subprocess.run([arguments.binary, "--stats", "--all", arguments.mountpoint],
                                capture_output=True, text=True, check=True).stdout
         cached = int(re.search(r"^cached_bytes (\d+)$", stats, re.M).group(1))
     finally:

@@ -18,7 +18,9 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
   // on other users' I/O): for root and the user who mounted it only.
   if (caller != 0 && caller != owner_) return PosixError(EACCES, "the stats are the owner's");
   const FuseStats& fuse = context_->stats;
-  std::string stats = absl::StrCat("transport ", fuse.transport.load(),
+  std::string stats = absl::StrCat("device ", context_->device->Describe(),
+                                   "\ndevice_bytes ", arena_->Stats().committed_bytes,
+                                   "\ntransport ", fuse.transport.load(),
                                    "\nmax_request ", context_->settings.max_request,
                                    "\nuring_buffer_bytes ", fuse.uring_buffer_bytes.load(),
                                    "\nrequest_buffer_bytes ", fuse.request_buffer_bytes.load(),

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "alloc/devices/faulty_device.h"
+#include "alloc/storage/arena.h"
 #include "fs/fuse/control_attributes.h"
 #include "fs/fuse/fuse_ops.h"
 #include "fs/share/share_server.h"
@@ -33,11 +34,12 @@ inline constexpr char kSocketAttribute[] = "user.cudafs.socket";  // CUDAFS_SOCK
 
 class ControlPlane final : public ControlAttributes {
  public:
-  // The stats come from `context` (the glue's counters) and its filesystem;
-  // `owner` mounted (the daemon's uid); `faults` is null without fault
-  // injection. All must outlive the plane.
-  ControlPlane(const FuseContext* context, uid_t owner, FaultyDevice* faults)
-      : context_(context), owner_(owner), faults_(faults) {}
+  // The stats come from `context` (the glue's counters, its device and
+  // filesystem) and `arena` (the device memory held); `owner` mounted (the
+  // daemon's uid); `faults` is null without fault injection. All must
+  // outlive the plane.
+  ControlPlane(const FuseContext* context, const Arena* arena, uid_t owner, FaultyDevice* faults)
+      : context_(context), arena_(arena), owner_(owner), faults_(faults) {}
 
   std::optional<absl::StatusOr<std::string>> Get(absl::string_view name, uid_t caller) override;
   std::optional<absl::Status> Set(absl::string_view name, absl::string_view value,
@@ -50,6 +52,7 @@ class ControlPlane final : public ControlAttributes {
 
  private:
   const FuseContext* const context_;
+  const Arena* const arena_;
   const uid_t owner_;
   FaultyDevice* const faults_;
   const ShareServer* sharing_ = nullptr;

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -43,6 +44,7 @@
 #include "fs/daemon/mount_plan.h"
 #include "fs/daemon/option_table.h"
 #include "fs/daemon/periodic_task.h"
+#include "fs/daemon/stats_report.h"
 #include "fs/fuse/fuse_ops.h"
 #include "fs/fuse/session_loop.h"
 #include "fs/share/share_server.h"
@@ -81,9 +83,10 @@ int ListDevices() {
 #endif
 }
 
-// --stats: the counters a mounted cudafs publishes on its root directory.
-int PrintStats(const std::string& mountpoint) {
-  std::string stats(4096, '\0');
+// --stats: the counters a mounted cudafs publishes on its root directory,
+// with what statvfs says of it (StatsReport).
+int PrintStats(const std::string& mountpoint, MountOptions::StatsFormat format) {
+  std::string stats(16384, '\0');
   const ssize_t got = getxattr(mountpoint.c_str(), kStatsAttribute, stats.data(), stats.size());
   if (got < 0) {
     if (errno == ENODATA || errno == ENOTSUP) {
@@ -92,7 +95,22 @@ int PrintStats(const std::string& mountpoint) {
     return Fail(absl::StrFormat("%s: %s", mountpoint, std::strerror(errno)));
   }
   stats.resize(got);
-  std::printf("%s", stats.c_str());
+  if (format == MountOptions::StatsFormat::kAll) {
+    std::printf("%s", stats.c_str());
+    return 0;
+  }
+  struct statvfs fs;
+  if (statvfs(mountpoint.c_str(), &fs) != 0) {
+    return Fail(absl::StrFormat("statvfs %s: %s", mountpoint, std::strerror(errno)));
+  }
+  MountFigures figures;
+  figures.size_bytes = uint64_t{fs.f_blocks} * fs.f_frsize;
+  figures.used_bytes = uint64_t{fs.f_blocks - fs.f_bfree} * fs.f_frsize;
+  figures.files = fs.f_files - fs.f_ffree;
+  const StatsReport report = StatsReport::Parse(stats);
+  std::printf("%s\n", format == MountOptions::StatsFormat::kJson
+                          ? report.Json(figures).c_str()
+                          : report.Summary(mountpoint, figures).c_str());
   return 0;
 }
 
@@ -402,7 +420,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   UringBuffers uring_buffers(device.get());
   FuseContext context(&filesystem, device.get(), plan.fuse(), &uring_buffers);
   glue = &context;
-  ControlPlane control(&context, getuid(), faults);
+  ControlPlane control(&context, &arena, getuid(), faults);
   context.control = &control;
 
   std::vector<std::string> arguments = {"cudafs", "-o", "default_permissions",
@@ -503,7 +521,7 @@ int Main(int argc, char** argv) {
       std::printf("%s", ManualPage(CUDAFS_VERSION).c_str());
       return 0;
     case MountOptions::Action::kStats:
-      return PrintStats(options.mountpoint);
+      return PrintStats(options.mountpoint, options.stats_format);
     case MountOptions::Action::kMount:
       break;
   }

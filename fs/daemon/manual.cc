@@ -14,7 +14,7 @@ cudafs \- a tmpfs-like filesystem whose file data lives in GPU memory
 [\fISOURCE\fR] \fIMOUNTPOINT\fR [\fB\-f\fR] [\fB\-d\fR] [\fB\-s\fR] [\fB\-o\fR \fIOPT\fR[,\fIOPT\fR...]]
 .br
 .B cudafs
-\fB\-\-help\fR | \fB\-\-version\fR | \fB\-\-list\-devices\fR | \fB\-\-stats\fR \fIMOUNTPOINT\fR
+\fB\-\-help\fR | \fB\-\-version\fR | \fB\-\-list\-devices\fR | \fB\-\-stats\fR [\fB\-\-all\fR|\fB\-\-json\fR] \fIMOUNTPOINT\fR
 .SH DESCRIPTION
 .B cudafs
 mounts a FUSE filesystem that behaves like tmpfs but keeps file data in the
@@ -43,19 +43,25 @@ targets take a block of \fBsize=\fR), special files, extended attributes
 live until their last close after being removed. \fBdf\fR shows the space in
 use, rounded to \fBmin_block\fR; \fBdf \-i\fR the inode space.
 .SH STATISTICS
-\fBcudafs \-\-stats\fR \fIMOUNTPOINT\fR prints the mount's counters, one
-"name value" per line: the write\-back cache, the transport and its buffers,
-the share service (share_*), and the FUSE requests served by type. They are
-the read\-only attribute \fBuser.cudafs.stats\fR of the mount's root, readable
-by root and the user who mounted.
+\fBcudafs \-\-stats\fR \fIMOUNTPOINT\fR prints one line: space used of the
+size, files, the memory the device holds for them, the transport and the
+write\-back cache's hit rate. \fB\-\-all\fR prints every counter, one
+"name value" per line: the device, the write\-back cache, the transport and
+its buffers, the share service (share_*), and the FUSE requests served by
+type; \fB\-\-json\fR prints the same, with size_bytes, used_bytes and files,
+as one JSON object. The counters are the read\-only attribute
+\fBuser.cudafs.stats\fR of the mount's root, readable by root and the user
+who mounted.
 .SH GPU PROGRAMS
 A program maps a file of the mount into its own memory without reading it
 through FUSE: \fBlibcudafs_client\fR (\fIcudafs/cudafs.h\fR:
 \fBcudafs_map\fR, \fBcudafs_unmap\fR) or the Python module \fBcudafs\fR.
 On a GPU\-backed mount the mapping is GPU memory in the caller's CUDA context:
-a private copy of the file made inside the GPU, which the caller owns until it
-unmaps it. The daemon checks the file's descriptor and that the caller may use
-the mount.
+by default a private copy of the file made inside the GPU, which the caller
+owns until it unmaps it; with \fBCUDAFS_MAP_WRITABLE\fR (Python:
+\fBwritable=True\fR) the file's own memory, whose writes are the file's after
+\fBcudafs_sync\fR. The daemon checks the file's descriptor and that the
+caller may use the mount.
 .SH EXAMPLES
 A scratch directory of 16 GiB on GPU 0, open to every user:
 .PP

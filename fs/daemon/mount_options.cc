@@ -97,6 +97,11 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
       options.action = MountOptions::Action::kStats;
       continue;
     }
+    if (arg == "--all" || arg == "--json") {
+      options.stats_format = arg == "--all" ? MountOptions::StatsFormat::kAll
+                                            : MountOptions::StatsFormat::kJson;
+      continue;
+    }
     if (arg == "--") {
       only_positionals = true;
     } else if (arg == "-f") {
@@ -123,6 +128,10 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
 
   if (options.action == MountOptions::Action::kStats && positionals.size() != 1) {
     return absl::InvalidArgumentError("--stats takes one MOUNTPOINT");
+  }
+  if (options.action != MountOptions::Action::kStats &&
+      options.stats_format != MountOptions::StatsFormat::kSummary) {
+    return absl::InvalidArgumentError("--all and --json go with --stats");
   }
   switch (positionals.size()) {
     case 0:
@@ -192,7 +201,7 @@ absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text) {
 std::string UsageText(absl::string_view program) {
   return absl::StrFormat(
       R"(usage: %1$s [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
-       %1$s --help | --version | --list-devices | --stats MOUNTPOINT
+       %1$s --help | --version | --list-devices | --stats [--all|--json] MOUNTPOINT
 
 Mounts a filesystem that keeps file data in GPU memory. SOURCE is the name
 shown in /proc/mounts and df (default: cudafs).
@@ -201,7 +210,10 @@ General options:
   -h, --help             print this help and exit
   -V, --version          print the version and exit
   --list-devices         list the GPUs cudafs can use and exit
-  --stats MOUNTPOINT     print the counters of a mounted cudafs (cache, transport)
+  --stats MOUNTPOINT     print a mounted cudafs's use in one line: space, files,
+                         device memory held, transport, cache hit rate
+  --stats --all MOUNTPOINT   every counter, one "name value" line each
+  --stats --json MOUNTPOINT  every counter and the space figures, as JSON
   -f                     stay in the foreground
   -d                     print FUSE debug output (implies -f)
   -s                     handle one request at a time

@@ -1,7 +1,7 @@
 // Command line and mount options of the cudafs binary.
 //
 //   cudafs [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
-//   cudafs --help | --version | --list-devices | --stats MOUNTPOINT
+//   cudafs --help | --version | --list-devices | --stats [--all|--json] MOUNTPOINT
 //   cudafs --options-markdown   (not in --help: the README's option table)
 //   cudafs --manual             (not in --help: the cudafs(8) page, in roff)
 //
@@ -45,6 +45,9 @@ struct MountOptions {
     kMount, kHelp, kVersion, kListDevices, kStats, kOptionsMarkdown, kManual
   };
   Action action = Action::kMount;
+  // --stats: a one-line summary, every counter (--all), or JSON (--json).
+  enum class StatsFormat { kSummary, kAll, kJson };
+  StatsFormat stats_format = StatsFormat::kSummary;
 
   std::string source = "cudafs";  // shown in /proc/mounts and df
   std::string mountpoint;

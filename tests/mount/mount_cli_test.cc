@@ -953,7 +953,7 @@ TEST_P(CliMountTest, SizeBelowMinBlockIsRefused) {
 }
 
 std::map<std::string, std::string> StatsOf(const std::string& mountpoint) {
-  return ParseStats(RunCommand({kBinary, "--stats", mountpoint}).out);
+  return ParseStats(RunCommand({kBinary, "--stats", "--all", mountpoint}).out);
 }
 
 // cudafs --stats prints the transport and the write-back cache's counters;
@@ -1018,7 +1018,8 @@ TEST_P(CliMountTest, StatsCountRequestsByType) {
   ASSERT_FALSE(dir.path().empty());
   const CommandResult result = MountOn(dir, {"size=64m"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  const std::vector<std::string> lines = Lines(RunCommand({kBinary, "--stats", dir.path()}).out);
+  const std::vector<std::string> lines =
+      Lines(RunCommand({kBinary, "--stats", "--all", dir.path()}).out);
   const auto first_request = std::find_if(lines.begin(), lines.end(), [](const std::string& line) {
     return line.starts_with("requests_");
   });
@@ -1215,6 +1216,30 @@ TEST_P(CliMountTest, ZeroMessageOpenCostsNoRequestAndLosesNothing) {
   EXPECT_EQ(std::string(buffer, 5), "short");
   held.Reset();
   EXPECT_ERRNO(stat(file.c_str(), &st), ENOENT);
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
+// --stats alone: one line for people; --json: every counter and the space
+// figures for scripts, numbers as numbers.
+TEST_P(CliMountTest, StatsSummaryAndJson) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(MountOn(dir, {"size=64m"}).exit_code, 0);
+  ASSERT_TRUE(WriteFile(dir.path() + "/f", RandomBytes(3 << 20, 24)));
+  const CommandResult summary = RunCommand({kBinary, "--stats", dir.path()});
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_EQ(Lines(summary.out).size(), 1u) << summary.out;
+  EXPECT_NE(summary.out.find(dir.path() + ": 3.0 MiB of 64.0 MiB used (5%), 2 files"),
+            std::string::npos)
+      << summary.out;
+  EXPECT_NE(summary.out.find(" held on "), std::string::npos) << summary.out;
+  const CommandResult json = RunShell(
+      ShellQuote(kBinary) + " --stats --json " + ShellQuote(dir.path()) +
+      " | python3 -c \"import json, sys; d = json.load(sys.stdin); "
+      "print(d['size_bytes'], d['used_bytes'] >= 3 << 20, d['files'], "
+      "type(d['requests_write']).__name__, d['transport'] in ('io_uring', '/dev/fuse'), "
+      "d['device_bytes'] >= 3 << 20)\"");
+  EXPECT_EQ(json.out, std::to_string(64 << 20) + " True 2 int True True\n") << json.err;
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
 

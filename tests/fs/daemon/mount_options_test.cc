@@ -125,8 +125,16 @@ TEST(ParseCommandLineTest, StatsTakesOneMountpoint) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->action, MountOptions::Action::kStats);
   EXPECT_EQ(options->mountpoint, "/mnt/gpu");
+  EXPECT_EQ(options->stats_format, MountOptions::StatsFormat::kSummary);
   EXPECT_FALSE(Parse({"--stats"}).ok());
   EXPECT_FALSE(Parse({"--stats", "a", "b"}).ok());
+  options = Parse({"--stats", "--json", "/mnt/gpu"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->stats_format, MountOptions::StatsFormat::kJson);
+  options = Parse({"--all", "--stats", "/mnt/gpu"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->stats_format, MountOptions::StatsFormat::kAll);
+  EXPECT_FALSE(Parse({"--json", "/mnt/gpu"}).ok()) << "--json is for --stats";
 }
 
 TEST(ParseCommandLineTest, HelpWinsOverTheRestOfTheLine) {
