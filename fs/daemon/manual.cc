@@ -80,13 +80,16 @@ cudafs  /mnt/gpu  fuse.cudafs  size=16g,allow_other,nofail  0 0
 .RE
 .fi
 .PP
-As a systemd mount unit, /etc/systemd/system/mnt\-gpu.mount:
+As a systemd mount unit, /etc/systemd/system/mnt\-gpu.mount (the name is
+the escaped mountpoint); services that need the mount say
+\fBRequiresMountsFor=/mnt/gpu\fR and start after it:
 .PP
 .nf
 .RS
 [Unit]
 Description=GPU scratch directory
-After=nvidia\-persistenced.service
+After=nvidia\-persistenced.service modprobe@fuse.service
+Wants=modprobe@fuse.service
 [Mount]
 What=cudafs
 Where=/mnt/gpu

@@ -70,5 +70,32 @@ TEST(ManualTest, RendersWithoutWarnings) {
   EXPECT_TRUE(absl::StrContains(*shown, "size=N[k|m|g|t]"));
 }
 
+// The systemd mount units people copy, the page's and docs/examples', are
+// ones systemd takes (man pages are not looked up: cudafs(8) is not
+// installed where the test runs).
+TEST(ManualTest, SystemdMountUnitsVerify) {
+  if (!Shell("command -v systemd-analyze")) GTEST_SKIP() << "no systemd-analyze";
+  const std::string dir = testing::TempDir() + "/units";
+  ASSERT_TRUE(Shell("rm -rf " + dir + " && mkdir -p " + dir));
+  // The page's unit: from "[Unit]" to the end of "[Install]", roff undone.
+  const std::string page = ManualPage("1.2.3");
+  const size_t start = page.find("[Unit]");
+  const size_t end = page.find("WantedBy=multi\\-user.target", start);
+  ASSERT_NE(start, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  std::string unit = page.substr(start, end - start) + "WantedBy=multi\\-user.target\n";
+  for (size_t at; (at = unit.find("\\-")) != std::string::npos;) unit.replace(at, 2, "-");
+  std::ofstream(dir + "/mnt-gpu.mount") << unit;
+  const std::optional<std::string> from_page =
+      Shell("systemd-analyze verify --man=no " + dir + "/mnt-gpu.mount");
+  EXPECT_TRUE(from_page.has_value()) << unit;
+  const std::optional<std::string> example = Shell(
+      "systemd-analyze verify --man=no " CUDAFS_SOURCE_DIR "/docs/examples/mnt-gpu.mount");
+  EXPECT_TRUE(example.has_value());
+  // A unit whose name is not its mountpoint is refused: the check bites.
+  std::ofstream(dir + "/mnt-other.mount") << unit;
+  EXPECT_FALSE(Shell("systemd-analyze verify --man=no " + dir + "/mnt-other.mount"));
+}
+
 }  // namespace
 }  // namespace cudafs
