@@ -21,6 +21,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -112,6 +113,14 @@ int PrintStats(const std::string& mountpoint, MountOptions::StatsFormat format) 
                           ? report.Json(figures).c_str()
                           : report.Summary(mountpoint, figures).c_str());
   return 0;
+}
+
+// A generation for this mount's inodes, never 0 (FuseSettings::generation).
+uint32_t MountGeneration() {
+  std::random_device random;
+  uint32_t generation = 0;
+  while (generation == 0) generation = random();
+  return generation;
 }
 
 // Tells the waiting parent how the mount went (the exit status it should
@@ -549,6 +558,7 @@ int Main(int argc, char** argv) {
   facts.allowed_max_request = RequestLimit(options.max_request, facts.request_limit_note);
   facts.uid = getuid();
   facts.gid = getgid();
+  facts.generation = MountGeneration();
   absl::StatusOr<MountPlan> plan = MountPlan::Make(options, facts);
   if (!plan.ok()) return Fail(std::string(plan.status().message()));
   ReadyPipe ready(options.foreground ? -1 : Daemonize());

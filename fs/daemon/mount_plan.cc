@@ -46,6 +46,7 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
   fuse.requested_direct_io_min = options.direct_io_min;
   fuse.zero_message_open = options.zero_message_open;
   fuse.cache = options.cache_bytes > 0;
+  fuse.generation = facts.generation;
   return MountPlan(options, facts, std::move(fuse));
 }
 

@@ -33,6 +33,8 @@ struct MachineFacts {
   std::string request_limit_note;
   uid_t uid = 0;  // the mounting user
   gid_t gid = 0;
+  // Drawn at random for each mount (FuseSettings::generation).
+  uint32_t generation = 1;
 };
 
 class MountPlan {

@@ -86,7 +86,7 @@ void ReplyStatus(fuse_req_t req, const absl::Status& status) {
 fuse_entry_param EntryOf(fuse_req_t req, const struct stat& st) {
   fuse_entry_param entry{};
   entry.ino = st.st_ino;
-  entry.generation = 0;
+  entry.generation = Context(req).settings.generation;
   entry.attr = st;
   entry.attr_timeout = Context(req).settings.attr_timeout;
   entry.entry_timeout = Context(req).settings.entry_timeout;

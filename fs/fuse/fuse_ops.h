@@ -52,6 +52,12 @@ struct FuseSettings {
   // How max_request was fitted to the kernel's page limit, if it had to be:
   // one line for Init to log.
   std::string request_limit_note;
+  // The generation of every inode of this mount, different for each mount:
+  // inode numbers restart with each mount, so a file handle (NFS) kept from
+  // an earlier mount names an inode of this one by number, and the
+  // generation makes the kernel refuse it (ESTALE) rather than open
+  // whatever file has that number now.
+  uint32_t generation = 1;
   // Threads of the /dev/fuse loop (each holds a receive buffer and a read
   // reply buffer of max_request bytes), for the memory line of the log.
   uint32_t workers = 0;

@@ -4,10 +4,12 @@
 // and /proc/self/mountinfo, backend selection, and mounting from fstab
 // through mount(8) and mount.fuse3.
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/utsname.h>
 #include <sys/xattr.h>
 
 #include <map>
+#include <memory>
 #include <regex>
 
 #include "tests/mount/mount_fixture.h"
@@ -1240,6 +1242,30 @@ TEST_P(CliMountTest, StatsSummaryAndJson) {
       "type(d['requests_write']).__name__, d['transport'] in ('io_uring', '/dev/fuse'), "
       "d['device_bytes'] >= 3 << 20)\"");
   EXPECT_EQ(json.out, std::to_string(64 << 20) + " True 2 int True True\n") << json.err;
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
+// Inode numbers start again with each mount, so a file handle (what an NFS
+// client holds) kept from an earlier mount names a file of the new one by
+// number: the mount's generation makes the kernel refuse it.
+TEST_P(CliMountTest, FileHandlesOfAnEarlierMountAreStale) {
+  if (geteuid() != 0) GTEST_SKIP() << "open_by_handle_at needs root";
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(MountOn(dir, {"size=64m"}).exit_code, 0);
+  ASSERT_TRUE(WriteFile(dir.path() + "/old", "old mount"));
+  auto handle = std::make_unique<char[]>(sizeof(file_handle) + MAX_HANDLE_SZ);
+  auto* h = reinterpret_cast<file_handle*>(handle.get());
+  h->handle_bytes = MAX_HANDLE_SZ;
+  int mount_id;
+  ASSERT_SYS_OK(name_to_handle_at(AT_FDCWD, (dir.path() + "/old").c_str(), h, &mount_id, 0));
+  ASSERT_TRUE(UnmountNow(dir.path()));
+  ASSERT_EQ(MountOn(dir, {"size=64m"}).exit_code, 0);
+  ASSERT_TRUE(WriteFile(dir.path() + "/new", "new mount"));  // the number "old" had
+  ASSERT_TRUE(WriteFile("/proc/sys/vm/drop_caches", "2"));
+  Fd root(open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  EXPECT_ERRNO(open_by_handle_at(root.get(), h, O_RDONLY | O_CLOEXEC), ESTALE);
+  root.Reset();
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
 
