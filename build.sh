@@ -11,6 +11,10 @@
 #   ./build.sh tsan                                   unit, core and mount tests under TSan
 #   ./build.sh clang                                  build with Clang: the lock annotations
 #                                                     are checked (-Werror=thread-safety)
+#   ./build.sh package                                build, then the Debian package
+#                                                     build/cudafs_VERSION_ARCH.deb
+#   ./build.sh package-test                           the package installed, mounted from
+#                                                     fstab and purged in a fresh Debian root
 # Installing packages needs root (or sudo). The build goes to ./build.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -267,6 +271,67 @@ clang_check() {
 }
 
 command=${1:-}
+# The Debian package of the build (CPack; CMakeLists.txt says what is in
+# it): build/cudafs_VERSION_ARCH.deb.
+package() {
+  install_packages dpkg-dev file
+  build
+  (cd build && cpack -G DEB)
+}
+
+# The package in a fresh Debian root, debootstrapped from the mirror apt
+# uses (about a minute): installed with apt, mounted from the root's
+# /etc/fstab, a file written and read, unmounted, purged; then no file of
+# cudafs may be left.
+package_test() {
+  package
+  install_packages debootstrap
+  local deb mirror
+  deb=$(realpath build/cudafs_*.deb)
+  mirror=$(debian_mirror) || { echo "build.sh: no Debian mirror to debootstrap from"; exit 1; }
+  (
+  set -euo pipefail
+  suite=$(. /etc/os-release; echo "$VERSION_CODENAME")
+  root=$(mktemp -d /tmp/cudafs-package-root.XXXXXX)
+  chmod 755 "$root"  # apt downloads as _apt
+  cleanup() {
+    umount -l "$root/mnt/gpu" 2>/dev/null || true
+    for m in dev/pts dev proc sys; do umount -l "$root/$m" 2>/dev/null || true; done
+    rm -rf --one-file-system "$root"
+  }
+  trap cleanup EXIT
+  started=$SECONDS
+  debootstrap --variant=minbase "$suite" "$root" "$mirror" > "$root.debootstrap.log" 2>&1 || { tail -20 "$root.debootstrap.log"; exit 1; }
+  echo "package-test: debootstrap $suite in $((SECONDS - started)) s"
+  mount --bind /dev "$root/dev"; mount --bind /dev/pts "$root/dev/pts"
+  mount -t proc proc "$root/proc"; mount -t sysfs sys "$root/sys"
+  in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
+  in_root apt-get update -qq
+  before=$(cd "$root" && find . -xdev \( -path ./var -o -path ./tmp -o -path ./proc -o -path ./sys -o -path ./dev \) -prune -o -print | sort)
+  cp "$deb" "$root/tmp/"
+  in_root apt-get install -y -qq "/tmp/$(basename "$deb")" > /dev/null
+  in_root cudafs --version
+  in_root sh -c 'man -w cudafs 2>/dev/null || test -f /usr/share/man/man8/cudafs.8'
+  mkdir -p "$root/mnt/gpu"
+  echo "cudafs  /mnt/gpu  fuse.cudafs  size=64m,backend=host,mode=1777,nofail  0  0" >> "$root/etc/fstab"
+  in_root mount /mnt/gpu
+  in_root sh -c 'echo "from fstab" > /mnt/gpu/f && test "$(cat /mnt/gpu/f)" = "from fstab"'
+  in_root cudafs --stats /mnt/gpu
+  in_root python3 -c 'import cudafs' 2>/dev/null && echo "package-test: python3 imports cudafs" || true
+  in_root umount /mnt/gpu
+  if grep -q " $root/mnt/gpu " /proc/mounts; then echo "package-test: still mounted"; exit 1; fi
+  sed -i '/fuse.cudafs/d' "$root/etc/fstab"
+  rmdir "$root/mnt/gpu"
+  in_root apt-get purge -y -qq cudafs > /dev/null
+  after=$(cd "$root" && find . -xdev \( -path ./var -o -path ./tmp -o -path ./proc -o -path ./sys -o -path ./dev \) -prune -o -print | sort)
+  # What the install pulled in besides cudafs (fuse3 and libraries) stays;
+  # nothing of cudafs's own may.
+  left=$(comm -13 <(echo "$before") <(echo "$after") | grep -i cudafs || true)
+  if [ -n "$left" ]; then echo "package-test: left behind:"; echo "$left"; exit 1; fi
+  echo "package-test: installed, mounted from fstab, unmounted, purged, nothing left ($((SECONDS - started)) s)"
+  )
+}
+
 case "$command" in
   build)
     build
@@ -295,6 +360,12 @@ case "$command" in
     ;;
   clang)
     clang_check
+    ;;
+  package)
+    package
+    ;;
+  package-test)
+    package_test
     ;;
   long)
     # The randomized model test for a million operations, four threads on
