@@ -70,7 +70,8 @@ measure() {  # measure NAME: runs every workload in $mnt, prints a table row
     rm -rf "$CCACHE_DIR"
     unset CCACHE_DIR
   fi
-  [[ -x $CUDAFS && $name == cudafs* ]] && "$CUDAFS" --stats --all "$mnt" >"$OUT_DIR/$name.stats" 2>&1
+  [[ -x $CUDAFS && $name == cudafs* ]] &&
+    "$CUDAFS" --stats --all "$mnt" >"$OUT_DIR/$name.stats" 2>&1
   echo "| $name |$iops $appends_rate | $create | $build_seconds | $ccache_seconds |"
 }
 

@@ -42,10 +42,12 @@ std::optional<uint64_t> BuddyAllocator::AllocateWhere(
   const int want = OrderOf(size);
   int candidates = 0;
   for (int order = want; order < static_cast<int>(free_.size()); ++order) {
-    for (const uint64_t start : free_[order]) {
+    for (auto it = free_[order].begin(); it != free_[order].end(); ++it) {
+      const uint64_t start = *it;
       for (uint64_t offset = start; offset < start + SizeOf(order); offset += size) {
         if (++candidates > kMaxCandidates) return std::nullopt;
         if (!accept(offset)) continue;
+        free_[order].erase(it);
         Take(start, order, offset, want);
         used_ += size;
         ++allocated_blocks_;
@@ -57,7 +59,6 @@ std::optional<uint64_t> BuddyAllocator::AllocateWhere(
 }
 
 void BuddyAllocator::Take(uint64_t start, int order, uint64_t offset, int want) {
-  free_[order].erase(start);
   while (order > want) {
     --order;
     const uint64_t half = SizeOf(order);

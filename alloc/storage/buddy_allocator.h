@@ -69,7 +69,8 @@ class BuddyAllocator {
  private:
   int OrderOf(uint64_t size) const;  // log2(size / min_block)
   // Takes block `offset` of order `want` out of free block `start` of
-  // order `order`, whose other parts stay free.
+  // order `order` (already off its free list), whose other parts stay
+  // free.
   void Take(uint64_t start, int order, uint64_t offset, int want);
   uint64_t SizeOf(int order) const { return min_block_ << order; }
 

@@ -368,7 +368,9 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
     const uint64_t window_end = w.start + w.block.size;
     if (!w.fresh) {
       const uint64_t from = std::max(w.start, data_end_);
-      if (from < window_end) zeros.push_back({w.block.offset + (from - w.start), window_end - from});
+      if (from < window_end) {
+        zeros.push_back({w.block.offset + (from - w.start), window_end - from});
+      }
       continue;
     }
     zeros.push_back({w.block.offset, w.block.size});
@@ -376,7 +378,8 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
          ++it) {
       const uint64_t to = std::min(it->first + it->second.size, data_end_);
       if (it->first < to) {
-        copies.push_back({w.block.offset + (it->first - w.start), it->second.offset, to - it->first});
+        copies.push_back(
+            {w.block.offset + (it->first - w.start), it->second.offset, to - it->first});
       }
     }
   }

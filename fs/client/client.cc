@@ -159,7 +159,7 @@ int Receive(int connection, cudafs_share_reply* reply, Pieces* pieces) {
         cudafs_share_receive(connection, &batch, sizeof batch, fds, CUDAFS_SHARE_BATCH, &count);
     pieces->fds.insert(pieces->fds.end(), fds, fds + count);
     if (batch_got != static_cast<ssize_t>(sizeof batch) || batch.magic != CUDAFS_SHARE_MAGIC ||
-        batch.count != count || pieces->fds.size() > reply->pieces) {
+        count == 0 || batch.count != count || pieces->fds.size() > reply->pieces) {
       return Fail(EIO, "the cudafs daemon sent a malformed list of pieces");
     }
     for (size_t i = 0; i < count; ++i) {

@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,8 +37,8 @@ uint64_t StatsReport::Number(absl::string_view name) const {
 
 std::string StatsReport::Summary(absl::string_view mountpoint,
                                  const MountFigures& figures) const {
-  const uint64_t percent =
-      figures.size_bytes == 0 ? 0 : (figures.used_bytes * 100 + figures.size_bytes / 2) / figures.size_bytes;
+  const uint64_t size = figures.size_bytes;
+  const uint64_t percent = size == 0 ? 0 : (figures.used_bytes * 100 + size / 2) / size;
   std::string line = absl::StrFormat("%s: %s of %s used (%d%%), %d files", mountpoint,
                                      HumanBytes(figures.used_bytes),
                                      HumanBytes(figures.size_bytes), percent, figures.files);
