@@ -13,6 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/algorithm/container.h"
 #include "alloc/base/log.h"
 #include "alloc/devices/cuda_driver.h"
 #include "alloc/devices/sorted_ranges.h"
@@ -81,32 +83,57 @@ absl::StatusOr<std::vector<CudaDeviceInfo>> ListCudaDevices() {
   return devices;
 }
 
-absl::StatusOr<int> ResolveCudaDevice(absl::string_view spec) {
-  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
-  if (!driver.ok()) return driver.status();
-  const CudaDriver& cu = **driver;
-  absl::StatusOr<int> count = DeviceCount(cu);
-  if (!count.ok()) return count.status();
-  if (spec.empty()) return 0;
+namespace {
+
+// One GPU of a device= list: an index or a PCI bus id (the driver accepts
+// "domain:bus:device.function" and "bus:device.function").
+absl::StatusOr<int> ResolveOne(const CudaDriver& cu, int count, absl::string_view item) {
   int index;
-  if (absl::SimpleAtoi(spec, &index)) {
-    if (index < 0 || index >= *count) {
+  if (absl::SimpleAtoi(item, &index)) {
+    if (index < 0 || index >= count) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "device=%s: GPU %d does not exist (this machine has %d: 0..%d)", spec, index, *count,
-          *count - 1));
+          "device=%s: GPU %d does not exist (this machine has %d: 0..%d)", item, index, count,
+          count - 1));
     }
     return index;
   }
-  // A PCI bus id; the driver accepts "domain:bus:device.function" and
-  // "bus:device.function".
-  const std::string bus_id(spec);
+  const std::string bus_id(item);
   CUdevice device;
   if (cu.cuDeviceGetByPCIBusId(&device, bus_id.c_str()) != CUDA_SUCCESS) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "device=%s: no GPU with that PCI bus id (see cudafs --list-devices)", spec));
+        "device=%s: no GPU with that PCI bus id (see cudafs --list-devices)", item));
   }
   // CUdevice values are the ordinals the driver counts from 0.
   return static_cast<int>(device);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> ResolveCudaDevices(const CudaDriver& cu, absl::string_view spec) {
+  absl::StatusOr<int> count = DeviceCount(cu);
+  if (!count.ok()) return count.status();
+  std::vector<int> indices;
+  if (spec.empty()) return std::vector<int>{0};
+  if (spec == "all") {
+    for (int i = 0; i < *count; ++i) indices.push_back(i);
+    return indices;
+  }
+  for (absl::string_view item : absl::StrSplit(spec, absl::ByAnyChar("+,"))) {
+    absl::StatusOr<int> index = ResolveOne(cu, *count, item);
+    if (!index.ok()) return index.status();
+    if (absl::c_linear_search(indices, *index)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("device=%s names GPU %d twice", spec, *index));
+    }
+    indices.push_back(*index);
+  }
+  return indices;
+}
+
+absl::StatusOr<std::vector<int>> ResolveCudaDevices(absl::string_view spec) {
+  absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
+  if (!driver.ok()) return driver.status();
+  return ResolveCudaDevices(**driver, spec);
 }
 
 absl::StatusOr<uint64_t> CudaTotalMemory(int index) {
@@ -439,8 +466,9 @@ absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
   // The driver calls run without the lock, so commits of different granules
   // overlap; the Arena never commits one granule twice at once.
   std::vector<Piece> mapped;
-  absl::Status status = absl::OkStatus();
+  absl::Status status = KeepReserve(to_map);
   for (const auto& [at, piece_length] : to_map) {
+    if (!status.ok()) break;
     absl::StatusOr<PhysicalHandle> handle = MapPiece(at, piece_length);
     if (!handle.ok()) {
       status = handle.status();
@@ -457,6 +485,21 @@ absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
   // All or nothing: give back what this call committed.
   for (const auto& [at, piece] : Uncommit(offset, length)) UnmapPiece(at, piece);
   return status;
+}
+
+absl::Status CudaDevice::KeepReserve(absl::Span<const std::pair<uint64_t, uint64_t>> to_map) {
+  if (options_.reserve_bytes == 0) return absl::OkStatus();
+  uint64_t wanted = 0;
+  for (const auto& [at, length] : to_map) wanted += length;
+  size_t free = 0;
+  size_t total = 0;
+  if (absl::Status s = Check("cuMemGetInfo", cu_.cuMemGetInfo(&free, &total)); !s.ok()) return s;
+  if (free < options_.reserve_bytes || free - options_.reserve_bytes < wanted) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s: %d bytes more would leave less than reserve= (%d bytes) free", description_, wanted,
+        options_.reserve_bytes));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {

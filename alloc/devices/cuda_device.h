@@ -99,10 +99,14 @@ struct CudaDeviceInfo {
 // context). Unavailable when no driver or no device.
 absl::StatusOr<std::vector<CudaDeviceInfo>> ListCudaDevices();
 
-// `spec` is empty (device 0), an index ("1") or a PCI bus id
-// ("0000:65:00.0", "65:00.0"). Unavailable when there is no driver or GPU;
-// InvalidArgument when the GPU named does not exist.
-absl::StatusOr<int> ResolveCudaDevice(absl::string_view spec);
+// The GPUs a device= value names: empty (GPU 0), "all", or indices ("1")
+// and PCI bus ids ("0000:65:00.0", "65:00.0") joined by '+' (or an
+// escaped ','). Unavailable when there is no driver or GPU;
+// InvalidArgument when a GPU named does not exist or is named twice.
+absl::StatusOr<std::vector<int>> ResolveCudaDevices(absl::string_view spec);
+// The same through `driver` (a fake one in tests).
+absl::StatusOr<std::vector<int>> ResolveCudaDevices(const CudaDriver& driver,
+                                                    absl::string_view spec);
 
 // Total memory of GPU `index`, without creating a context.
 absl::StatusOr<uint64_t> CudaTotalMemory(int index);
@@ -112,6 +116,9 @@ struct CudaDeviceOptions {
   // every GPU resource are released; absl::InfiniteDuration() keeps them
   // once made.
   absl::Duration idle_release = absl::Seconds(5);
+  // reserve=: Commit never leaves less than this much of the GPU's memory
+  // free (for other programs), failing with ResourceExhausted instead.
+  uint64_t reserve_bytes = 0;
 };
 
 class CudaDevice final : public Device {
@@ -247,6 +254,9 @@ class CudaDevice final : public Device {
   // Pins a host range under the current context; false when the driver
   // declines (copies from it then go through the driver's staging).
   bool Pin(void* memory, size_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ResourceExhausted when mapping `to_map` (offset, length pairs) would
+  // eat into reserve_bytes.
+  absl::Status KeepReserve(absl::Span<const std::pair<uint64_t, uint64_t>> to_map);
   // Creates and maps a physical allocation at [offset, offset + length).
   absl::StatusOr<PhysicalHandle> MapPiece(uint64_t offset, uint64_t length);
   void UnmapPiece(uint64_t offset, const Piece& piece);

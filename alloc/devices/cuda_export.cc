@@ -27,10 +27,9 @@ class CudaDevice::Export final : public ExportedMemory {
     for (const ExportedPiece& piece : pieces_) close(piece.fd);
     device_->ReleaseExport(owned_);
   }
-  void Add(int fd, uint64_t length) { pieces_.push_back({fd, length}); }
+  void Add(int fd, uint64_t length) { pieces_.push_back({fd, length, device_->pci_bus_id_}); }
 
   Kind kind() const override { return Kind::kCuda; }
-  std::string pci_bus_id() const override { return device_->pci_bus_id_; }
   uint64_t size() const override { return size_; }
   absl::Span<const ExportedPiece> pieces() const override { return pieces_; }
 

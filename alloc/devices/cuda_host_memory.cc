@@ -13,9 +13,12 @@ namespace cudafs {
 bool CudaDevice::Pin(void* memory, size_t length) {
   // Portable: the scatter kernel and the copy engines reach it under any
   // context; a failure only costs speed (the driver stages pageable memory).
-  return Check("cuMemHostRegister",
-               cu_.cuMemHostRegister(memory, length, CU_MEMHOSTREGISTER_PORTABLE))
-      .ok();
+  const CUresult result = cu_.cuMemHostRegister(memory, length, CU_MEMHOSTREGISTER_PORTABLE);
+  // Another GPU of a pool pinned it first: copies run at full speed while
+  // it keeps it, and this device does not count on it (no scatter kernel
+  // reads it), since that GPU's context may go first.
+  if (result == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) return false;
+  return Check("cuMemHostRegister", result).ok();
 }
 
 void* CudaDevice::AllocateHostBuffer(size_t length) {

@@ -4,6 +4,8 @@
 
 namespace cudafs {
 
+std::vector<DeviceRange> Device::parts() const { return {{0, arena_size()}}; }
+
 void* Device::AllocateHostBuffer(size_t length) {
   // Page alignment keeps O_DIRECT-style callers and vector copies happy.
   return std::aligned_alloc(4096, (length + 4095) & ~size_t{4095});

@@ -21,6 +21,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -71,6 +72,13 @@ class Device {
 
   // Bytes of address space in the arena. Fixed for the device's lifetime.
   virtual uint64_t arena_size() const = 0;
+
+  // The ranges of the arena whose memory comes and fails apart (each GPU
+  // of a PooledDevice), in order and disjoint: no block may straddle two,
+  // and each is accounted on its own. The whole arena by default.
+  virtual std::vector<DeviceRange> parts() const;
+  // One line for part `part`, for --stats and the logs.
+  virtual std::string DescribePart(size_t /*part*/) const { return Describe(); }
 
   // Unit of physical backing: Commit/Decommit ranges are multiples of it
   // and aligned to it.

@@ -17,6 +17,10 @@ namespace cudafs {
 struct ExportedPiece {
   int fd;         // owned by the ExportedMemory; send a dup, or the fd itself
   uint64_t size;  // bytes this piece maps: a multiple of the device's unit
+  // The PCI bus id of the GPU whose memory it is ("0000:65:00.0"; kCuda),
+  // or empty: the importer's device numbering may differ from ours
+  // (CUDA_VISIBLE_DEVICES), the bus id does not.
+  std::string pci_bus_id;
 };
 
 class ExportedMemory {
@@ -29,10 +33,6 @@ class ExportedMemory {
   virtual ~ExportedMemory() = default;
 
   virtual Kind kind() const = 0;
-  // The PCI bus id of the GPU whose memory it is ("0000:65:00.0"; kCuda),
-  // or empty: the importer's device numbering may differ from ours
-  // (CUDA_VISIBLE_DEVICES), the bus id does not.
-  virtual std::string pci_bus_id() const { return ""; }
   // Bytes of data: the pieces may hold more (rounded up), zeros.
   virtual uint64_t size() const = 0;
   virtual absl::Span<const ExportedPiece> pieces() const = 0;

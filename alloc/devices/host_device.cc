@@ -37,7 +37,7 @@ class HostExport final : public ExportedMemory {
   ~HostExport() override {
     for (const ExportedPiece& piece : pieces_) close(piece.fd);
   }
-  void Add(int fd, uint64_t length) { pieces_.push_back({fd, length}); }
+  void Add(int fd, uint64_t length) { pieces_.push_back({fd, length, ""}); }
 
   Kind kind() const override { return Kind::kHost; }
   uint64_t size() const override { return size_; }

@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/devices/null_device.h"
+#include "alloc/devices/pooled_device.h"
 #ifdef CUDAFS_WITH_CUDA
 #include "alloc/devices/cuda_device.h"
 #endif
@@ -26,48 +29,64 @@ absl::StatusOr<OpenedDevice> OpenHost(const ArenaSizer& arena_size) {
   return OpenedDevice{std::move(*device), ""};
 }
 
-absl::StatusOr<OpenedDevice> OpenCuda(absl::string_view device_spec, absl::Duration gpu_idle,
-                                      const ArenaSizer& arena_size) {
+absl::StatusOr<OpenedDevice> OpenCuda(const DeviceRequest& request) {
 #ifdef CUDAFS_WITH_CUDA
-  absl::StatusOr<int> index = ResolveCudaDevice(device_spec);
-  if (!index.ok()) return index.status();
-  absl::StatusOr<uint64_t> memory = CudaTotalMemory(*index);
-  if (!memory.ok()) return memory.status();
-  absl::StatusOr<uint64_t> size = arena_size(*memory);
+  absl::StatusOr<std::vector<int>> indices = ResolveCudaDevices(request.gpus);
+  if (!indices.ok()) return indices.status();
+  std::vector<uint64_t> memory;
+  uint64_t all_memory = 0;
+  for (const int index : *indices) {
+    absl::StatusOr<uint64_t> total = CudaTotalMemory(index);
+    if (!total.ok()) return total.status();
+    memory.push_back(*total);
+    all_memory += *total;
+  }
+  absl::StatusOr<uint64_t> size = request.arena_size(all_memory);
   if (!size.ok()) return size.status();
-  absl::StatusOr<std::unique_ptr<CudaDevice>> device =
-      CudaDevice::Create(*index, *size, CudaDeviceOptions{.idle_release = gpu_idle});
-  if (!device.ok()) return device.status();
-  return OpenedDevice{std::move(*device), ""};
+  std::vector<std::unique_ptr<Device>> gpus;
+  for (size_t i = 0; i < indices->size(); ++i) {
+    const CudaDeviceOptions options{
+        .idle_release = request.gpu_idle,
+        .reserve_bytes = request.reserve ? request.reserve(memory[i]) : 0};
+    // Each GPU may hold up to the whole size (the Arena bounds the sum):
+    // files go where there is room.
+    absl::StatusOr<std::unique_ptr<CudaDevice>> gpu =
+        CudaDevice::Create((*indices)[i], std::min(*size, memory[i]), options);
+    if (!gpu.ok()) return gpu.status();
+    gpus.push_back(std::move(*gpu));
+  }
+  if (gpus.size() == 1) return OpenedDevice{std::move(gpus.front()), ""};
+  absl::StatusOr<std::unique_ptr<PooledDevice>> pool = PooledDevice::Create(std::move(gpus));
+  if (!pool.ok()) return pool.status();
+  return OpenedDevice{std::move(*pool), ""};
 #else
-  (void)device_spec, (void)gpu_idle, (void)arena_size;
+  (void)request;
   return absl::UnavailableError("this cudafs was built without the CUDA device");
 #endif
 }
 
 }  // namespace
 
-absl::StatusOr<OpenedDevice> OpenDevice(BackendKind kind, absl::string_view device_spec,
-                                        absl::Duration gpu_idle, const ArenaSizer& arena_size) {
-  switch (kind) {
+absl::StatusOr<OpenedDevice> OpenDevice(const DeviceRequest& request) {
+  switch (request.kind) {
     case BackendKind::kHost:
-      return OpenHost(arena_size);
+      return OpenHost(request.arena_size);
     case BackendKind::kCuda:
-      return OpenCuda(device_spec, gpu_idle, arena_size);
+      return OpenCuda(request);
     case BackendKind::kNull: {
-      absl::StatusOr<uint64_t> size = arena_size(HostMemoryBytes());
+      absl::StatusOr<uint64_t> size = request.arena_size(HostMemoryBytes());
       if (!size.ok()) return size.status();
       return OpenedDevice{std::make_unique<NullDevice>(*size), ""};
     }
     case BackendKind::kAuto:
       break;
   }
-  absl::StatusOr<OpenedDevice> cuda = OpenCuda(device_spec, gpu_idle, arena_size);
+  absl::StatusOr<OpenedDevice> cuda = OpenCuda(request);
   if (cuda.ok()) return cuda;
   // A bad size= or a device= naming a GPU that does not exist is the
   // user's mistake on any backend: report it, don't fall back.
   if (absl::IsInvalidArgument(cuda.status())) return cuda.status();
-  absl::StatusOr<OpenedDevice> host = OpenHost(arena_size);
+  absl::StatusOr<OpenedDevice> host = OpenHost(request.arena_size);
   if (!host.ok()) return host.status();
   host->notice = absl::StrCat("cudafs: no usable GPU (", cuda.status().message(),
                               "); storing files in host memory");

@@ -26,14 +26,26 @@ struct OpenedDevice {
 // needs it); an error refuses the mount.
 using ArenaSizer = std::function<absl::StatusOr<uint64_t>(uint64_t device_memory)>;
 
-// kCuda: the GPU named by `device_spec` (index or PCI bus id, empty = 0), or
-// an error saying why it cannot be used (no driver, no device, no such
-// device); it releases its context once nothing has been stored for
-// `gpu_idle` (see CudaDevice). kHost: host memory. kAuto: the GPU when
-// usable, else host memory with a notice. kNull: a NullDevice (benchmarks
-// only) sized like kHost.
-absl::StatusOr<OpenedDevice> OpenDevice(BackendKind kind, absl::string_view device_spec,
-                                        absl::Duration gpu_idle, const ArenaSizer& arena_size);
+struct DeviceRequest {
+  BackendKind kind = BackendKind::kAuto;
+  // device=: empty (the first GPU), "all", or GPU indices and PCI bus ids
+  // joined by '+' (see ResolveCudaDevices). Several make one pool
+  // (PooledDevice) whose memory is the sum of theirs.
+  std::string gpus;
+  // How long a GPU's context outlives the last thing stored on it.
+  absl::Duration gpu_idle = absl::Seconds(5);
+  // Given the memory of all the GPUs (or host memory), the mount's size.
+  ArenaSizer arena_size;
+  // reserve=: given one GPU's memory, the bytes of it never taken.
+  std::function<uint64_t(uint64_t device_memory)> reserve;
+};
+
+// kCuda: the GPUs `request` names, or an error saying why they cannot be
+// used (no driver, no device, no such device); each releases its context
+// once nothing has been stored on it for `gpu_idle` (see CudaDevice).
+// kHost: host memory. kAuto: the GPUs when usable, else host memory with a
+// notice. kNull: a NullDevice (benchmarks only) sized like kHost.
+absl::StatusOr<OpenedDevice> OpenDevice(const DeviceRequest& request);
 
 // Bytes of physical host memory (the host backend's "device memory").
 uint64_t HostMemoryBytes();

@@ -1,6 +1,7 @@
 #include "alloc/storage/arena.h"
 
 #include <algorithm>
+#include <bit>
 #include <optional>
 
 #include "absl/strings/str_format.h"
@@ -9,12 +10,19 @@ namespace cudafs {
 
 namespace {
 
-// `capacity` rounded up to min_block, within the device's arena (of which
+// `capacity` rounded up to min_block, within the device's parts (of which
 // only whole min_blocks can be allocated).
 uint64_t UsableCapacity(const Device& device, uint64_t min_block, uint64_t capacity) {
-  const uint64_t whole_arena = device.arena_size() / min_block * min_block;
+  uint64_t whole_arena = 0;
+  for (const DeviceRange& part : device.parts()) whole_arena += part.length / min_block * min_block;
   const uint64_t wanted = std::min(capacity, whole_arena);
   return (wanted + min_block - 1) / min_block * min_block;
+}
+
+std::vector<uint64_t> PartOffsets(const Device& device) {
+  std::vector<uint64_t> offsets;
+  for (const DeviceRange& part : device.parts()) offsets.push_back(part.offset);
+  return offsets;
 }
 
 }  // namespace
@@ -24,10 +32,17 @@ Arena::Arena(Device* device, uint64_t min_block, uint64_t capacity)
       min_block_(min_block),
       capacity_(UsableCapacity(*device, min_block, capacity)),
       granule_(device->granule_size()),
-      // The buddy allocator covers a range of any multiple of min_block with
-      // the aligned power-of-two blocks of its binary decomposition, so the
-      // bytes past the capacity are simply not in it.
-      allocator_(capacity_, min_block) {}
+      part_offsets_(PartOffsets(*device)) {
+  // The buddy allocator covers a range of any multiple of min_block with
+  // the aligned power-of-two blocks of its binary decomposition, so the
+  // bytes past the capacity are simply not in it. Several parts may each
+  // fill up to the capacity: Headroom bounds their sum.
+  absl::MutexLock lock(&mu_);
+  for (const DeviceRange& part : device->parts()) {
+    const uint64_t range = std::min<uint64_t>(part.length / min_block * min_block, capacity_);
+    parts_.push_back(std::make_unique<Part>(range, min_block));
+  }
+}
 
 Arena::~Arena() {
   absl::MutexLock lock(&mu_);
@@ -36,30 +51,58 @@ Arena::~Arena() {
   }
 }
 
-absl::StatusOr<Block> Arena::Allocate(uint64_t size) {
-  return AllocateWhere(size, [](uint64_t) { return true; });
+absl::StatusOr<Block> Arena::Allocate(uint64_t size, size_t part) {
+  return AllocateWhere(size, part, [](uint64_t) { return true; });
 }
 
-absl::StatusOr<Block> Arena::AllocateExclusive(uint64_t size) {
+absl::StatusOr<Block> Arena::AllocateExclusive(uint64_t size, size_t part) {
   // Free ranges where a piece of memory still backing a neighbour lingers
   // (a block split off a larger one) are passed over.
-  return AllocateWhere(size, [this, size](uint64_t offset) {
+  return AllocateWhere(size, part, [this, size](uint64_t offset) {
     return device_->Exclusive({offset, size});
   });
 }
 
-absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size,
+absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size, size_t preferred,
                                            absl::FunctionRef<bool(uint64_t offset)> accept) {
+  preferred = std::min(preferred, part_offsets_.size() - 1);
+  absl::StatusOr<Block> block = AllocateIn(preferred, size, accept);
+  if (block.ok() || part_offsets_.size() == 1) return block;
+  // The other parts, the emptiest first. A part whose device failed or is
+  // full (reserve=) refuses; the first refusal is what the caller hears.
+  std::vector<std::pair<uint64_t, size_t>> others;  // free bytes, part
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t p = 0; p < parts_.size(); ++p) {
+      if (p != preferred) others.emplace_back(parts_[p]->allocator.Stats().free, p);
+    }
+  }
+  std::sort(others.rbegin(), others.rend());
+  for (const auto& [free, part] : others) {
+    absl::StatusOr<Block> other = AllocateIn(part, size, accept);
+    if (other.ok()) return other;
+  }
+  return block;
+}
+
+absl::StatusOr<Block> Arena::AllocateIn(size_t part, uint64_t size,
+                                        absl::FunctionRef<bool(uint64_t offset)> accept) {
+  const uint64_t base = part_offsets_[part];
   Block block{0, size};
   std::vector<uint64_t> to_commit;
   {
     absl::MutexLock lock(&mu_);
-    std::optional<uint64_t> offset = allocator_.AllocateWhere(size, accept);
+    std::optional<uint64_t> offset;
+    if (size <= Headroom()) {
+      offset = parts_[part]->allocator.AllocateWhere(
+          size, [&](uint64_t local) { return accept(base + local); });
+    }
     if (!offset) {
       return absl::ResourceExhaustedError(
           absl::StrFormat("no free block of %d bytes in the arena", size));
     }
-    block.offset = *offset;
+    block.offset = base + *offset;
+    used_ += size;
     to_commit = Reference(block);
     // A granule freed a moment ago may still be on its way out.
     struct Fresh {
@@ -96,6 +139,7 @@ absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size,
       if (i < committed) {
         granule.committed = true;
         ++committed_granules_;
+        ++parts_[part]->committed_granules;
       } else {
         granule.failed = true;
       }
@@ -109,7 +153,8 @@ absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size,
         &wait));
     if (status.ok() && !AnyFailed(block)) return block;
     to_release = Unreference(block);
-    allocator_.Free(block.offset, block.size);
+    parts_[part]->allocator.Free(block.offset - base, block.size);
+    used_ -= block.size;
   }
   Release(to_release);
   if (!status.ok()) return status;
@@ -117,13 +162,35 @@ absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size,
 }
 
 void Arena::Free(Block block) {
+  const size_t part = PartOf(block.offset);
   std::vector<uint64_t> to_release;
   {
     absl::MutexLock lock(&mu_);
     to_release = Unreference(block);
-    allocator_.Free(block.offset, block.size);
+    parts_[part]->allocator.Free(block.offset - part_offsets_[part], block.size);
+    used_ -= block.size;
   }
   Release(to_release);
+}
+
+size_t Arena::PartOf(uint64_t offset) const {
+  return static_cast<size_t>(
+      std::upper_bound(part_offsets_.begin(), part_offsets_.end(), offset) -
+      part_offsets_.begin() - 1);
+}
+
+uint64_t Arena::Headroom() const { return capacity_ - used_; }
+
+size_t Arena::EmptiestPart() const {
+  if (part_offsets_.size() == 1) return 0;
+  absl::MutexLock lock(&mu_);
+  size_t emptiest = 0;
+  uint64_t most = 0;
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    const uint64_t free = parts_[p]->allocator.Stats().free;
+    if (free > most) most = free, emptiest = p;
+  }
+  return emptiest;
 }
 
 void Arena::Release(const std::vector<uint64_t>& granules) {
@@ -138,6 +205,7 @@ void Arena::Release(const std::vector<uint64_t>& granules) {
     granule.releasing = false;
     granule.committed = false;
     --committed_granules_;
+    --parts_[PartOf(g * granule_)]->committed_granules;
     // A block allocated meanwhile waits to commit it afresh.
     if (granule.users == 0) granules_.erase(it);
   }
@@ -153,8 +221,9 @@ bool Arena::AnyReleasing(const std::vector<uint64_t>& granules) const {
 std::pair<Block, Block> Arena::Split(Block block) {
   const Block lower{block.offset, block.size / 2};
   const Block upper{block.offset + block.size / 2, block.size / 2};
+  const size_t part = PartOf(block.offset);
   absl::MutexLock lock(&mu_);
-  allocator_.Split(block.offset, block.size);
+  parts_[part]->allocator.Split(block.offset - part_offsets_[part], block.size);
   // Halves of a block no larger than a granule share its granule, which now
   // has one more block keeping it committed.
   if (block.size <= granule_) ++granules_.at(block.offset / granule_).users;
@@ -210,14 +279,27 @@ bool Arena::AnyFailed(Block block) const {
   return false;
 }
 
-uint64_t Arena::LargestFree() const {
-  absl::MutexLock lock(&mu_);
-  return allocator_.Stats().largest_free;
-}
+uint64_t Arena::LargestFree() const { return Stats().blocks.largest_free; }
 
 ArenaStats Arena::Stats() const {
   absl::MutexLock lock(&mu_);
-  return ArenaStats{allocator_.Stats(), committed_granules_ * granule_};
+  ArenaStats stats;
+  stats.committed_bytes = committed_granules_ * granule_;
+  BuddyStats& all = stats.blocks;
+  for (const auto& part : parts_) {
+    const BuddyStats blocks = part->allocator.Stats();
+    stats.parts.push_back({blocks.capacity, blocks.used, part->committed_granules * granule_});
+    all.largest_free = std::max(all.largest_free, blocks.largest_free);
+    all.allocated_blocks += blocks.allocated_blocks;
+  }
+  all.capacity = capacity_;
+  all.used = used_;
+  all.free = capacity_ - used_;
+  // No block larger than what the capacity still allows.
+  if (all.largest_free > all.free) all.largest_free = all.free == 0 ? 0 : std::bit_floor(all.free);
+  all.fragmentation =
+      all.free == 0 ? 0 : 1 - static_cast<double>(all.largest_free) / static_cast<double>(all.free);
+  return stats;
 }
 
 }  // namespace cudafs

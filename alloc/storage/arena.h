@@ -11,6 +11,10 @@
 // Content of a new block is unspecified: callers must write or Zero every
 // byte they later read (alloc/storage/extent_map.h does).
 //
+// A device of several parts (one per GPU of a pool) gets a buddy allocator
+// per part: a block never straddles two, a caller names the part it
+// prefers, and the mount's capacity bounds the sum.
+//
 // Thread-safe. Allocation and free take one short lock; committing and
 // decommitting a granule (a GPU mapping or unmapping, or faulting in host
 // pages: up to a millisecond each, 0.2 s for a 10 GiB file's granules)
@@ -41,9 +45,17 @@ struct Block {
   uint64_t size = 0;
 };
 
+// One part of the arena (Device::parts).
+struct ArenaPartStats {
+  uint64_t capacity = 0;  // bytes it may hand out (the mount's capacity bounds the sum)
+  uint64_t used = 0;      // bytes in allocated blocks
+  uint64_t committed_bytes = 0;
+};
+
 struct ArenaStats {
-  BuddyStats blocks;
+  BuddyStats blocks;             // the whole arena
   uint64_t committed_bytes = 0;  // physical memory held on the device
+  std::vector<ArenaPartStats> parts;
 };
 
 class Arena {
@@ -60,13 +72,14 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  // A block of exactly `size` bytes (a power of two >= min_block).
-  // ResourceExhausted when no free block that size exists or the device
-  // cannot back it.
-  absl::StatusOr<Block> Allocate(uint64_t size);
+  // A block of exactly `size` bytes (a power of two >= min_block), in
+  // `part` when it has one that the device backs, else in another part
+  // (the one with the most free bytes first). ResourceExhausted when no
+  // free block that size exists or the device cannot back it.
+  absl::StatusOr<Block> Allocate(uint64_t size, size_t part = 0);
   // The same, for a block whose memory backs nothing outside it
   // (Device::Exclusive), so that a shared file can hand it out whole.
-  absl::StatusOr<Block> AllocateExclusive(uint64_t size);
+  absl::StatusOr<Block> AllocateExclusive(uint64_t size, size_t part = 0);
   void Free(Block block);
 
   // Splits an allocated block (size > min_block) into its two halves, each
@@ -76,15 +89,35 @@ class Arena {
   // Largest block worth asking for right now (0 when the arena is full).
   uint64_t LargestFree() const;
 
+  size_t part_count() const { return part_offsets_.size(); }
+  // The part with the most free bytes: where a new file starts.
+  size_t EmptiestPart() const;
+
   Device& device() const { return *device_; }
   uint64_t min_block() const { return min_block_; }
   uint64_t capacity() const { return capacity_; }  // bytes it may hand out
   ArenaStats Stats() const;
 
  private:
-  // Allocate's work, for the first free block `accept` takes.
-  absl::StatusOr<Block> AllocateWhere(uint64_t size,
+  // One part's buddy allocator, over its range (offsets from the part's
+  // start).
+  struct Part {
+    Part(uint64_t range, uint64_t min_block) : allocator(range, min_block) {}
+    BuddyAllocator allocator;
+    uint64_t committed_granules = 0;
+  };
+
+  // Allocate's work, for the first free block `accept` takes (arena
+  // offsets), tried in `preferred` first.
+  absl::StatusOr<Block> AllocateWhere(uint64_t size, size_t preferred,
                                       absl::FunctionRef<bool(uint64_t offset)> accept);
+  // The same in one part.
+  absl::StatusOr<Block> AllocateIn(size_t part, uint64_t size,
+                                   absl::FunctionRef<bool(uint64_t offset)> accept);
+  // The part holding arena offset `offset`.
+  size_t PartOf(uint64_t offset) const;
+  // Bytes the arena may still hand out, whatever the part.
+  uint64_t Headroom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Granule {
     uint32_t users = 0;      // allocated blocks touching it, settled or not
@@ -116,11 +149,14 @@ class Arena {
   const uint64_t granule_;
 
   mutable absl::Mutex mu_;
-  BuddyAllocator allocator_ ABSL_GUARDED_BY(mu_);
+  // Where each part starts, and its allocator, by offset.
+  const std::vector<uint64_t> part_offsets_;
+  std::vector<std::unique_ptr<Part>> parts_ ABSL_GUARDED_BY(mu_);
   // Granule index -> its state. Only granules some block touches have an
   // entry, so this grows with use, not with arena size.
   absl::flat_hash_map<uint64_t, Granule> granules_ ABSL_GUARDED_BY(mu_);
   uint64_t committed_granules_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;  // bytes in allocated blocks, all parts
 };
 
 }  // namespace cudafs

@@ -72,12 +72,12 @@ absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, bool grow,
       if (start != 0) wanted = std::min(wanted, start & (~start + 1));  // start's alignment
     }
     uint64_t size = FitBlock(position, wanted);
-    absl::StatusOr<Block> block = arena_->Allocate(size);
+    absl::StatusOr<Block> block = arena_->Allocate(size, PartFor(position, size));
     // A fragmented arena may lack a block this large; smaller ones still
     // fit the file, so fall back before reporting ENOSPC.
     while (!block.ok() && absl::IsResourceExhausted(block.status()) && size > min_block) {
       size /= 2;
-      block = arena_->Allocate(size);
+      block = arena_->Allocate(size, PartFor(position, size));
     }
     if (!block.ok()) {
       for (uint64_t start : *added) Release(extents_.find(start));
@@ -91,6 +91,11 @@ absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, bool grow,
     position = start + size;
   }
   return absl::OkStatus();
+}
+
+size_t ExtentMap::PartFor(uint64_t offset, uint64_t size) const {
+  if (size < max_extent_ || arena_->part_count() == 1) return home_;
+  return (home_ + offset / max_extent_) % arena_->part_count();
 }
 
 void ExtentMap::Release(Extents::iterator it) {
@@ -352,7 +357,7 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
         window *= 2;
       }
     }
-    absl::StatusOr<Block> block = arena_->AllocateExclusive(window);
+    absl::StatusOr<Block> block = arena_->AllocateExclusive(window, PartFor(at, window));
     if (!block.ok()) {
       status = block.status();
       break;

@@ -42,6 +42,12 @@
 // freeing only whole blocks. Every mapped byte of such a file is its own or
 // zero, past the end of the data too, so the mapping shows nothing else.
 //
+// Placement, where the arena has several parts (GPUs): a file lives in
+// the part with the most free bytes when it was made (its home), but for
+// its max_extent blocks, which go round the parts from its home by file
+// offset, so that one large read or write uses every GPU's link. A part
+// that cannot back a block leaves it to another.
+//
 // Not thread-safe: the owning inode's lock guards it.
 #ifndef CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
 #define CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
@@ -64,7 +70,9 @@ class ExtentMap {
  public:
   // Extents grow up to `max_extent`, and never stop below min_block.
   ExtentMap(Arena* arena, uint64_t max_extent)
-      : arena_(arena), max_extent_(std::max(max_extent, arena->min_block())) {}
+      : arena_(arena),
+        max_extent_(std::max(max_extent, arena->min_block())),
+        home_(arena->EmptiestPart()) {}
   ~ExtentMap();  // gives every block back to the arena
 
   ExtentMap(const ExtentMap&) = delete;
@@ -177,6 +185,9 @@ class ExtentMap {
   // Largest aligned block size for unmapped `offset` that fits between its
   // neighbours, starting from `wanted`.
   uint64_t FitBlock(uint64_t offset, uint64_t wanted) const;
+  // The arena part a block of `size` bytes mapped at file offset `offset`
+  // goes to (see Placement above).
+  size_t PartFor(uint64_t offset, uint64_t size) const;
   void Release(Extents::iterator it);
   // Puts `block`, mapped at file offset `start` and taken out of extents_,
   // back as the aligned sub-blocks (halving down to min_block) that hold
@@ -188,6 +199,7 @@ class ExtentMap {
 
   Arena* const arena_;
   const uint64_t max_extent_;
+  const size_t home_;  // arena part
   Extents extents_;
   uint64_t allocated_bytes_ = 0;
   // End of the furthest Reserve (fallocate KEEP_SIZE may reserve past the

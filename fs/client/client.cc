@@ -138,6 +138,7 @@ int Send(int connection, uint32_t op, uint32_t flags, int fd) {
 struct Pieces {
   std::vector<int> fds;
   std::vector<uint64_t> sizes;
+  std::vector<uint8_t> gpus;  // CUDA: index into the reply's pci_bus_id
   uint64_t total = 0;
 };
 
@@ -150,8 +151,9 @@ int Receive(int connection, cudafs_share_reply* reply, Pieces* pieces) {
     return Fail(EIO, "the cudafs daemon sent no valid reply");
   }
   reply->message[sizeof reply->message - 1] = '\0';
-  reply->pci_bus_id[sizeof reply->pci_bus_id - 1] = '\0';
+  for (auto& bus_id : reply->pci_bus_id) bus_id[sizeof bus_id - 1] = '\0';
   if (reply->error != 0) return Fail(reply->error, "%s", reply->message);
+  if (reply->gpus > CUDAFS_SHARE_MAX_GPUS) return Fail(EIO, "the cudafs daemon named too many GPUs");
   while (pieces->fds.size() < reply->pieces) {
     cudafs_share_pieces batch;
     int fds[CUDAFS_SHARE_BATCH];
@@ -163,7 +165,11 @@ int Receive(int connection, cudafs_share_reply* reply, Pieces* pieces) {
       return Fail(EIO, "the cudafs daemon sent a malformed list of pieces");
     }
     for (size_t i = 0; i < count; ++i) {
+      if (reply->kind == CUDAFS_SHARE_CUDA && batch.piece_gpu[i] >= reply->gpus) {
+        return Fail(EIO, "the cudafs daemon sent a piece of an unnamed GPU");
+      }
       pieces->sizes.push_back(batch.piece_size[i]);
+      pieces->gpus.push_back(batch.piece_gpu[i]);
       pieces->total += batch.piece_size[i];
     }
   }
@@ -199,6 +205,8 @@ struct Driver {
   decltype(&cuDeviceGet) device_get;
   decltype(&cuDeviceGetByPCIBusId) device_by_bus_id;
   decltype(&cuCtxGetCurrent) get_current;
+  decltype(&cuCtxGetDevice) context_device;
+  decltype(&cuDeviceCanAccessPeer) can_access_peer;
   decltype(&cuCtxSetCurrent) set_current;
   decltype(&cuDevicePrimaryCtxRetain) retain;
   decltype(&cuDevicePrimaryCtxRelease) release;
@@ -228,6 +236,8 @@ const Driver* LoadDriver() {
         Find(library, &d->init, "cuInit") && Find(library, &d->device_get, "cuDeviceGet") &&
         Find(library, &d->device_by_bus_id, "cuDeviceGetByPCIBusId") &&
         Find(library, &d->get_current, "cuCtxGetCurrent") &&
+        Find(library, &d->context_device, "cuCtxGetDevice") &&
+        Find(library, &d->can_access_peer, "cuDeviceCanAccessPeer") &&
         Find(library, &d->set_current, "cuCtxSetCurrent") &&
         Find(library, &d->retain, "cuDevicePrimaryCtxRetain") &&
         Find(library, &d->release, "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2") &&
@@ -264,24 +274,44 @@ CUresult UnmapPieces(const Driver* cu, CUdeviceptr base, const uint64_t* sizes, 
 int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mapping* out) {
   const Driver* cu = LoadDriver();
   if (cu == nullptr) return Fail(ENOSYS, "the file is in GPU memory and libcuda.so.1 is unusable");
+  // The GPUs holding the pieces, by bus id: this process may number the
+  // GPUs otherwise than the daemon.
+  std::vector<CUdevice> holders(reply.gpus);
+  for (uint32_t g = 0; g < reply.gpus; ++g) {
+    if (cu->device_by_bus_id(&holders[g], reply.pci_bus_id[g]) != CUDA_SUCCESS) {
+      return Fail(ENODEV, "the GPU holding the file (%s) is not visible to this process",
+                  reply.pci_bus_id[g]);
+    }
+  }
   CUcontext context = nullptr;
   if (CUresult r = cu->get_current(&context); r != CUDA_SUCCESS) {
     return CudaFail(r, "cuCtxGetCurrent");
   }
-  // By bus id: this process may number the GPUs otherwise than the daemon.
+  // The mapping is for the GPU of the caller's context; without one, the
+  // primary context (what the CUDA runtime, and so PyTorch, uses) of the
+  // GPU holding the file's first piece.
   CUdevice device;
-  if (cu->device_by_bus_id(&device, reply.pci_bus_id) != CUDA_SUCCESS) {
-    return Fail(ENODEV, "the GPU holding the file (%s) is not visible to this process",
-                reply.pci_bus_id);
-  }
-  if (context == nullptr) {
-    // No context on this thread: the device's primary one, which is what
-    // the CUDA runtime (and so PyTorch) uses.
+  if (context != nullptr) {
+    if (CUresult r = cu->context_device(&device); r != CUDA_SUCCESS) {
+      return CudaFail(r, "cuCtxGetDevice");
+    }
+  } else {
+    device = holders.at(pieces.gpus.front());
     if (CUresult r = cu->retain(&context, device); r != CUDA_SUCCESS) {
       return CudaFail(r, "cuDevicePrimaryCtxRetain");
     }
     out->retained_context = true;
     cu->set_current(context);
+  }
+  // Pieces on another GPU are reached over its peer link (NVLink, PCIe).
+  for (uint32_t g = 0; g < reply.gpus; ++g) {
+    int reachable = holders[g] == device;
+    if (!reachable) cu->can_access_peer(&reachable, device, holders[g]);
+    if (!reachable) {
+      if (out->retained_context) cu->release(device);
+      return Fail(ENODEV, "this GPU cannot reach the memory of GPU %s, which holds part of the file",
+                  reply.pci_bus_id[g]);
+    }
   }
   const uint64_t total = pieces.total;
   CUdeviceptr base = 0;
@@ -305,11 +335,19 @@ int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mappin
     }
   }
   if (result == CUDA_SUCCESS) {
-    CUmemAccessDesc access = {};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = device;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    result = cu->set_access(base, total, &access, 1);
+    // The caller's GPU, and each GPU holding a piece: tools that ask the
+    // driver where a pointer lives (PyTorch does) may be told the holder.
+    std::vector<CUmemAccessDesc> access;
+    for (CUdevice gpu : holders) {
+      if (gpu == device) continue;
+      bool listed = false;
+      for (const CUmemAccessDesc& a : access) listed |= a.location.id == gpu;
+      if (!listed) {
+        access.push_back({{CU_MEM_LOCATION_TYPE_DEVICE, gpu}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
+      }
+    }
+    access.push_back({{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
+    result = cu->set_access(base, total, access.data(), access.size());
   }
   if (result != CUDA_SUCCESS) {
     UnmapPieces(cu, base, pieces.sizes.data(), mapped_pieces);

@@ -64,7 +64,8 @@ enum cudafs_memory {
  *   -ENOSPC      no memory for the copy (or for moving the file)
  *   -ENOSYS      GPU memory, and no usable CUDA driver in this process
  *   -ENODEV      GPU memory of a GPU this process does not see
- *                (CUDA_VISIBLE_DEVICES)
+ *                (CUDA_VISIBLE_DEVICES), or that the caller's GPU cannot
+ *                reach (no peer access)
  *   -EIO         the daemon or the driver failed (cudafs_last_error says) */
 CUDAFS_API int cudafs_map(const char* path, int flags, cudafs_mapping** mapping);
 
@@ -90,9 +91,9 @@ CUDAFS_API void* cudafs_mapping_pointer(const cudafs_mapping* mapping);
 CUDAFS_API uint64_t cudafs_mapping_size(const cudafs_mapping* mapping);
 /* enum cudafs_memory. */
 CUDAFS_API int cudafs_mapping_memory(const cudafs_mapping* mapping);
-/* The GPU (CUDA), as this process numbers it (by PCI bus id, whatever
- * CUDA_VISIBLE_DEVICES says), else -1; -ENODEV from cudafs_map when that
- * GPU is not visible here. */
+/* The GPU (CUDA) whose context the mapping is in, as this process
+ * numbers it, else -1. On a mount over several GPUs the pieces may lie on
+ * others, which it reaches over their peer links (NVLink, PCIe). */
 CUDAFS_API int cudafs_mapping_device(const cudafs_mapping* mapping);
 
 /* Why the calling thread's last failed call failed. */

@@ -30,8 +30,9 @@
 #include <unistd.h>
 
 #define CUDAFS_SOCKET_ATTRIBUTE "user.cudafs.socket"
-#define CUDAFS_SHARE_MAGIC 0x32534643u /* "CFS2" */
+#define CUDAFS_SHARE_MAGIC 0x33534643u /* "CFS3" */
 #define CUDAFS_SHARE_BATCH 64 /* descriptors per message */
+#define CUDAFS_SHARE_MAX_GPUS 16 /* GPUs one mapping's pieces lie on */
 
 enum cudafs_share_op {
   CUDAFS_SHARE_MAP = 1,      /* map the descriptor's file */
@@ -62,11 +63,13 @@ struct cudafs_share_reply {
   uint32_t magic;
   int32_t error;    /* 0, or an errno */
   uint32_t kind;    /* cudafs_share_kind */
-  int32_t reserved0;
+  uint32_t gpus;    /* entries of pci_bus_id in use (CUDA), else 0 */
   uint64_t size;    /* bytes of the file */
   uint32_t pieces;  /* descriptors that follow, in cudafs_share_pieces */
   uint32_t reserved;
-  char pci_bus_id[32]; /* the GPU holding the memory (CUDA), else empty */
+  /* The GPUs holding the pieces, by PCI bus id: the client's numbering of
+   * GPUs may differ (CUDA_VISIBLE_DEVICES), bus ids do not. */
+  char pci_bus_id[CUDAFS_SHARE_MAX_GPUS][32];
   char message[256]; /* why, when error != 0 */
 };
 
@@ -76,6 +79,7 @@ struct cudafs_share_pieces {
   uint32_t magic;
   uint32_t count;
   uint64_t piece_size[CUDAFS_SHARE_BATCH];
+  uint8_t piece_gpu[CUDAFS_SHARE_BATCH]; /* index into the reply's pci_bus_id */
 };
 
 /* Sends `size` bytes of `message` with `count` descriptors (SCM_RIGHTS).

@@ -18,13 +18,21 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
   // on other users' I/O): for root and the user who mounted it only.
   if (caller != 0 && caller != owner_) return PosixError(EACCES, "the stats are the owner's");
   const FuseStats& fuse = context_->stats;
+  const ArenaStats arena = arena_->Stats();
   std::string stats = absl::StrCat("device ", context_->device->Describe(),
-                                   "\ndevice_bytes ", arena_->Stats().committed_bytes,
+                                   "\ndevice_bytes ", arena.committed_bytes,
                                    "\ntransport ", fuse.transport.load(),
                                    "\nmax_request ", context_->settings.max_request,
                                    "\nuring_buffer_bytes ", fuse.uring_buffer_bytes.load(),
                                    "\nrequest_buffer_bytes ", fuse.request_buffer_bytes.load(),
                                    "\n", context_->filesystem->CacheStats().ToText());
+  // Each GPU of a pool: what it is, the memory it holds, the bytes of
+  // files on it.
+  for (size_t i = 0; arena.parts.size() > 1 && i < arena.parts.size(); ++i) {
+    absl::StrAppend(&stats, "device", i, " ", context_->device->DescribePart(i), "\ndevice", i,
+                    "_bytes ", arena.parts[i].committed_bytes, "\ndevice", i, "_used_bytes ",
+                    arena.parts[i].used, "\n");
+  }
   if (faults_ != nullptr) absl::StrAppend(&stats, "faults_injected ", faults_->injected(), "\n");
   if (sharing_ != nullptr) {
     const ShareServer::Stats shared = sharing_->stats();

@@ -401,8 +401,12 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
     if (planned.ok()) capacity = *planned;
     return planned;
   };
-  absl::StatusOr<OpenedDevice> opened =
-      OpenDevice(options.backend, options.device, options.gpu_idle, sizer);
+  absl::StatusOr<OpenedDevice> opened = OpenDevice(DeviceRequest{
+      .kind = options.backend,
+      .gpus = options.device,
+      .gpu_idle = options.gpu_idle,
+      .arena_size = sizer,
+      .reserve = [&](uint64_t gpu_memory) { return options.reserve.Resolve(gpu_memory, 0); }});
   if (!opened.ok()) return fail(std::string(opened.status().message()));
   if (!opened->notice.empty()) std::fprintf(stderr, "%s\n", opened->notice.c_str());
   std::unique_ptr<Device> device = std::move(opened->device);

@@ -63,7 +63,8 @@ struct MountOptions {
   std::optional<uid_t> uid;  // default: the mounting user
   std::optional<gid_t> gid;
   BackendKind backend = BackendKind::kAuto;
-  std::string device;       // index or PCI bus id; empty: device 0
+  std::string device;       // "all", or indices / PCI bus ids joined by '+'; empty: GPU 0
+  SizeSpec reserve;         // of each GPU, never taken; unset: none
   // gpu_idle=: how long the GPU backend keeps its context with nothing
   // stored; InfiniteDuration: never released.
   absl::Duration gpu_idle = absl::Seconds(5);

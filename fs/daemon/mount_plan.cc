@@ -32,6 +32,13 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
         absl::StrFormat("cache=%d exceeds half of this machine's memory (%d bytes)",
                         options.cache_bytes, facts.host_memory));
   }
+  // Host memory is shared with everything on the machine already: reserve=
+  // is about GPUs other programs need.
+  const bool reserves = options.reserve.bytes || options.reserve.percent;
+  if (reserves && (options.backend == BackendKind::kHost || options.backend == BackendKind::kNull)) {
+    return absl::InvalidArgumentError(
+        "reserve= keeps GPU memory for other programs: this backend has no GPU");
+  }
   FuseSettings fuse;
   if (options.uring != MountOptions::Uring::kOff) {
     fuse.uring = facts.no_uring_reason.empty();

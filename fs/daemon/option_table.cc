@@ -159,14 +159,20 @@ auto OneOf(std::vector<std::pair<absl::string_view, T>> choices) {
   };
 }
 
-// Only the shape is checked here; whether the device exists is the backend's
-// business once the mount starts.
+// Only the shape is checked here; whether the devices exist is the
+// backend's business once the mount starts.
 absl::StatusOr<std::string> ParseDevice(absl::string_view name, absl::string_view value) {
-  const bool plausible = !value.empty() && absl::c_all_of(value, [](char c) {
-    return absl::ascii_isxdigit(c) || c == ':' || c == '.';
-  });
+  if (value == "all") return std::string(value);
+  const auto gpu = [](absl::string_view item) {
+    return !item.empty() && absl::c_all_of(item, [](char c) {
+      return absl::ascii_isxdigit(c) || c == ':' || c == '.';
+    });
+  };
+  const bool plausible =
+      !value.empty() && absl::c_all_of(absl::StrSplit(value, absl::ByAnyChar("+,")), gpu);
   if (plausible) return std::string(value);
-  return BadValue(name, value, "expected a device index or a PCI bus id like 0000:3b:00.0");
+  return BadValue(name, value,
+                  "expected all, or GPU indices or PCI bus ids like 0000:3b:00.0 joined by +");
 }
 
 // gpu_idle=: seconds (a fraction allowed) up to a day, or never.
@@ -294,9 +300,22 @@ const std::vector<MountOptionSpec>& Table() {
        .apply = Into<&MountOptions::device>(ParseDevice),
        .forms = {{.syntax = "device=N|BUS_ID",
                   .help = "GPU index or PCI bus id like 0000:3b:00.0",
-                  .readme = "`cudafs --list-devices` lists them"}},
+                  .readme = "`cudafs --list-devices` lists them"},
+                 {.syntax = "device=all|N+N...",
+                  .help = "several GPUs as one mount: every GPU, or those named",
+                  .readme = "size= is then of the sum; large files are striped over the GPUs in "
+                            "32 MiB extents, small ones kept whole on the GPU with the most room "
+                            "(see *Several GPUs*)"}},
        // Not a value: unset, the backend takes its first device.
        .default_text = "0"},
+      {.names = "reserve",
+       .value = kRequired,
+       .apply = Into<&MountOptions::reserve>(ParseSize),
+       .forms = {{.syntax = "reserve=N[k|m|g|t]|P%",
+                  .help = "of each GPU's memory, never taken (left to other programs)",
+                  .readme = "Writes that would need it fail with ENOSPC, or go to another GPU "
+                            "of the mount"}},
+       .default_text = "none"},
       {.names = "gpu_idle",
        .value = kRequired,
        .apply = Into<&MountOptions::gpu_idle>(ParseGpuIdle),

@@ -217,7 +217,22 @@ void ShareServer::Serve(int connection) {
   cudafs_share_reply reply = Reply(0, "");
   reply.kind = (*exported)->kind() == ExportedMemory::Kind::kCuda ? CUDAFS_SHARE_CUDA
                                                                    : CUDAFS_SHARE_HOST;
-  absl::SNPrintF(reply.pci_bus_id, sizeof reply.pci_bus_id, "%s", (*exported)->pci_bus_id());
+  // Each GPU once, in the order its pieces first come.
+  std::vector<uint8_t> gpu_of(pieces.size(), 0);
+  for (size_t i = 0; i < pieces.size() && reply.kind == CUDAFS_SHARE_CUDA; ++i) {
+    uint32_t g = 0;
+    while (g < reply.gpus && pieces[i].pci_bus_id != reply.pci_bus_id[g]) ++g;
+    if (g == CUDAFS_SHARE_MAX_GPUS) {
+      SendReply(connection, Reply(EIO, "the file lies on more GPUs than a mapping can name"),
+                nullptr, 0);
+      return;
+    }
+    if (g == reply.gpus) {
+      absl::SNPrintF(reply.pci_bus_id[g], sizeof reply.pci_bus_id[g], "%s", pieces[i].pci_bus_id);
+      ++reply.gpus;
+    }
+    gpu_of[i] = static_cast<uint8_t>(g);
+  }
   reply.size = bytes;
   reply.pieces = static_cast<uint32_t>(pieces.size());
   SendReply(connection, reply, nullptr, 0);
@@ -228,6 +243,7 @@ void ShareServer::Serve(int connection) {
     int fds[CUDAFS_SHARE_BATCH];
     for (uint32_t i = 0; i < batch.count; ++i) {
       batch.piece_size[i] = pieces[first + i].size;
+      batch.piece_gpu[i] = gpu_of[first + i];
       fds[i] = pieces[first + i].fd;
     }
     if (cudafs_share_send(connection, &batch, sizeof batch, fds, batch.count) !=

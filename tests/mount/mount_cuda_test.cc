@@ -92,10 +92,10 @@ TEST_P(MountCudaTest, VramUseFollowsFileContent) {
 TEST_P(MountCudaTest, EnospcWhenTheGpuRunsOutBelowSize) {
   // Hold all but ~512 MiB of the GPU in this process, then mount a larger
   // filesystem: it must fail writes with ENOSPC, not corrupt anything.
-  absl::StatusOr<int> index = cudafs::ResolveCudaDevice("");
-  ASSERT_TRUE(index.ok());
+  absl::StatusOr<std::vector<int>> first = cudafs::ResolveCudaDevices("");
+  ASSERT_TRUE(first.ok());
   absl::StatusOr<std::unique_ptr<cudafs::CudaDevice>> hog =
-      cudafs::CudaDevice::Create(*index, 256 * kGiB);
+      cudafs::CudaDevice::Create(first->front(), 256 * kGiB);
   ASSERT_TRUE(hog.ok()) << hog.status();
   StartCuda({"size=4g"});
   if (IsSkipped() || HasFatalFailure()) return;

@@ -11,12 +11,12 @@
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
@@ -27,6 +27,9 @@ namespace fake_cuda_internal {
 namespace {
 
 constexpr uint64_t kGranule = uint64_t{2} << 20;
+
+// A call made on no device in particular, or a failure for any device.
+constexpr int kNoDevice = -1;
 
 [[noreturn]] void Die(const char* what, absl::string_view detail = "") {
   std::fprintf(stderr, "FakeCudaDriver: %s%.*s\n", what, static_cast<int>(detail.size()),
@@ -47,15 +50,62 @@ constexpr uintptr_t kFunctionTag = 8;
 // and left in place when the context is destroyed.
 thread_local CUcontext current_context = nullptr;
 
+// Errors after which the driver refuses all work in the context.
+bool IsSticky(CUresult result) {
+  switch (result) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One fake GPU.
+struct Gpu {
+  explicit Gpu(FakeGpuOptions given) : options(std::move(given)), vram_limit(options.vram_limit) {}
+
+  FakeGpuOptions options;
+  uint64_t vram_limit;
+  uint64_t used_by_others = 0;
+  // The primary context: null while it does not exist.
+  CUcontext context = nullptr;
+  int context_references = 0;
+  CUresult sticky = CUDA_SUCCESS;  // set: the context is unusable
+  int contexts_created = 0;
+  int leaked_at_destroy = 0;
+  uint64_t largest_create = 0;
+};
+
+// A reservation or a range of host memory, and the device whose context
+// made it (and frees it with itself).
+struct Range {
+  uint64_t size;
+  int device;
+  bool portable = true;  // host memory every context's kernels may address
+};
+
+// Ranges by start address.
+using Ranges = absl::btree_map<uintptr_t, Range>;
+
 struct Mapping {
   uint64_t size;
   CUmemGenericAllocationHandle handle;
-  int prot;  // PROT_NONE until cuMemSetAccess
+  std::vector<int> access;  // by device; PROT_NONE until cuMemSetAccess
 };
 
 struct Physical {
   int fd;
   uint64_t size;
+  int device;               // where it is: counts against this device's memory
+  int owner;                // whose context made it, and frees it
   bool exportable = false;  // made for POSIX file-descriptor handles
   int mappings = 0;
   bool released = false;  // freed once released and unmapped
@@ -66,30 +116,44 @@ struct Failure {
   int remaining;  // or FakeCudaDriver::kAlways
 };
 
-// Ranges by start address.
-using Ranges = absl::btree_map<uintptr_t, uint64_t>;
-
 bool Overlaps(const Ranges& ranges, uintptr_t start, uint64_t length) {
   auto it = ranges.upper_bound(start);
   if (it != ranges.end() && it->first < start + length) return true;
   if (it == ranges.begin()) return false;
   --it;
-  return start < it->first + it->second;
+  return start < it->first + it->second.size;
 }
 
-bool Contains(const Ranges& ranges, uintptr_t start, uint64_t length) {
+// The range holding all of [start, +length), or null.
+const Range* Containing(const Ranges& ranges, uintptr_t start, uint64_t length) {
   auto it = ranges.upper_bound(start);
-  if (it == ranges.begin()) return false;
+  if (it == ranges.begin()) return nullptr;
   --it;
-  return start + length <= it->first + it->second;
+  return start + length <= it->first + it->second.size ? &it->second : nullptr;
+}
+
+// Gives a mapped range back to its bare reservation.
+void MakeBare(uintptr_t start, uint64_t size) {
+  mmap(reinterpret_cast<void*>(start), size, PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
 }
 
 }  // namespace
 
 class State {
  public:
-  explicit State(FakeGpuOptions options) : options_(std::move(options)) {
-    vram_limit_ = options_.vram_limit;
+  explicit State(std::vector<FakeGpuOptions> options)
+      : device_count_(static_cast<int>(options.size())) {
+    if (options.empty()) Die("a FakeCudaDriver needs at least one GPU");
+    for (size_t i = 0; i < options.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        // cuDeviceGetByPCIBusId could not tell them apart.
+        if (absl::EqualsIgnoreCase(options[i].pci_bus_id, options[j].pci_bus_id)) {
+          Die("two fake GPUs with PCI bus id ", options[i].pci_bus_id);
+        }
+      }
+    }
+    for (FakeGpuOptions& gpu : options) gpus_.emplace_back(std::move(gpu));
 #define CUDAFS_FAKE_KNOWN(name) calls_[#name] = 0;
     CUDAFS_CUDA_ENTRY_POINTS(CUDAFS_FAKE_KNOWN)
     CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(CUDAFS_FAKE_KNOWN)
@@ -98,19 +162,30 @@ class State {
 
   ~State() {
     absl::MutexLock lock(&mu);
-    FreeContextResources();
+    for (int device = 0; device < DeviceCount(); ++device) FreeMadeUnder(device);
   }
 
-  const FakeGpuOptions& options() const { return options_; }
+  int DeviceCount() const { return device_count_; }
+  bool ValidDevice(int device) const { return device >= 0 && device < DeviceCount(); }
 
-  // Counts a call and says whether a failure was injected for it.
-  CUresult Begin(absl::string_view entry_point) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // A device the caller has checked.
+  Gpu& gpu(int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return gpus_[device]; }
+  const Gpu& gpu(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return gpus_[device]; }
+
+  // For the test's own calls: a bad device is a bug in the test.
+  void CheckDevice(int device) const {
+    if (!ValidDevice(device)) Die("no such device: ", std::to_string(device));
+  }
+
+  // Counts a call made on `device` (or kNoDevice) and says whether a
+  // failure was injected for it.
+  CUresult Begin(absl::string_view entry_point, int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     ++calls_.find(entry_point)->second;
-    auto it = failures_.find(entry_point);
-    if (it == failures_.end()) return CUDA_SUCCESS;
-    const CUresult result = it->second.result;
-    if (it->second.remaining != FakeCudaDriver::kAlways && --it->second.remaining == 0) {
-      failures_.erase(it);
+    CUresult result = ValidDevice(device) ? TakeFailure(entry_point, device) : CUDA_SUCCESS;
+    if (result == CUDA_SUCCESS) result = TakeFailure(entry_point, kNoDevice);
+    // As if the device had faulted in the call.
+    if (IsSticky(result) && ValidDevice(device) && gpus_[device].context != nullptr) {
+      gpus_[device].sticky = result;
     }
     return result;
   }
@@ -119,58 +194,103 @@ class State {
     if (!calls_.contains(entry_point)) Die("no such entry point: ", entry_point);
   }
 
-  // For calls that need a current context.
-  CUresult NeedContext() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // The device of `context` if this fake made it (destroyed or not), else
+  // kNoDevice.
+  int DeviceOf(CUcontext context) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = contexts_made.find(context);
+    return it == contexts_made.end() ? kNoDevice : it->second;
+  }
+
+  // The device of the thread's current context, live or not.
+  int CurrentDevice() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return DeviceOf(current_context); }
+
+  // For calls that need a current context: sets `*device` to its device.
+  CUresult NeedContext(int* device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-    if (current_context != context) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    if (faulted) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    const int made_on = CurrentDevice();
+    // Not ours: a context of an earlier fake, long destroyed.
+    if (made_on == kNoDevice) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    const Gpu& made_by = gpus_[made_on];
+    if (current_context != made_by.context) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (made_by.sticky != CUDA_SUCCESS) return made_by.sticky;
+    *device = made_on;
     return CUDA_SUCCESS;
   }
 
   // A device fault: the context is unusable from now on.
-  CUresult Fault() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    faulted = true;
+  CUresult Fault(int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    gpus_[device].sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
     return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
 
-  CUresult CheckStream(CUstream stream) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // "domain:bus:device.function", or without the domain; kNoDevice when no
+  // device has it.
+  int FindBusId(const char* bus_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (bus_id == nullptr) return kNoDevice;
+    const absl::string_view theirs = bus_id;
+    const bool short_form = std::count(theirs.begin(), theirs.end(), ':') == 1;
+    for (int device = 0; device < DeviceCount(); ++device) {
+      absl::string_view ours = gpus_[device].options.pci_bus_id;
+      if (short_form) ours = ours.substr(ours.find(':') + 1);
+      if (absl::EqualsIgnoreCase(ours, theirs)) return device;
+    }
+    return kNoDevice;
+  }
+
+  // Streams and modules work only in the context that made them.
+  CUresult CheckStream(CUstream stream, int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
       return CUDA_SUCCESS;
     }
-    return streams.contains(reinterpret_cast<uintptr_t>(stream)) ? CUDA_SUCCESS
-                                                                  : CUDA_ERROR_INVALID_HANDLE;
+    auto it = streams.find(reinterpret_cast<uintptr_t>(stream));
+    return it != streams.end() && it->second == device ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  }
+
+  bool HasModule(uintptr_t module, int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = modules.find(module);
+    return it != modules.end() && it->second == device;
   }
 
   // Whether [start, +length) lies in mapped device memory whose access
-  // allows `prot`.
-  bool DeviceAccessible(uintptr_t start, uint64_t length, int prot) const
+  // allows `prot` to `device`.
+  bool DeviceAccessible(uintptr_t start, uint64_t length, int prot, int device) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     for (uintptr_t at = start; at < start + length;) {
       auto it = mappings.upper_bound(at);
       if (it == mappings.begin()) return false;
       --it;
-      if (at >= it->first + it->second.size || (it->second.prot & prot) != prot) return false;
+      if (at >= it->first + it->second.size || (it->second.access[device] & prot) != prot) {
+        return false;
+      }
       at = it->first + it->second.size;
     }
     return true;
   }
 
   // A copy's operand: an address in a reservation is device memory, which
-  // must be accessible; any other is host memory (pageable or not).
-  bool CopyOperandOk(uintptr_t start, uint64_t length, int prot) const
+  // must be accessible to the copying device; any other is host memory
+  // (pageable or not).
+  bool CopyOperandOk(uintptr_t start, uint64_t length, int prot, int device) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (length > UINTPTR_MAX - start) return false;
     if (!Overlaps(reservations, start, length)) return true;
-    return DeviceAccessible(start, length, prot);
+    return DeviceAccessible(start, length, prot, device);
   }
 
-  // What a kernel may touch: accessible device memory, or host memory the
-  // GPU can address (pinned or registered).
-  bool KernelOperandOk(uintptr_t start, uint64_t length, int prot) const
+  // What a kernel on `device` may touch: accessible device memory, or host
+  // memory the GPU can address (pinned or registered, by its context or as
+  // portable).
+  bool KernelOperandOk(uintptr_t start, uint64_t length, int prot, int device) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (length > UINTPTR_MAX - start) return false;
-    if (Overlaps(reservations, start, length)) return DeviceAccessible(start, length, prot);
-    return Contains(pinned, start, length) || Contains(registered, start, length);
+    if (Overlaps(reservations, start, length)) {
+      return DeviceAccessible(start, length, prot, device);
+    }
+    for (const Ranges* host : {&pinned, &registered}) {
+      const Range* range = Containing(*host, start, length);
+      if (range != nullptr && (range->portable || range->device == device)) return true;
+    }
+    return false;
   }
 
   // The mappings making up exactly [start, +length), or nothing when the
@@ -190,6 +310,16 @@ class State {
     return found;
   }
 
+  // Drops the mapping at `start`, leaving the bare reservation.
+  void Unmap(uintptr_t start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = mappings.find(start);
+    const CUmemGenericAllocationHandle handle = it->second.handle;
+    MakeBare(start, it->second.size);
+    mappings.erase(it);
+    --physical.at(handle).mappings;
+    FreePhysicalIfUnused(handle);
+  }
+
   void FreePhysicalIfUnused(CUmemGenericAllocationHandle handle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto it = physical.find(handle);
@@ -198,49 +328,63 @@ class State {
     physical.erase(it);
   }
 
-  void DestroyContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    leaked_at_destroy += static_cast<int>(streams.size() + modules.size() + physical.size() +
-                                          reservations.size() + pinned.size() +
-                                          registered.size());
-    FreeContextResources();
-    context = nullptr;
-    faulted = false;
+  void DestroyContext(int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    Gpu& destroyed = gpus_[device];
+    destroyed.leaked_at_destroy += FreeMadeUnder(device);
+    destroyed.context = nullptr;
+    destroyed.sticky = CUDA_SUCCESS;
   }
 
-  FakeCudaDriver::Stats Snapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  FakeCudaDriver::Stats Snapshot(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const Gpu& of = gpus_[device];
     FakeCudaDriver::Stats stats;
-    stats.contexts_created = contexts_created;
-    stats.live_contexts = context != nullptr ? 1 : 0;
-    stats.live_streams = static_cast<int>(streams.size());
-    stats.live_modules = static_cast<int>(modules.size());
-    stats.live_physical_allocations = static_cast<int>(physical.size());
-    stats.physical_bytes = PhysicalBytes();
-    for (const auto& [start, mapping] : mappings) stats.mapped_bytes += mapping.size;
-    for (const auto& [start, size] : reservations) stats.reserved_bytes += size;
-    for (const auto& [start, size] : pinned) stats.pinned_host_bytes += size;
-    for (const auto& [start, size] : registered) stats.registered_host_bytes += size;
-    stats.leaked_at_destroy = leaked_at_destroy;
-    stats.largest_create = largest_create;
+    stats.contexts_created = of.contexts_created;
+    stats.live_contexts = of.context != nullptr ? 1 : 0;
+    for (const auto& [stream, made_on] : streams) stats.live_streams += made_on == device;
+    for (const auto& [module, made_on] : modules) stats.live_modules += made_on == device;
+    for (const auto& [handle, allocation] : physical) {
+      if (allocation.device != device) continue;
+      ++stats.live_physical_allocations;
+      stats.physical_bytes += allocation.size;
+    }
+    for (const auto& [start, mapping] : mappings) {
+      if (physical.at(mapping.handle).device == device) stats.mapped_bytes += mapping.size;
+    }
+    stats.reserved_bytes = BytesMadeUnder(reservations, device);
+    stats.pinned_host_bytes = BytesMadeUnder(pinned, device);
+    stats.registered_host_bytes = BytesMadeUnder(registered, device);
+    stats.leaked_at_destroy = of.leaked_at_destroy;
+    stats.largest_create = of.largest_create;
     return stats;
   }
 
-  uint64_t PhysicalBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  uint64_t PhysicalBytesOn(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     uint64_t bytes = 0;
-    for (const auto& [handle, allocation] : physical) bytes += allocation.size;
+    for (const auto& [handle, allocation] : physical) {
+      if (allocation.device == device) bytes += allocation.size;
+    }
     return bytes;
   }
 
-  uint64_t VramLimit() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return std::min(options_.total_bytes, vram_limit_);
+  // What the device's memory holds, ours and the other programs'.
+  uint64_t UsedOn(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const uint64_t ours = PhysicalBytesOn(device);
+    const uint64_t others = gpus_[device].used_by_others;
+    return others > UINT64_MAX - ours ? UINT64_MAX : ours + others;
   }
 
-  void FailNext(absl::string_view entry_point, CUresult result, int count)
+  uint64_t VramLimit(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return std::min(gpus_[device].options.total_bytes, gpus_[device].vram_limit);
+  }
+
+  void FailNext(absl::string_view entry_point, CUresult result, int count, int device)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     CheckKnown(entry_point);
+    auto key = std::make_pair(std::string(entry_point), device);
     if (count == 0) {
-      failures_.erase(entry_point);
+      failures_.erase(key);
     } else {
-      failures_.insert_or_assign(std::string(entry_point), Failure{result, count});
+      failures_.insert_or_assign(std::move(key), Failure{result, count});
     }
   }
 
@@ -249,24 +393,16 @@ class State {
     return calls_.find(entry_point)->second;
   }
 
-  void SetVramLimit(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { vram_limit_ = bytes; }
-
   mutable absl::Mutex mu;
 
-  // The primary context: null while it does not exist.
-  CUcontext context ABSL_GUARDED_BY(mu) = nullptr;
-  int context_references ABSL_GUARDED_BY(mu) = 0;
-  bool faulted ABSL_GUARDED_BY(mu) = false;  // a sticky CUDA_ERROR_ILLEGAL_ADDRESS
-  // Every context this fake made, for cuCtxSetCurrent to tell its own
-  // (destroyed ones included) from garbage.
-  absl::flat_hash_set<CUcontext> contexts_made ABSL_GUARDED_BY(mu);
-  int contexts_created ABSL_GUARDED_BY(mu) = 0;
-  int leaked_at_destroy ABSL_GUARDED_BY(mu) = 0;
-  uint64_t largest_create ABSL_GUARDED_BY(mu) = 0;
+  // Every context this fake made, with its device, for cuCtxSetCurrent to
+  // tell its own (destroyed ones included) from garbage.
+  absl::flat_hash_map<CUcontext, int> contexts_made ABSL_GUARDED_BY(mu);
 
-  // What the live context holds.
-  absl::flat_hash_set<uintptr_t> streams ABSL_GUARDED_BY(mu);
-  absl::flat_hash_set<uintptr_t> modules ABSL_GUARDED_BY(mu);
+  // What the live contexts hold, each with the device whose context made
+  // it. Addresses are unified, so one map of each for all devices.
+  absl::flat_hash_map<uintptr_t, int> streams ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<uintptr_t, int> modules ABSL_GUARDED_BY(mu);
   Ranges reservations ABSL_GUARDED_BY(mu);
   absl::btree_map<uintptr_t, Mapping> mappings ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<CUmemGenericAllocationHandle, Physical> physical ABSL_GUARDED_BY(mu);
@@ -274,26 +410,95 @@ class State {
   Ranges registered ABSL_GUARDED_BY(mu);
 
  private:
-  // Gives back to the system what the context held: unmapping a
-  // reservation drops its mappings with it.
-  void FreeContextResources() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    for (const auto& [start, size] : reservations) munmap(reinterpret_cast<void*>(start), size);
-    for (const auto& [handle, allocation] : physical) close(allocation.fd);
-    for (const auto& [start, size] : pinned) munmap(reinterpret_cast<void*>(start), size);
-    reservations.clear();
-    mappings.clear();
-    physical.clear();
-    pinned.clear();
-    registered.clear();
-    streams.clear();
-    modules.clear();
+  CUresult TakeFailure(absl::string_view entry_point, int device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = failures_.find(std::make_pair(std::string(entry_point), device));
+    if (it == failures_.end()) return CUDA_SUCCESS;
+    const CUresult result = it->second.result;
+    if (it->second.remaining != FakeCudaDriver::kAlways && --it->second.remaining == 0) {
+      failures_.erase(it);
+    }
+    return result;
   }
 
-  const FakeGpuOptions options_;
-  uint64_t vram_limit_ ABSL_GUARDED_BY(mu);
+  static uint64_t BytesMadeUnder(const Ranges& ranges, int device) {
+    uint64_t bytes = 0;
+    for (const auto& [start, range] : ranges) {
+      if (range.device == device) bytes += range.size;
+    }
+    return bytes;
+  }
+
+  // Gives back to the system what the device's context made and says how
+  // many things that was. Memory of another device mapped in its
+  // reservations stays; its own memory mapped in another context's
+  // reservation is unmapped there, so that touching it faults.
+  int FreeMadeUnder(int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    int freed = 0;
+    // Unmapping a reservation drops its mappings with it.
+    for (auto it = reservations.begin(); it != reservations.end();) {
+      if (it->second.device != device) {
+        ++it;
+        continue;
+      }
+      const uintptr_t start = it->first;
+      const uint64_t size = it->second.size;
+      for (auto mapping = mappings.lower_bound(start);
+           mapping != mappings.end() && mapping->first < start + size;) {
+        const CUmemGenericAllocationHandle handle = mapping->second.handle;
+        mapping = mappings.erase(mapping);
+        --physical.at(handle).mappings;
+        FreePhysicalIfUnused(handle);
+      }
+      munmap(reinterpret_cast<void*>(start), size);
+      it = reservations.erase(it);
+      ++freed;
+    }
+    std::vector<CUmemGenericAllocationHandle> handles;
+    for (const auto& [handle, allocation] : physical) {
+      if (allocation.owner == device) handles.push_back(handle);
+    }
+    for (CUmemGenericAllocationHandle handle : handles) {
+      for (auto mapping = mappings.begin(); mapping != mappings.end();) {
+        if (mapping->second.handle != handle) {
+          ++mapping;
+          continue;
+        }
+        MakeBare(mapping->first, mapping->second.size);
+        mapping = mappings.erase(mapping);
+      }
+      close(physical.at(handle).fd);
+      physical.erase(handle);
+    }
+    freed += static_cast<int>(handles.size());
+    for (Ranges* host : {&pinned, &registered}) {
+      for (auto it = host->begin(); it != host->end();) {
+        if (it->second.device != device) {
+          ++it;
+          continue;
+        }
+        if (host == &pinned) munmap(reinterpret_cast<void*>(it->first), it->second.size);
+        it = host->erase(it);
+        ++freed;
+      }
+    }
+    for (absl::flat_hash_map<uintptr_t, int>* made : {&streams, &modules}) {
+      std::vector<uintptr_t> gone;
+      for (const auto& [handle, made_on] : *made) {
+        if (made_on == device) gone.push_back(handle);
+      }
+      for (uintptr_t handle : gone) made->erase(handle);
+      freed += static_cast<int>(gone.size());
+    }
+    return freed;
+  }
+
+  const int device_count_;  // gpus_.size(), fixed
+  std::vector<Gpu> gpus_ ABSL_GUARDED_BY(mu);
   // Keyed by entry point name; every known name is present.
   absl::flat_hash_map<std::string, int> calls_ ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<std::string, Failure> failures_ ABSL_GUARDED_BY(mu);
+  // By entry point name and device, kNoDevice for any.
+  absl::flat_hash_map<std::pair<std::string, int>, Failure> failures_ ABSL_GUARDED_BY(mu);
 };
 
 namespace {
@@ -306,16 +511,22 @@ State& Installed() {
   return *state;
 }
 
-// Every fake starts so: find the state, lock it, count the call, and return
-// an injected failure if there is one.
-#define CUDAFS_FAKE_ENTER(name)                                   \
-  State& s = Installed();                                         \
-  absl::MutexLock lock(&s.mu);                                    \
-  if (CUresult injected = s.Begin(name); injected != CUDA_SUCCESS) \
+// Every fake starts so: find the state, lock it, count the call as made on
+// `device` (kNoDevice for none), and return an injected failure if there is
+// one. `device` may use `s`.
+#define CUDAFS_FAKE_ENTER_ON(name, device)                                    \
+  State& s = Installed();                                                     \
+  absl::MutexLock lock(&s.mu);                                                \
+  if (CUresult injected = s.Begin(name, (device)); injected != CUDA_SUCCESS) \
   return injected
 
-#define CUDAFS_FAKE_NEED_CONTEXT()                                 \
-  if (CUresult no_context = s.NeedContext(); no_context != CUDA_SUCCESS) \
+// A call naming no device is made on its current context's.
+#define CUDAFS_FAKE_ENTER(name) CUDAFS_FAKE_ENTER_ON(name, s.CurrentDevice())
+
+// Sets `current`, the device of the current context.
+#define CUDAFS_FAKE_NEED_CONTEXT()                                                     \
+  int current = kNoDevice;                                                             \
+  if (CUresult no_context = s.NeedContext(&current); no_context != CUDA_SUCCESS) \
   return no_context
 
 CUresult FakeDriverGetVersion(int* version) {
@@ -328,62 +539,61 @@ CUresult FakeDriverGetVersion(int* version) {
 CUresult FakeDeviceGetCount(int* count) {
   CUDAFS_FAKE_ENTER("cuDeviceGetCount");
   if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *count = 1;
+  *count = s.DeviceCount();
   return CUDA_SUCCESS;
 }
 
 CUresult FakeDeviceGet(CUdevice* device, int ordinal) {
-  CUDAFS_FAKE_ENTER("cuDeviceGet");
+  CUDAFS_FAKE_ENTER_ON("cuDeviceGet", ordinal);
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *device = 0;
+  if (!s.ValidDevice(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
   return CUDA_SUCCESS;
 }
 
 // Writes `text` as the driver writes strings: cut to fit, NUL-terminated.
-CUresult WriteString(absl::string_view text, char* out, int length, CUdevice device) {
+// No text: no such device.
+CUresult WriteString(const std::string* text, char* out, int length) {
   if (out == nullptr || length <= 0) return CUDA_ERROR_INVALID_VALUE;
-  if (device != 0) return CUDA_ERROR_INVALID_DEVICE;
-  const size_t n = std::min(text.size(), static_cast<size_t>(length) - 1);
-  std::memcpy(out, text.data(), n);
+  if (text == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  const size_t n = std::min(text->size(), static_cast<size_t>(length) - 1);
+  std::memcpy(out, text->data(), n);
   out[n] = '\0';
   return CUDA_SUCCESS;
 }
 
 CUresult FakeDeviceGetName(char* name, int length, CUdevice device) {
-  CUDAFS_FAKE_ENTER("cuDeviceGetName");
-  return WriteString(s.options().name, name, length, device);
+  CUDAFS_FAKE_ENTER_ON("cuDeviceGetName", device);
+  return WriteString(s.ValidDevice(device) ? &s.gpu(device).options.name : nullptr, name, length);
 }
 
 CUresult FakeDeviceGetPCIBusId(char* bus_id, int length, CUdevice device) {
-  CUDAFS_FAKE_ENTER("cuDeviceGetPCIBusId");
-  return WriteString(s.options().pci_bus_id, bus_id, length, device);
+  CUDAFS_FAKE_ENTER_ON("cuDeviceGetPCIBusId", device);
+  return WriteString(s.ValidDevice(device) ? &s.gpu(device).options.pci_bus_id : nullptr, bus_id,
+                     length);
 }
 
 CUresult FakeDeviceGetByPCIBusId(CUdevice* device, const char* bus_id) {
-  CUDAFS_FAKE_ENTER("cuDeviceGetByPCIBusId");
+  CUDAFS_FAKE_ENTER_ON("cuDeviceGetByPCIBusId", s.FindBusId(bus_id));
   if (device == nullptr || bus_id == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  // "domain:bus:device.function", or without the domain.
-  absl::string_view ours = s.options().pci_bus_id;
-  absl::string_view theirs = bus_id;
-  if (std::count(theirs.begin(), theirs.end(), ':') == 1) ours = ours.substr(ours.find(':') + 1);
-  if (!absl::EqualsIgnoreCase(ours, theirs)) return CUDA_ERROR_INVALID_DEVICE;
-  *device = 0;
+  const int found = s.FindBusId(bus_id);
+  if (found == kNoDevice) return CUDA_ERROR_INVALID_DEVICE;
+  *device = found;
   return CUDA_SUCCESS;
 }
 
 CUresult FakeDeviceTotalMem(size_t* bytes, CUdevice device) {
-  CUDAFS_FAKE_ENTER("cuDeviceTotalMem");
+  CUDAFS_FAKE_ENTER_ON("cuDeviceTotalMem", device);
   if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (device != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *bytes = s.options().total_bytes;
+  if (!s.ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = s.gpu(device).options.total_bytes;
   return CUDA_SUCCESS;
 }
 
 CUresult FakeDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
-  CUDAFS_FAKE_ENTER("cuDeviceGetAttribute");
+  CUDAFS_FAKE_ENTER_ON("cuDeviceGetAttribute", device);
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (device != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!s.ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
   switch (attribute) {
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
@@ -398,33 +608,35 @@ CUresult FakeDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevi
 }
 
 CUresult FakeDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
-  CUDAFS_FAKE_ENTER("cuDevicePrimaryCtxRetain");
+  CUDAFS_FAKE_ENTER_ON("cuDevicePrimaryCtxRetain", device);
   if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (device != 0) return CUDA_ERROR_INVALID_DEVICE;
-  if (s.context == nullptr) {
-    s.context = reinterpret_cast<CUcontext>(NewHandle());
-    s.contexts_made.insert(s.context);
-    ++s.contexts_created;
+  if (!s.ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  Gpu& gpu = s.gpu(device);
+  if (gpu.context == nullptr) {
+    gpu.context = reinterpret_cast<CUcontext>(NewHandle());
+    s.contexts_made.emplace(gpu.context, device);
+    ++gpu.contexts_created;
   }
-  ++s.context_references;
-  *context = s.context;
+  ++gpu.context_references;
+  *context = gpu.context;
   return CUDA_SUCCESS;
 }
 
 CUresult FakeDevicePrimaryCtxRelease(CUdevice device) {
-  CUDAFS_FAKE_ENTER("cuDevicePrimaryCtxRelease");
-  if (device != 0) return CUDA_ERROR_INVALID_DEVICE;
+  CUDAFS_FAKE_ENTER_ON("cuDevicePrimaryCtxRelease", device);
+  if (!s.ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  Gpu& gpu = s.gpu(device);
   // As documented: releasing what was not retained.
-  if (s.context_references == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  if (--s.context_references == 0) s.DestroyContext();
+  if (gpu.context_references == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (--gpu.context_references == 0) s.DestroyContext(device);
   return CUDA_SUCCESS;
 }
 
 CUresult FakeCtxSetCurrent(CUcontext context) {
-  CUDAFS_FAKE_ENTER("cuCtxSetCurrent");
+  CUDAFS_FAKE_ENTER_ON("cuCtxSetCurrent", s.DeviceOf(context));
   // A destroyed context may be made current (the driver allows it); calls
   // through it then fail.
-  if (context != nullptr && !s.contexts_made.contains(context)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (context != nullptr && s.DeviceOf(context) == kNoDevice) return CUDA_ERROR_INVALID_CONTEXT;
   current_context = context;
   return CUDA_SUCCESS;
 }
@@ -433,22 +645,31 @@ CUresult FakeMemGetInfo(size_t* free, size_t* total) {
   CUDAFS_FAKE_ENTER("cuMemGetInfo");
   CUDAFS_FAKE_NEED_CONTEXT();
   if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const uint64_t used = s.PhysicalBytes();
-  *free = used < s.VramLimit() ? s.VramLimit() - used : 0;
-  *total = s.options().total_bytes;
+  const uint64_t used = s.UsedOn(current);
+  const uint64_t limit = s.VramLimit(current);
+  *free = used < limit ? limit - used : 0;
+  *total = s.gpu(current).options.total_bytes;
   return CUDA_SUCCESS;
+}
+
+// The device a CUmemLocation names, or kNoDevice.
+int LocationDevice(const State& s, const CUmemLocation& location) {
+  return location.type == CU_MEM_LOCATION_TYPE_DEVICE && s.ValidDevice(location.id)
+             ? location.id
+             : kNoDevice;
 }
 
 CUresult FakeMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                          CUmemAllocationGranularity_flags option) {
-  CUDAFS_FAKE_ENTER("cuMemGetAllocationGranularity");
+  CUDAFS_FAKE_ENTER_ON("cuMemGetAllocationGranularity",
+                       prop != nullptr ? LocationDevice(s, prop->location) : s.CurrentDevice());
   if (granularity == nullptr || prop == nullptr ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
       (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
        option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (prop->location.id != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!s.ValidDevice(prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
   *granularity = kGranule;
   return CUDA_SUCCESS;
 }
@@ -473,7 +694,7 @@ CUresult FakeMemAddressReserve(CUdeviceptr* address, size_t size, size_t alignme
   if (const uintptr_t tail = raw + size + alignment - (start + size); tail != 0) {
     munmap(reinterpret_cast<void*>(start + size), tail);
   }
-  s.reservations.emplace(start, size);
+  s.reservations.emplace(start, Range{size, current});
   *address = start;
   return CUDA_SUCCESS;
 }
@@ -481,7 +702,7 @@ CUresult FakeMemAddressReserve(CUdeviceptr* address, size_t size, size_t alignme
 CUresult FakeMemAddressFree(CUdeviceptr address, size_t size) {
   CUDAFS_FAKE_ENTER("cuMemAddressFree");
   auto it = s.reservations.find(address);
-  if (it == s.reservations.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
+  if (it == s.reservations.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
   auto mapping = s.mappings.lower_bound(address);
   if (mapping != s.mappings.end() && mapping->first < address + size) {
     return CUDA_ERROR_INVALID_VALUE;  // still mapped
@@ -493,8 +714,12 @@ CUresult FakeMemAddressFree(CUdeviceptr address, size_t size) {
 
 CUresult FakeMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                        const CUmemAllocationProp* prop, unsigned long long flags) {
-  CUDAFS_FAKE_ENTER("cuMemCreate");
-  s.largest_create = std::max<uint64_t>(s.largest_create, size);
+  CUDAFS_FAKE_ENTER_ON("cuMemCreate",
+                       prop != nullptr ? LocationDevice(s, prop->location) : s.CurrentDevice());
+  const int device = prop != nullptr ? LocationDevice(s, prop->location) : kNoDevice;
+  if (device != kNoDevice) {
+    s.gpu(device).largest_create = std::max<uint64_t>(s.gpu(device).largest_create, size);
+  }
   CUDAFS_FAKE_NEED_CONTEXT();
   if (handle == nullptr || prop == nullptr || size == 0 || size % kGranule != 0 || flags != 0 ||
       prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
@@ -503,10 +728,10 @@ CUresult FakeMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
        prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (prop->location.id != 0) return CUDA_ERROR_INVALID_DEVICE;
-  if (size > s.VramLimit() || s.PhysicalBytes() > s.VramLimit() - size) {
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
+  if (device == kNoDevice) return CUDA_ERROR_INVALID_DEVICE;
+  const uint64_t used = s.UsedOn(device);
+  const uint64_t limit = s.VramLimit(device);
+  if (used > limit || size > limit - used) return CUDA_ERROR_OUT_OF_MEMORY;
   // A memfd keeps the bytes while nothing maps them, as VRAM does.
   const int fd = memfd_create("cudafs-fake-vram", MFD_CLOEXEC);
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -516,7 +741,7 @@ CUresult FakeMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   }
   const CUmemGenericAllocationHandle made = NewHandle();
   s.physical.emplace(
-      made, Physical{fd, size,
+      made, Physical{fd, size, device, current,
                      prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR});
   *handle = made;
   return CUDA_SUCCESS;
@@ -556,7 +781,7 @@ CUresult FakeMemMap(CUdeviceptr address, size_t size, size_t offset,
       offset > allocation->second.size || size > allocation->second.size - offset) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (!Contains(s.reservations, address, size)) return CUDA_ERROR_INVALID_VALUE;
+  if (Containing(s.reservations, address, size) == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto next = s.mappings.lower_bound(address);
   if (next != s.mappings.end() && next->first < address + size) return CUDA_ERROR_INVALID_VALUE;
   if (next != s.mappings.begin() &&
@@ -568,7 +793,7 @@ CUresult FakeMemMap(CUdeviceptr address, size_t size, size_t offset,
            allocation->second.fd, static_cast<off_t>(offset)) == MAP_FAILED) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  s.mappings.emplace(address, Mapping{size, handle, PROT_NONE});
+  s.mappings.emplace(address, Mapping{size, handle, std::vector<int>(s.DeviceCount(), PROT_NONE)});
   ++allocation->second.mappings;
   return CUDA_SUCCESS;
 }
@@ -578,39 +803,38 @@ CUresult FakeMemUnmap(CUdeviceptr address, size_t size) {
   // Only whole mappings, as the driver requires.
   const std::vector<uintptr_t> unmapped = s.WholeMappings(address, size);
   if (unmapped.empty()) return CUDA_ERROR_INVALID_VALUE;
-  for (uintptr_t start : unmapped) {
-    const Mapping mapping = s.mappings.at(start);
-    // Back to a bare reservation.
-    mmap(reinterpret_cast<void*>(start), mapping.size, PROT_NONE,
-         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    s.mappings.erase(start);
-    --s.physical.at(mapping.handle).mappings;
-    s.FreePhysicalIfUnused(mapping.handle);
-  }
+  for (uintptr_t start : unmapped) s.Unmap(start);
   return CUDA_SUCCESS;
 }
 
 CUresult FakeMemSetAccess(CUdeviceptr address, size_t size, const CUmemAccessDesc* desc,
                           size_t count) {
-  CUDAFS_FAKE_ENTER("cuMemSetAccess");
-  if (desc == nullptr || count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  if (desc->location.id != 0) return CUDA_ERROR_INVALID_DEVICE;
-  int prot;
-  switch (desc->flags) {
-    case CU_MEM_ACCESS_FLAGS_PROT_NONE: prot = PROT_NONE; break;
-    case CU_MEM_ACCESS_FLAGS_PROT_READ: prot = PROT_READ; break;
-    case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot = PROT_READ | PROT_WRITE; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+  CUDAFS_FAKE_ENTER_ON("cuMemSetAccess", desc != nullptr && count != 0
+                                             ? LocationDevice(s, desc[0].location)
+                                             : s.CurrentDevice());
+  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  // One entry a device, any device: peer access is always possible here.
+  std::vector<int> prot(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if (!s.ValidDevice(desc[i].location.id)) return CUDA_ERROR_INVALID_DEVICE;
+    switch (desc[i].flags) {
+      case CU_MEM_ACCESS_FLAGS_PROT_NONE: prot[i] = PROT_NONE; break;
+      case CU_MEM_ACCESS_FLAGS_PROT_READ: prot[i] = PROT_READ; break;
+      case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot[i] = PROT_READ | PROT_WRITE; break;
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
   }
   // Whole mappings only: the fake keeps access per mapping.
   const std::vector<uintptr_t> changed = s.WholeMappings(address, size);
   if (changed.empty()) return CUDA_ERROR_INVALID_VALUE;
   for (uintptr_t start : changed) {
     Mapping& mapping = s.mappings.at(start);
-    mprotect(reinterpret_cast<void*>(start), mapping.size, prot);
-    mapping.prot = prot;
+    for (size_t i = 0; i < count; ++i) mapping.access[desc[i].location.id] = prot[i];
+    // The host sees what some device may do.
+    int host = PROT_NONE;
+    for (int device_prot : mapping.access) host |= device_prot;
+    mprotect(reinterpret_cast<void*>(start), mapping.size, host);
   }
   return CUDA_SUCCESS;
 }
@@ -625,7 +849,8 @@ CUresult FakeMemHostAlloc(void** memory, size_t size, unsigned int flags) {
   }
   void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapped == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  s.pinned.emplace(reinterpret_cast<uintptr_t>(mapped), size);
+  s.pinned.emplace(reinterpret_cast<uintptr_t>(mapped),
+                   Range{size, current, (flags & CU_MEMHOSTALLOC_PORTABLE) != 0});
   *memory = mapped;
   return CUDA_SUCCESS;
 }
@@ -635,7 +860,7 @@ CUresult FakeMemFreeHost(void* memory) {
   CUDAFS_FAKE_NEED_CONTEXT();
   auto it = s.pinned.find(reinterpret_cast<uintptr_t>(memory));
   if (it == s.pinned.end()) return CUDA_ERROR_INVALID_VALUE;
-  munmap(memory, it->second);
+  munmap(memory, it->second.size);
   s.pinned.erase(it);
   return CUDA_SUCCESS;
 }
@@ -647,10 +872,11 @@ CUresult FakeMemHostRegister(void* memory, size_t size, unsigned int flags) {
   if (memory == nullptr || size == 0 || size > UINTPTR_MAX - start) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // Whichever context registered it, in the whole process.
   if (Overlaps(s.registered, start, size) || Overlaps(s.pinned, start, size)) {
     return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   }
-  s.registered.emplace(start, size);
+  s.registered.emplace(start, Range{size, current, (flags & CU_MEMHOSTREGISTER_PORTABLE) != 0});
   return CUDA_SUCCESS;
 }
 
@@ -670,7 +896,7 @@ CUresult FakeStreamCreate(CUstream* stream, unsigned int flags) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   const uintptr_t made = NewHandle();
-  s.streams.insert(made);
+  s.streams.emplace(made, current);
   *stream = reinterpret_cast<CUstream>(made);
   return CUDA_SUCCESS;
 }
@@ -678,7 +904,9 @@ CUresult FakeStreamCreate(CUstream* stream, unsigned int flags) {
 CUresult FakeStreamDestroy(CUstream stream) {
   CUDAFS_FAKE_ENTER("cuStreamDestroy");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (s.streams.erase(reinterpret_cast<uintptr_t>(stream)) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  auto it = s.streams.find(reinterpret_cast<uintptr_t>(stream));
+  if (it == s.streams.end() || it->second != current) return CUDA_ERROR_INVALID_HANDLE;
+  s.streams.erase(it);
   return CUDA_SUCCESS;
 }
 
@@ -686,16 +914,16 @@ CUresult FakeStreamSynchronize(CUstream stream) {
   CUDAFS_FAKE_ENTER("cuStreamSynchronize");
   CUDAFS_FAKE_NEED_CONTEXT();
   // Work ran at enqueue: nothing to wait for.
-  return s.CheckStream(stream);
+  return s.CheckStream(stream, current);
 }
 
 CUresult FakeMemcpyAsync(CUdeviceptr to, CUdeviceptr from, size_t length, CUstream stream) {
   CUDAFS_FAKE_ENTER("cuMemcpyAsync");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (CUresult r = s.CheckStream(stream); r != CUDA_SUCCESS) return r;
-  if (!s.CopyOperandOk(from, length, PROT_READ) ||
-      !s.CopyOperandOk(to, length, PROT_READ | PROT_WRITE)) {
-    return s.Fault();
+  if (CUresult r = s.CheckStream(stream, current); r != CUDA_SUCCESS) return r;
+  if (!s.CopyOperandOk(from, length, PROT_READ, current) ||
+      !s.CopyOperandOk(to, length, PROT_READ | PROT_WRITE, current)) {
+    return s.Fault(current);
   }
   if (length != 0) {
     std::memmove(reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from), length);
@@ -706,12 +934,12 @@ CUresult FakeMemcpyAsync(CUdeviceptr to, CUdeviceptr from, size_t length, CUstre
 CUresult FakeMemsetD8Async(CUdeviceptr to, unsigned char value, size_t length, CUstream stream) {
   CUDAFS_FAKE_ENTER("cuMemsetD8Async");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (CUresult r = s.CheckStream(stream); r != CUDA_SUCCESS) return r;
+  if (CUresult r = s.CheckStream(stream, current); r != CUDA_SUCCESS) return r;
   if (length == 0) return CUDA_SUCCESS;
-  if (!s.KernelOperandOk(to, length, PROT_READ | PROT_WRITE)) {
+  if (!s.KernelOperandOk(to, length, PROT_READ | PROT_WRITE, current)) {
     // Pageable host memory is no device pointer; a device address that is
     // not mapped faults.
-    return Overlaps(s.reservations, to, length) ? s.Fault() : CUDA_ERROR_INVALID_VALUE;
+    return Overlaps(s.reservations, to, length) ? s.Fault(current) : CUDA_ERROR_INVALID_VALUE;
   }
   std::memset(reinterpret_cast<void*>(to), value, length);
   return CUDA_SUCCESS;
@@ -722,7 +950,7 @@ CUresult FakeMemcpyBatchAsync(CUdeviceptr* to, CUdeviceptr* from, size_t* length
                               size_t attribute_count, CUstream stream) {
   CUDAFS_FAKE_ENTER("cuMemcpyBatchAsync");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (CUresult r = s.CheckStream(stream); r != CUDA_SUCCESS) return r;
+  if (CUresult r = s.CheckStream(stream, current); r != CUDA_SUCCESS) return r;
   if (stream == nullptr || stream == CU_STREAM_LEGACY || to == nullptr || from == nullptr ||
       lengths == nullptr || count == 0 || attributes == nullptr || attribute_indices == nullptr ||
       attribute_count == 0 || attribute_count > count || attribute_indices[0] != 0) {
@@ -736,9 +964,9 @@ CUresult FakeMemcpyBatchAsync(CUdeviceptr* to, CUdeviceptr* from, size_t* length
     }
   }
   for (size_t i = 0; i < count; ++i) {
-    if (!s.CopyOperandOk(from[i], lengths[i], PROT_READ) ||
-        !s.CopyOperandOk(to[i], lengths[i], PROT_READ | PROT_WRITE)) {
-      return s.Fault();
+    if (!s.CopyOperandOk(from[i], lengths[i], PROT_READ, current) ||
+        !s.CopyOperandOk(to[i], lengths[i], PROT_READ | PROT_WRITE, current)) {
+      return s.Fault(current);
     }
   }
   for (size_t i = 0; i < count; ++i) {
@@ -805,7 +1033,7 @@ CUresult FakeModuleLoadData(CUmodule* module, const void* image) {
   CUDAFS_FAKE_NEED_CONTEXT();
   if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const uintptr_t made = NewHandle();
-  s.modules.insert(made);
+  s.modules.emplace(made, current);
   *module = reinterpret_cast<CUmodule>(made);
   return CUDA_SUCCESS;
 }
@@ -813,7 +1041,10 @@ CUresult FakeModuleLoadData(CUmodule* module, const void* image) {
 CUresult FakeModuleUnload(CUmodule module) {
   CUDAFS_FAKE_ENTER("cuModuleUnload");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (s.modules.erase(reinterpret_cast<uintptr_t>(module)) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (!s.HasModule(reinterpret_cast<uintptr_t>(module), current)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  s.modules.erase(reinterpret_cast<uintptr_t>(module));
   return CUDA_SUCCESS;
 }
 
@@ -821,7 +1052,9 @@ CUresult FakeModuleGetFunction(CUfunction* function, CUmodule module, const char
   CUDAFS_FAKE_ENTER("cuModuleGetFunction");
   CUDAFS_FAKE_NEED_CONTEXT();
   if (function == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!s.modules.contains(reinterpret_cast<uintptr_t>(module))) return CUDA_ERROR_INVALID_HANDLE;
+  if (!s.HasModule(reinterpret_cast<uintptr_t>(module), current)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
   if (std::strcmp(name, kScatterKernelName) != 0) return CUDA_ERROR_NOT_FOUND;
   *function = reinterpret_cast<CUfunction>(reinterpret_cast<uintptr_t>(module) + kFunctionTag);
   return CUDA_SUCCESS;
@@ -835,10 +1068,10 @@ CUresult FakeLaunchKernel(CUfunction function, unsigned grid_x, unsigned grid_y,
   CUDAFS_FAKE_ENTER("cuLaunchKernel");
   CUDAFS_FAKE_NEED_CONTEXT();
   const auto id = reinterpret_cast<uintptr_t>(function);
-  if ((id & 15) != kFunctionTag || !s.modules.contains(id - kFunctionTag)) {
+  if ((id & 15) != kFunctionTag || !s.HasModule(id - kFunctionTag, current)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  if (CUresult r = s.CheckStream(stream); r != CUDA_SUCCESS) return r;
+  if (CUresult r = s.CheckStream(stream, current); r != CUDA_SUCCESS) return r;
   if (grid_x == 0 || grid_y == 0 || grid_z == 0 || block_x == 0 || block_y == 0 ||
       block_z == 0 || uint64_t{block_x} * block_y * block_z > 1024 || parameters == nullptr ||
       extra != nullptr) {
@@ -848,17 +1081,17 @@ CUresult FakeLaunchKernel(CUfunction function, unsigned grid_x, unsigned grid_y,
   const unsigned count = *static_cast<const unsigned*>(parameters[1]);
   // The GPU reads the table and every source through its own addressing:
   // device memory, or pinned or registered host memory.
-  if (!s.KernelOperandOk(table, uint64_t{count} * sizeof(ScatterPiece), PROT_READ)) {
-    return s.Fault();
+  if (!s.KernelOperandOk(table, uint64_t{count} * sizeof(ScatterPiece), PROT_READ, current)) {
+    return s.Fault(current);
   }
   std::vector<ScatterPiece> pieces(count);
   if (count != 0) {
     std::memcpy(pieces.data(), reinterpret_cast<const void*>(table), count * sizeof(ScatterPiece));
   }
   for (const ScatterPiece& piece : pieces) {
-    if (!s.KernelOperandOk(piece.source, piece.length, PROT_READ) ||
-        !s.KernelOperandOk(piece.destination, piece.length, PROT_READ | PROT_WRITE)) {
-      return s.Fault();
+    if (!s.KernelOperandOk(piece.source, piece.length, PROT_READ, current) ||
+        !s.KernelOperandOk(piece.destination, piece.length, PROT_READ | PROT_WRITE, current)) {
+      return s.Fault(current);
     }
   }
   for (const ScatterPiece& piece : pieces) {
@@ -920,12 +1153,16 @@ CudaDriver MakeDriver() {
 
 #undef CUDAFS_FAKE_NEED_CONTEXT
 #undef CUDAFS_FAKE_ENTER
+#undef CUDAFS_FAKE_ENTER_ON
 
 }  // namespace
 }  // namespace fake_cuda_internal
 
 FakeCudaDriver::FakeCudaDriver(FakeGpuOptions options)
-    : state_(std::make_unique<fake_cuda_internal::State>(std::move(options))) {
+    : FakeCudaDriver(std::vector<FakeGpuOptions>{std::move(options)}) {}
+
+FakeCudaDriver::FakeCudaDriver(std::vector<FakeGpuOptions> gpus)
+    : state_(std::make_unique<fake_cuda_internal::State>(std::move(gpus))) {
   fake_cuda_internal::State* expected = nullptr;
   if (!fake_cuda_internal::installed.compare_exchange_strong(expected, state_.get())) {
     fake_cuda_internal::Die("a second FakeCudaDriver while one is alive");
@@ -939,17 +1176,55 @@ FakeCudaDriver::~FakeCudaDriver() {
 
 void FakeCudaDriver::FailNext(absl::string_view entry_point, CUresult result, int count) {
   absl::MutexLock lock(&state_->mu);
-  state_->FailNext(entry_point, result, count);
+  state_->FailNext(entry_point, result, count, fake_cuda_internal::kNoDevice);
 }
 
-void FakeCudaDriver::set_vram_limit(uint64_t bytes) {
+void FakeCudaDriver::FailNext(absl::string_view entry_point, CUresult result, int count,
+                              int device) {
+  state_->CheckDevice(device);
   absl::MutexLock lock(&state_->mu);
-  state_->SetVramLimit(bytes);
+  state_->FailNext(entry_point, result, count, device);
+}
+
+void FakeCudaDriver::set_vram_limit(uint64_t bytes) { set_vram_limit(0, bytes); }
+
+void FakeCudaDriver::set_vram_limit(int device, uint64_t bytes) {
+  state_->CheckDevice(device);
+  absl::MutexLock lock(&state_->mu);
+  state_->gpu(device).vram_limit = bytes;
+}
+
+void FakeCudaDriver::set_used_by_others(int device, uint64_t bytes) {
+  state_->CheckDevice(device);
+  absl::MutexLock lock(&state_->mu);
+  state_->gpu(device).used_by_others = bytes;
 }
 
 FakeCudaDriver::Stats FakeCudaDriver::stats() const {
   absl::MutexLock lock(&state_->mu);
-  return state_->Snapshot();
+  Stats sum;
+  for (int device = 0; device < state_->DeviceCount(); ++device) {
+    const Stats one = state_->Snapshot(device);
+    sum.contexts_created += one.contexts_created;
+    sum.live_contexts += one.live_contexts;
+    sum.live_streams += one.live_streams;
+    sum.live_modules += one.live_modules;
+    sum.live_physical_allocations += one.live_physical_allocations;
+    sum.physical_bytes += one.physical_bytes;
+    sum.mapped_bytes += one.mapped_bytes;
+    sum.reserved_bytes += one.reserved_bytes;
+    sum.pinned_host_bytes += one.pinned_host_bytes;
+    sum.registered_host_bytes += one.registered_host_bytes;
+    sum.leaked_at_destroy += one.leaked_at_destroy;
+    sum.largest_create = std::max(sum.largest_create, one.largest_create);
+  }
+  return sum;
+}
+
+FakeCudaDriver::Stats FakeCudaDriver::stats(int device) const {
+  state_->CheckDevice(device);
+  absl::MutexLock lock(&state_->mu);
+  return state_->Snapshot(device);
 }
 
 int FakeCudaDriver::calls(absl::string_view entry_point) const {

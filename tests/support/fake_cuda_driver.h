@@ -2,11 +2,22 @@
 // built on CudaDriver (CudaDevice) runs and is checked where there is no GPU
 // (CI).
 //
-// One fake GPU, device 0, with virtual memory management. Device addresses
-// are host addresses: a reservation is a PROT_NONE host range and physical
-// memory a memfd mapped into it, so a test may read device memory directly
-// and data survives unmap and remap as in VRAM. Copies run at enqueue; the
-// scatter kernel (scatter_kernel.h) runs on the CPU.
+// One fake GPU, device 0, or several (ordinals 0..N-1), with virtual memory
+// management. Device addresses are host addresses: a reservation is a
+// PROT_NONE host range and physical memory a memfd mapped into it, so a
+// test may read device memory directly and data survives unmap and remap as
+// in VRAM. Copies run at enqueue; the scatter kernel (scatter_kernel.h) runs
+// on the CPU.
+//
+// Each GPU has its own primary context, its own memory limit and its own
+// injected failures. Physical memory is on the device its
+// CUmemAllocationProp names and counts against that device's limit, but
+// belongs, as everything else made through a context (reservations,
+// streams, modules, host memory), to the context current when it was made:
+// destroying that context frees it. Addresses are unified: any context may
+// map, copy and run kernels on memory of any device, as long as
+// cuMemSetAccess granted the current context's device access to it (peer
+// access, always possible here).
 //
 // The fake is strict where the real driver would fail or crash later:
 //  - calls that need a current context (cuMemGetInfo, cuMemAddressReserve,
@@ -22,8 +33,14 @@
 //    later retain makes a context with a new handle (the real driver reuses
 //    the handle: code that works here works there, not the reverse);
 //  - a copy or launch touching device addresses that are not mapped and
-//    made accessible fails with CUDA_ERROR_ILLEGAL_ADDRESS, which is sticky
-//    for the context, as on a GPU.
+//    made accessible to the current context's device fails with
+//    CUDA_ERROR_ILLEGAL_ADDRESS, which is sticky for the context, as on a
+//    GPU; so is an injected sticky error (FailNext), for the context of the
+//    device the call was made on;
+//  - streams, modules and functions work only in the context that made
+//    them; host memory registered or allocated without the PORTABLE flag is
+//    addressable by kernels only there; host ranges are registered once for
+//    the whole process, as in the driver.
 #ifndef CUDAFS_TESTS_SUPPORT_FAKE_CUDA_DRIVER_H_
 #define CUDAFS_TESTS_SUPPORT_FAKE_CUDA_DRIVER_H_
 
@@ -32,6 +49,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "alloc/devices/cuda_driver.h"
@@ -43,7 +61,8 @@ struct FakeGpuOptions {
   std::string pci_bus_id = "0000:65:00.0";  // as cuDeviceGetPCIBusId writes it
   uint64_t total_bytes = uint64_t{8} << 30;
   // cuMemCreate fails with CUDA_ERROR_OUT_OF_MEMORY beyond this many bytes
-  // live (or total_bytes, whichever is less).
+  // live on the device (or total_bytes, whichever is less), other
+  // programs' included (set_used_by_others).
   uint64_t vram_limit = UINT64_MAX;
 };
 
@@ -54,7 +73,10 @@ class State;
 class FakeCudaDriver {
  public:
   // Installs the fake for the whole process: only one may exist at a time.
+  // One GPU.
   explicit FakeCudaDriver(FakeGpuOptions options = {});
+  // gpus[i] is device i. At least one; their pci_bus_ids must differ.
+  explicit FakeCudaDriver(std::vector<FakeGpuOptions> gpus);
   // Frees everything the fake still holds (contexts, memory, mappings).
   // Handles made by it stay invalid for any later fake.
   ~FakeCudaDriver();
@@ -67,16 +89,31 @@ class FakeCudaDriver {
 
   // The next `count` calls of `entry_point` ("cuMemCreate": the names of
   // CUDAFS_CUDA_ENTRY_POINTS) return `result` without doing anything;
-  // kAlways: every call from now on; 0: none (cancels).
+  // kAlways: every call from now on; 0: none (cancels). A sticky error
+  // (CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED...) also makes
+  // the primary context of the call's device unusable until destroyed.
   static constexpr int kAlways = -1;
   void FailNext(absl::string_view entry_point, CUresult result, int count = 1);
+  // The same, counting only calls made on `device`: those naming it (a
+  // device, ordinal, memory location, bus id or context argument) and,
+  // for the others, those made with one of its contexts current. A call
+  // on `device` takes a failure set so before one set for any device.
+  void FailNext(absl::string_view entry_point, CUresult result, int count, int device);
 
-  // Changes FakeGpuOptions::vram_limit; memory already made stays.
+  // Changes FakeGpuOptions::vram_limit of device 0, or of `device`; memory
+  // already made stays.
   void set_vram_limit(uint64_t bytes);
+  void set_vram_limit(int device, uint64_t bytes);
+  // Simulates other programs holding `bytes` of the device: they count
+  // against cuMemCreate's limit and are not free for cuMemGetInfo.
+  void set_used_by_others(int device, uint64_t bytes);
 
+  // For one device, physical allocations are those on it (the location
+  // cuMemCreate was given) and mapped_bytes the mappings of its memory;
+  // everything else is what was made under its contexts.
   struct Stats {
     int contexts_created = 0;
-    int live_contexts = 0;  // 0 or 1: the primary context
+    int live_contexts = 0;  // 0 or 1 a device: its primary context
     int live_streams = 0;
     int live_modules = 0;
     int live_physical_allocations = 0;  // made by cuMemCreate, not yet freed
@@ -90,7 +127,9 @@ class FakeCudaDriver {
     int leaked_at_destroy = 0;
     uint64_t largest_create = 0;  // the largest size cuMemCreate was asked for
   };
+  // The sum over all devices (largest_create: the largest of theirs).
   Stats stats() const;
+  Stats stats(int device) const;
 
   // How many times `entry_point` was called, failed calls included.
   int calls(absl::string_view entry_point) const;

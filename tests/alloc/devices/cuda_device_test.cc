@@ -21,9 +21,9 @@ namespace {
 class CudaDeviceTest : public testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<int> index = ResolveCudaDevice("");
-    if (!index.ok()) GTEST_SKIP() << "no usable GPU: " << index.status().message();
-    index_ = *index;
+    absl::StatusOr<std::vector<int>> first = ResolveCudaDevices("");
+    if (!first.ok()) GTEST_SKIP() << "no usable GPU: " << first.status().message();
+    index_ = first->front();
   }
 
   std::unique_ptr<CudaDevice> Open(uint64_t size) {
@@ -260,19 +260,20 @@ TEST_F(CudaDeviceTest, CommittingMoreThanTheGpuHasIsResourceExhausted) {
 }
 
 TEST(CudaDeviceNames, UnknownDevicesAreInvalidArgument) {
-  absl::StatusOr<int> first = ResolveCudaDevice("");
+  absl::StatusOr<std::vector<int>> first = ResolveCudaDevices("");
   if (!first.ok()) GTEST_SKIP() << "no usable GPU: " << first.status().message();
-  EXPECT_TRUE(absl::IsInvalidArgument(ResolveCudaDevice("999").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(ResolveCudaDevice("-1").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(ResolveCudaDevice("ffff:ff:1f.7").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ResolveCudaDevices("999").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ResolveCudaDevices("-1").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ResolveCudaDevices("ffff:ff:1f.7").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ResolveCudaDevices("0+0").status()));
   absl::StatusOr<std::vector<CudaDeviceInfo>> devices = ListCudaDevices();
   ASSERT_TRUE(devices.ok());
   ASSERT_FALSE(devices->empty());
   // Bus ids resolve to their own index.
   for (const CudaDeviceInfo& info : *devices) {
-    absl::StatusOr<int> by_bus = ResolveCudaDevice(info.pci_bus_id);
+    absl::StatusOr<std::vector<int>> by_bus = ResolveCudaDevices(info.pci_bus_id);
     ASSERT_TRUE(by_bus.ok()) << info.pci_bus_id << ": " << by_bus.status();
-    EXPECT_EQ(*by_bus, info.index);
+    EXPECT_EQ(*by_bus, std::vector<int>{info.index});
     EXPECT_GT(info.total_bytes, 0u);
     EXPECT_LE(info.free_bytes, info.total_bytes);
   }

@@ -20,41 +20,48 @@ class FakeCudaDriverTest : public testing::Test {
  protected:
   explicit FakeCudaDriverTest(FakeGpuOptions options = {})
       : fake_(std::move(options)), cu_(fake_.driver()) {}
+  explicit FakeCudaDriverTest(std::vector<FakeGpuOptions> gpus)
+      : fake_(std::move(gpus)), cu_(fake_.driver()) {}
 
   // Leaves no context current for the next test's fake.
   ~FakeCudaDriverTest() override { cu_.cuCtxSetCurrent(nullptr); }
 
-  // Retains the primary context and makes it current.
-  CUcontext Enter() {
+  // Retains the device's primary context and makes it current.
+  CUcontext Enter(CUdevice device = 0) {
     CUcontext context = nullptr;
-    EXPECT_EQ(cu_.cuDevicePrimaryCtxRetain(&context, 0), CUDA_SUCCESS);
+    EXPECT_EQ(cu_.cuDevicePrimaryCtxRetain(&context, device), CUDA_SUCCESS);
     EXPECT_EQ(cu_.cuCtxSetCurrent(context), CUDA_SUCCESS);
     return context;
   }
 
-  static CUmemAllocationProp DeviceProp() {
+  static CUmemAllocationProp DeviceProp(int device = 0) {
     CUmemAllocationProp prop = {};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    prop.location.id = device;
     return prop;
   }
 
-  CUmemGenericAllocationHandle Create(size_t size = kGranule) {
-    const CUmemAllocationProp prop = DeviceProp();
+  CUmemGenericAllocationHandle Create(size_t size = kGranule, int device = 0) {
+    const CUmemAllocationProp prop = DeviceProp(device);
     CUmemGenericAllocationHandle handle = 0;
     EXPECT_EQ(cu_.cuMemCreate(&handle, size, &prop, 0), CUDA_SUCCESS);
     return handle;
   }
 
-  CUresult MapReadWrite(CUdeviceptr address, CUmemGenericAllocationHandle handle,
-                        size_t offset = 0) {
+  // Maps one granule and lets `device` read and write it.
+  CUresult MapReadWrite(CUdeviceptr address, CUmemGenericAllocationHandle handle, size_t offset = 0,
+                        int device = 0) {
     if (CUresult r = cu_.cuMemMap(address, kGranule, offset, handle, 0); r != CUDA_SUCCESS) {
       return r;
     }
+    return SetAccess(address, device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  }
+
+  CUresult SetAccess(CUdeviceptr address, int device, CUmemAccess_flags flags) {
     CUmemAccessDesc access = {};
-    access.location = DeviceProp().location;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    access.location = DeviceProp(device).location;
+    access.flags = flags;
     return cu_.cuMemSetAccess(address, kGranule, &access, 1);
   }
 
@@ -429,6 +436,282 @@ TEST_F(FakeCudaDriverTest, DestroyingTheContextFreesAndCountsWhatItHeld) {
   EXPECT_EQ(cu_.cuStreamDestroy(stream), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cu_.cuMemHostUnregister(buffer.data()), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
   EXPECT_EQ(cu_.cuMemAddressFree(base, 2 * kGranule), CUDA_ERROR_INVALID_VALUE);
+}
+
+// Two GPUs; the second has 4 GiB.
+class FakeCudaDriverTwoGpusTest : public FakeCudaDriverTest {
+ protected:
+  FakeCudaDriverTwoGpusTest()
+      : FakeCudaDriverTest(std::vector<FakeGpuOptions>{
+            {.name = "Fake GPU A", .pci_bus_id = "0000:65:00.0"},
+            {.name = "Fake GPU B", .pci_bus_id = "0000:66:00.0", .total_bytes = size_t{4} << 30},
+        }) {}
+};
+
+TEST_F(FakeCudaDriverTwoGpusTest, EnumerateWithTheirNamesAndBusIds) {
+  int count = 0;
+  ASSERT_EQ(cu_.cuDeviceGetCount(&count), CUDA_SUCCESS);
+  EXPECT_EQ(count, 2);
+  CUdevice device = -1;
+  EXPECT_EQ(cu_.cuDeviceGet(&device, 2), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cu_.cuDeviceGet(&device, -1), CUDA_ERROR_INVALID_DEVICE);
+  const char* const names[] = {"Fake GPU A", "Fake GPU B"};
+  const char* const bus_ids[] = {"0000:65:00.0", "0000:66:00.0"};
+  const size_t totals[] = {size_t{8} << 30, size_t{4} << 30};
+  for (int ordinal = 0; ordinal < 2; ++ordinal) {
+    ASSERT_EQ(cu_.cuDeviceGet(&device, ordinal), CUDA_SUCCESS);
+    EXPECT_EQ(device, ordinal);
+    char text[64];
+    ASSERT_EQ(cu_.cuDeviceGetName(text, sizeof text, device), CUDA_SUCCESS);
+    EXPECT_STREQ(text, names[ordinal]);
+    ASSERT_EQ(cu_.cuDeviceGetPCIBusId(text, sizeof text, device), CUDA_SUCCESS);
+    EXPECT_STREQ(text, bus_ids[ordinal]);
+    CUdevice found = -1;
+    ASSERT_EQ(cu_.cuDeviceGetByPCIBusId(&found, bus_ids[ordinal]), CUDA_SUCCESS);
+    EXPECT_EQ(found, ordinal);
+    ASSERT_EQ(cu_.cuDeviceGetByPCIBusId(&found, bus_ids[ordinal] + 5), CUDA_SUCCESS);
+    EXPECT_EQ(found, ordinal);
+    size_t total = 0;
+    ASSERT_EQ(cu_.cuDeviceTotalMem(&total, device), CUDA_SUCCESS);
+    EXPECT_EQ(total, totals[ordinal]);
+    int value = 0;
+    ASSERT_EQ(cu_.cuDeviceGetAttribute(
+                  &value, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device),
+              CUDA_SUCCESS);
+    EXPECT_EQ(value, 1);
+    const CUmemAllocationProp prop = DeviceProp(ordinal);
+    size_t granule = 0;
+    EXPECT_EQ(cu_.cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+              CUDA_SUCCESS);
+  }
+  CUdevice found = -1;
+  EXPECT_EQ(cu_.cuDeviceGetByPCIBusId(&found, "0000:67:00.0"), CUDA_ERROR_INVALID_DEVICE);
+  char text[64];
+  EXPECT_EQ(cu_.cuDeviceGetName(text, sizeof text, 2), CUDA_ERROR_INVALID_DEVICE);
+  size_t total = 0;
+  EXPECT_EQ(cu_.cuDeviceTotalMem(&total, 2), CUDA_ERROR_INVALID_DEVICE);
+  int value = 0;
+  EXPECT_EQ(cu_.cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 2),
+            CUDA_ERROR_INVALID_DEVICE);
+  const CUmemAllocationProp prop = DeviceProp(2);
+  size_t granule = 0;
+  EXPECT_EQ(cu_.cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            CUDA_ERROR_INVALID_DEVICE);
+  CUcontext context = nullptr;
+  EXPECT_EQ(cu_.cuDevicePrimaryCtxRetain(&context, 2), CUDA_ERROR_INVALID_DEVICE);
+}
+
+TEST_F(FakeCudaDriverTwoGpusTest, EachDeviceHasItsOwnPrimaryContext) {
+  const CUcontext first = Enter(0);
+  const CUcontext second = Enter(1);
+  EXPECT_NE(first, second);
+  CUcontext again = nullptr;
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRetain(&again, 1), CUDA_SUCCESS);
+  EXPECT_EQ(again, second);
+  EXPECT_EQ(fake_.stats().live_contexts, 2);
+  EXPECT_EQ(fake_.stats(1).contexts_created, 1);
+
+  // Device 1's context holds memory with data and a stream.
+  const CUdeviceptr base = Reserve(kGranule);
+  ASSERT_EQ(MapReadWrite(base, Create(kGranule, 1), 0, 1), CUDA_SUCCESS);
+  const std::string data(4096, 'b');
+  CUstream stream;
+  ASSERT_EQ(cu_.cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuMemcpyAsync(base, Ptr(data.data()), data.size(), stream), CUDA_SUCCESS);
+  // Device 0's context, a stream.
+  ASSERT_EQ(cu_.cuCtxSetCurrent(first), CUDA_SUCCESS);
+  CUstream other;
+  ASSERT_EQ(cu_.cuStreamCreate(&other, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuStreamSynchronize(stream), CUDA_ERROR_INVALID_HANDLE);  // device 1's
+  EXPECT_EQ(fake_.stats(0).live_streams, 1);
+  EXPECT_EQ(fake_.stats().live_streams, 2);
+
+  // Destroying device 0's frees only its own.
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats(0).live_contexts, 0);
+  EXPECT_EQ(fake_.stats(0).leaked_at_destroy, 1);
+  EXPECT_EQ(fake_.stats(1).leaked_at_destroy, 0);
+  EXPECT_EQ(fake_.stats(1).live_contexts, 1);
+  EXPECT_EQ(fake_.stats(1).live_streams, 1);
+  EXPECT_EQ(fake_.stats(1).physical_bytes, kGranule);
+  EXPECT_EQ(fake_.stats(1).mapped_bytes, kGranule);
+  size_t free = 0, total = 0;
+  EXPECT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  ASSERT_EQ(cu_.cuCtxSetCurrent(second), CUDA_SUCCESS);
+  std::string back(data.size(), '\0');
+  ASSERT_EQ(cu_.cuMemcpyAsync(Ptr(back.data()), base, back.size(), stream), CUDA_SUCCESS);
+  EXPECT_EQ(back, data);
+
+  // Two references: the first release leaves it.
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats(1).live_contexts, 1);
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats(1).leaked_at_destroy, 3);  // stream, allocation, reservation
+  EXPECT_EQ(fake_.stats().live_contexts, 0);
+  EXPECT_EQ(fake_.stats().leaked_at_destroy, 4);
+  EXPECT_EQ(fake_.stats().physical_bytes + fake_.stats().reserved_bytes, 0u);
+}
+
+TEST_F(FakeCudaDriverTwoGpusTest, CreateCountsAgainstItsDevicesLimitOnly) {
+  fake_.set_vram_limit(1, 2 * kGranule);
+  Enter(1);
+  const CUmemAllocationProp on_second = DeviceProp(1);
+  const CUmemGenericAllocationHandle second[] = {Create(kGranule, 1), Create(kGranule, 1)};
+  CUmemGenericAllocationHandle more = 0;
+  EXPECT_EQ(cu_.cuMemCreate(&more, kGranule, &on_second, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  // Device 0 still has room, even made from device 1's context.
+  const CUmemGenericAllocationHandle first[] = {Create(kGranule, 0), Create(4 * kGranule, 0)};
+  const CUmemAllocationProp nowhere = DeviceProp(2);
+  EXPECT_EQ(cu_.cuMemCreate(&more, kGranule, &nowhere, 0), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(fake_.stats(0).physical_bytes, 5 * kGranule);
+  EXPECT_EQ(fake_.stats(0).largest_create, 4 * kGranule);
+  EXPECT_EQ(fake_.stats(1).physical_bytes, 2 * kGranule);
+  EXPECT_EQ(fake_.stats(1).largest_create, kGranule);
+  EXPECT_EQ(fake_.stats().physical_bytes, 7 * kGranule);
+  EXPECT_EQ(fake_.stats().live_physical_allocations, 4);
+
+  fake_.set_vram_limit(1, 4 * kGranule);
+  const CUmemGenericAllocationHandle third = Create(kGranule, 1);
+  // Another program takes the rest.
+  fake_.set_used_by_others(1, kGranule);
+  EXPECT_EQ(cu_.cuMemCreate(&more, kGranule, &on_second, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  fake_.set_used_by_others(1, 0);
+  const CUmemGenericAllocationHandle fourth = Create(kGranule, 1);
+  for (auto handle : {second[0], second[1], first[0], first[1], third, fourth}) {
+    EXPECT_EQ(cu_.cuMemRelease(handle), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(fake_.stats().live_physical_allocations, 0);
+}
+
+TEST_F(FakeCudaDriverTwoGpusTest, MemGetInfoIsPerDevice) {
+  const CUcontext first = Enter(0);
+  const CUcontext second = Enter(1);
+  const CUmemGenericAllocationHandle handle = Create(kGranule, 1);
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, size_t{4} << 30);
+  EXPECT_EQ(free, (size_t{4} << 30) - kGranule);
+  fake_.set_used_by_others(1, size_t{1} << 30);
+  ASSERT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, (size_t{3} << 30) - kGranule);
+  // Never below 0.
+  fake_.set_vram_limit(1, size_t{1} << 30);
+  ASSERT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, 0u);
+  EXPECT_EQ(total, size_t{4} << 30);
+
+  ASSERT_EQ(cu_.cuCtxSetCurrent(first), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, size_t{8} << 30);
+  EXPECT_EQ(free, total);
+  fake_.set_used_by_others(0, size_t{3} << 30);
+  fake_.set_vram_limit(0, size_t{7} << 30);
+  ASSERT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, size_t{4} << 30);
+  EXPECT_EQ(total, size_t{8} << 30);
+  ASSERT_EQ(cu_.cuCtxSetCurrent(second), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemRelease(handle), CUDA_SUCCESS);
+}
+
+TEST_F(FakeCudaDriverTwoGpusTest, FailuresOnOneDeviceLeaveTheOtherWorking) {
+  const CUcontext first = Enter(0);
+  const CUcontext second = Enter(1);
+  // Named by location, whichever context is current.
+  fake_.FailNext("cuMemCreate", CUDA_ERROR_OUT_OF_MEMORY, FakeCudaDriver::kAlways, 1);
+  const CUmemAllocationProp on_second = DeviceProp(1);
+  CUmemGenericAllocationHandle handle = 0;
+  EXPECT_EQ(cu_.cuMemCreate(&handle, kGranule, &on_second, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cu_.cuMemRelease(Create(kGranule, 0)), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuCtxSetCurrent(first), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemCreate(&handle, kGranule, &on_second, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  fake_.FailNext("cuMemCreate", CUDA_SUCCESS, 0, 1);
+  EXPECT_EQ(cu_.cuMemRelease(Create(kGranule, 1)), CUDA_SUCCESS);
+
+  // Named by ordinal.
+  fake_.FailNext("cuDeviceTotalMem", CUDA_ERROR_UNKNOWN, 1, 1);
+  size_t total = 0;
+  EXPECT_EQ(cu_.cuDeviceTotalMem(&total, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuDeviceTotalMem(&total, 1), CUDA_ERROR_UNKNOWN);
+  EXPECT_EQ(cu_.cuDeviceTotalMem(&total, 1), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.calls("cuDeviceTotalMem"), 3);
+
+  // By the current context; a sticky error makes that context unusable.
+  fake_.FailNext("cuStreamCreate", CUDA_ERROR_ILLEGAL_ADDRESS, 1, 1);
+  CUstream stream;
+  ASSERT_EQ(cu_.cuStreamCreate(&stream, 0), CUDA_SUCCESS);  // device 0's
+  ASSERT_EQ(cu_.cuCtxSetCurrent(second), CUDA_SUCCESS);
+  CUstream lost;
+  EXPECT_EQ(cu_.cuStreamCreate(&lost, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+  size_t free = 0;
+  EXPECT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_EQ(cu_.cuCtxSetCurrent(first), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuStreamDestroy(stream), CUDA_SUCCESS);
+  // Only a new context recovers.
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+  Enter(1);
+  EXPECT_EQ(cu_.cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+
+  // The three-argument form still fails calls on any device.
+  fake_.FailNext("cuDeviceGetName", CUDA_ERROR_UNKNOWN, 2);
+  char name[64];
+  EXPECT_EQ(cu_.cuDeviceGetName(name, sizeof name, 0), CUDA_ERROR_UNKNOWN);
+  EXPECT_EQ(cu_.cuDeviceGetName(name, sizeof name, 1), CUDA_ERROR_UNKNOWN);
+  EXPECT_EQ(cu_.cuDeviceGetName(name, sizeof name, 1), CUDA_SUCCESS);
+}
+
+// Memory of device 1, in a reservation of device 0's context, copied under
+// device 0's context once device 0 may access it.
+TEST_F(FakeCudaDriverTwoGpusTest, PeerMemoryCopiesUnderTheOtherContext) {
+  const CUcontext first = Enter(0);
+  const CUdeviceptr base = Reserve(2 * kGranule);
+  CUstream stream;
+  ASSERT_EQ(cu_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  const CUcontext second = Enter(1);
+  const CUmemGenericAllocationHandle handle = Create(kGranule, 1);
+  ASSERT_EQ(cu_.cuMemMap(base, kGranule, 0, handle, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access[2] = {};
+  for (int device = 0; device < 2; ++device) {
+    access[device].location = DeviceProp(device).location;
+    access[device].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
+  access[1].location.id = 2;
+  EXPECT_EQ(cu_.cuMemSetAccess(base, kGranule, access, 2), CUDA_ERROR_INVALID_DEVICE);
+  access[1].location.id = 1;
+  ASSERT_EQ(cu_.cuMemSetAccess(base, kGranule, access, 2), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats(1).mapped_bytes, kGranule);
+  EXPECT_EQ(fake_.stats(0).mapped_bytes, 0u);
+  EXPECT_EQ(fake_.stats(0).reserved_bytes, 2 * kGranule);
+
+  ASSERT_EQ(cu_.cuCtxSetCurrent(first), CUDA_SUCCESS);
+  const std::string data(8192, 'p');
+  ASSERT_EQ(cu_.cuMemcpyAsync(base + 100, Ptr(data.data()), data.size(), stream), CUDA_SUCCESS);
+  std::string back(data.size(), '\0');
+  ASSERT_EQ(cu_.cuMemcpyAsync(Ptr(back.data()), base + 100, back.size(), stream), CUDA_SUCCESS);
+  EXPECT_EQ(back, data);
+  ASSERT_EQ(cu_.cuCtxSetCurrent(second), CUDA_SUCCESS);
+  back.assign(data.size(), '\0');
+  ASSERT_EQ(cu_.cuMemcpyAsync(Ptr(back.data()), base + 100, back.size(), nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(back, data);
+
+  // Access taken back from device 0: its copies fault, device 1's go on.
+  ASSERT_EQ(SetAccess(base, 0, CU_MEM_ACCESS_FLAGS_PROT_NONE), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuCtxSetCurrent(first), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemcpyAsync(Ptr(back.data()), base, 1, stream), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(cu_.cuStreamSynchronize(stream), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_EQ(cu_.cuCtxSetCurrent(second), CUDA_SUCCESS);
+  EXPECT_EQ(cu_.cuMemcpyAsync(Ptr(back.data()), base, 1, nullptr), CUDA_SUCCESS);
+
+  // Device 1's context goes with its memory: device 0's reservation stays,
+  // bare.
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats(1).leaked_at_destroy, 1);  // the allocation
+  EXPECT_EQ(fake_.stats().mapped_bytes, 0u);
+  EXPECT_EQ(fake_.stats(0).reserved_bytes, 2 * kGranule);
+  EXPECT_EQ(cu_.cuMemUnmap(base, kGranule), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cu_.cuMemAddressFree(base, 2 * kGranule), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats(0).leaked_at_destroy, 1);  // the stream
 }
 
 }  // namespace

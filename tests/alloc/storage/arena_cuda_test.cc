@@ -16,13 +16,14 @@ namespace {
 
 // The arena over VRAM: memory follows blocks, not the arena's size.
 TEST(CudaArenaTest, ArenaMemoryFollowsAllocatedBlocks) {
-  absl::StatusOr<int> index = ResolveCudaDevice("");
-  if (!index.ok()) GTEST_SKIP() << "no usable GPU: " << index.status().message();
-  absl::StatusOr<std::unique_ptr<CudaDevice>> opened = CudaDevice::Create(*index, 32 * kGiB);
+  absl::StatusOr<std::vector<int>> first = ResolveCudaDevices("");
+  if (!first.ok()) GTEST_SKIP() << "no usable GPU: " << first.status().message();
+  const int index = first->front();
+  absl::StatusOr<std::unique_ptr<CudaDevice>> opened = CudaDevice::Create(index, 32 * kGiB);
   ASSERT_TRUE(opened.ok()) << opened.status();
   CudaDevice* device = opened->get();
   Arena arena(device, 4096);
-  const uint64_t before = FreeVram(*index);
+  const uint64_t before = FreeVram(index);
   std::vector<Block> blocks;
   for (int i = 0; i < 256; ++i) {  // 1 GiB in 4 MiB blocks
     absl::StatusOr<Block> block = arena.Allocate(4 * kMiB);
@@ -30,10 +31,10 @@ TEST(CudaArenaTest, ArenaMemoryFollowsAllocatedBlocks) {
     blocks.push_back(*block);
   }
   EXPECT_EQ(arena.Stats().committed_bytes, 1 * kGiB);
-  EXPECT_GE(before - FreeVram(*index), 1 * kGiB - 64 * kMiB);
+  EXPECT_GE(before - FreeVram(index), 1 * kGiB - 64 * kMiB);
   for (const Block& block : blocks) arena.Free(block);
   EXPECT_EQ(arena.Stats().committed_bytes, 0u);
-  EXPECT_GE(FreeVram(*index) + 64 * kMiB, before);
+  EXPECT_GE(FreeVram(index) + 64 * kMiB, before);
 }
 
 }  // namespace

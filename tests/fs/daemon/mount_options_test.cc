@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 
 namespace cudafs {
@@ -392,10 +393,31 @@ TEST(MountOptionTest, Device) {
     ASSERT_TRUE(options.ok()) << options.status();
     EXPECT_EQ(options->device, device);
   }
-  for (const char* option : {"device=", "device=gpu0", "device=-1", "device=0 ", "device=/dev/x"}) {
+  // Several GPUs as one mount.
+  for (const char* device : {"all", "0+1", "0+0000:3b:00.0+3", "0\\,1"}) {
+    SCOPED_TRACE(device);
+    const std::string option = std::string("device=") + device;
+    absl::StatusOr<MountOptions> options = ParseOption(option.c_str());
+    ASSERT_TRUE(options.ok()) << options.status();
+    EXPECT_EQ(options->device, absl::StrReplaceAll(device, {{"\\", ""}}));
+  }
+  for (const char* option : {"device=", "device=gpu0", "device=-1", "device=0 ", "device=/dev/x",
+                             "device=0+", "device=+1", "device=all+1", "device=0++1"}) {
     SCOPED_TRACE(option);
     EXPECT_TRUE(Contains(OptionError(option), "bad value for device=:"));
   }
+}
+
+TEST(MountOptionTest, Reserve) {
+  absl::StatusOr<MountOptions> options = ParseOption("reserve=2g");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->reserve.Resolve(80 * kGiB, 0), 2 * kGiB);
+  options = ParseOption("reserve=10%");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->reserve.Resolve(80 * kGiB, 0), 8 * kGiB);
+  EXPECT_EQ(MountOptions().reserve.Resolve(80 * kGiB, 0), 0u) << "none by default";
+  EXPECT_TRUE(Contains(OptionError("reserve=0"), "bad value for reserve=:"));
+  EXPECT_TRUE(Contains(OptionError("reserve=101%"), "bad value for reserve=:"));
 }
 
 TEST(MountOptionTest, MinBlock) {

@@ -73,6 +73,15 @@ TEST(MountPlanTest, CacheBeyondHalfTheMachinesMemoryIsRefused) {
   EXPECT_TRUE(MountPlan::Make(Options("cache=512m"), facts).ok());
 }
 
+TEST(MountPlanTest, ReserveIsForGpus) {
+  EXPECT_TRUE(MountPlan::Make(Options("reserve=1g"), Facts()).ok());
+  EXPECT_TRUE(MountPlan::Make(Options("reserve=1g,backend=cuda"), Facts()).ok());
+  for (const char* options : {"reserve=1g,backend=host", "reserve=5%,backend=null"}) {
+    SCOPED_TRACE(options);
+    EXPECT_TRUE(absl::IsInvalidArgument(MountPlan::Make(Options(options), Facts()).status()));
+  }
+}
+
 TEST(MountPlanTest, IoUringWhereOfferedAndRequiredByUringOn) {
   MachineFacts facts = Facts();
   absl::StatusOr<MountPlan> plan = MountPlan::Make(Options(), facts);

@@ -237,14 +237,21 @@ def load_safetensors(path, device="cuda", writable=False):
     with open(path, "rb") as f:
         (header_size,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(header_size))
-    mapping = map(path, writable=writable)
+    wanted = torch.device(device)
+    if wanted.type == "cuda" and wanted.index is not None:
+        # The mapping is made for the current context's GPU: the one asked
+        # for, wherever on the mount's GPUs the file lies.
+        with torch.cuda.device(wanted.index):
+            torch.cuda.synchronize()  # makes its context current
+            mapping = map(path, writable=writable)
+    else:
+        mapping = map(path, writable=writable)
     if mapping.is_cuda:
         where = torch.device("cuda", mapping.device)
         everything = torch.as_tensor(mapping, device=where)
     else:
         where = torch.device("cpu")
         everything = torch.frombuffer(mapping, dtype=torch.uint8)
-    wanted = torch.device(device)
     if wanted.type != where.type or (wanted.index is not None and wanted.index != where.index):
         mapping.close()
         raise ValueError("the file is mapped on %s, not %s" % (where, wanted))

@@ -1,0 +1,103 @@
+// PooledDevice: several devices (GPUs) as one arena, so one mount holds
+// the memory of all of them.
+//
+// Member i owns the arena range [base_i, base_i + its arena size): the
+// members lie one after another, each starting on a GiB boundary. Each
+// member is a part (Device::parts), so the Arena never hands out a block
+// that straddles two, and every data operation goes to the member owning
+// its range, at that member's own offsets. A member that fails (a GPU's
+// sticky error) fails only the operations that touch its range: the files
+// with bytes there read EIO, the rest of the mount works on.
+//
+// A copy between two members goes through host memory (a bounce buffer):
+// it serves copy_file_range and a shared mapping's relayout, where the
+// bytes must cross anyway. Host buffers are handed to every member to pin,
+// so requests reach each GPU from pinned memory.
+//
+// Memory for other processes: a shared export is each member's export of
+// its own ranges, one after another; a private copy is made by each member
+// for the runs of granules whose bytes it holds, so each piece stays on
+// the GPU that holds those bytes. A private copy of a file whose bytes
+// from two members meet inside one granule (only when a member was full
+// while the file grew) cannot be cut that way: FailedPrecondition.
+#ifndef CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
+#define CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "alloc/devices/device.h"
+
+namespace cudafs {
+
+class PooledDevice final : public Device {
+ public:
+  // Members' arenas start on multiples of this.
+  static constexpr uint64_t kMemberAlignment = kGiB;
+
+  // InvalidArgument without members, or when their granules differ.
+  static absl::StatusOr<std::unique_ptr<PooledDevice>> Create(
+      std::vector<std::unique_ptr<Device>> members);
+
+  std::string Describe() const override;
+  uint64_t arena_size() const override { return arena_size_; }
+  uint64_t granule_size() const override { return granule_; }
+  std::vector<DeviceRange> parts() const override;
+  std::string DescribePart(size_t part) const override;
+  absl::Status Commit(uint64_t offset, uint64_t length) override;
+  absl::Status Decommit(uint64_t offset, uint64_t length) override;
+  absl::Status Write(absl::Span<const HostToDevice> copies) override;
+  absl::Status Read(absl::Span<const DeviceToHost> copies) override;
+  absl::Status Copy(absl::Span<const DeviceToDevice> copies) override;
+  absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
+  size_t max_batch_copies() const override;
+  void* AllocateHostBuffer(size_t length) override;
+  void FreeHostBuffer(void* buffer, size_t length) override;
+  void RegisterHostMemory(void* memory, size_t length) override;
+  void UnregisterHostMemory(void* memory) override;
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
+      uint64_t size, absl::Span<const DeviceToDevice> copies) override;
+  bool can_share() const override;
+  bool Exclusive(DeviceRange range) const override;
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
+      uint64_t size, absl::Span<const DeviceRange> ranges) override;
+
+  size_t member_count() const { return members_.size(); }
+  Device& member(size_t i) const { return *members_[i].device; }
+
+ private:
+  struct Member {
+    std::unique_ptr<Device> device;
+    uint64_t base = 0;
+  };
+  // Bytes a cross-member copy moves through host memory at a time.
+  static constexpr size_t kBounceBytes = 4 * kMiB;
+
+  PooledDevice(std::vector<Member> members, uint64_t arena_size, uint64_t granule)
+      : members_(std::move(members)), arena_size_(arena_size), granule_(granule) {}
+
+  // The member whose range holds [offset, offset + length), or
+  // members_.size() when none holds all of it.
+  size_t MemberOf(uint64_t offset, uint64_t length) const;
+  absl::Status Straddles(uint64_t offset, uint64_t length) const;
+  // Runs `run` once per member with the items that lie in its range (found
+  // by `offset` and `length`, rebased by `rebase` to the member's offsets).
+  template <typename T>
+  absl::Status Route(absl::Span<const T> items, uint64_t T::*offset, size_t T::*length,
+                     absl::FunctionRef<absl::Status(Device&, absl::Span<const T>)> run) const;
+  // A copy from one member to another, through host memory.
+  absl::Status CopyAcross(const DeviceToDevice& copy) const;
+
+  const std::vector<Member> members_;
+  const uint64_t arena_size_;
+  const uint64_t granule_;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
