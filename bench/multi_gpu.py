@@ -22,9 +22,13 @@ import sys
 import tempfile
 import time
 
-import torch
+# The GPUs in PCI order, as cudafs --list-devices numbers them (the CUDA
+# runtime's default order may differ).
+os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
-import cudafs
+import torch  # noqa: E402
+
+import cudafs  # noqa: E402
 
 GIB = 1 << 30
 
@@ -93,6 +97,8 @@ def main():
 
     try:
         print(run(args.cudafs, "--list-devices"))
+        print("torch: " + ", ".join("cuda:%d %s" % (i, torch.cuda.get_device_properties(i).pci_bus_id)
+                                    for i in range(gpus)) + "\n")
         pool = mount("all", "device=all,size=90%")
         df = run("df", "-B1", pool).splitlines()[-1].split()
         one_gpu = torch.cuda.get_device_properties(0).total_memory
@@ -150,6 +156,7 @@ def main():
                 with open(source, "rb") as chunk:
                     shutil.copyfileobj(chunk, out, 4 << 20)
         rows = []
+        print(run("nvidia-smi", "--query-gpu=index,pci.bus_id,memory.used", "--format=csv"))
 
         def bandwidth(tensor, repeat=10):
             words = tensor.view(torch.int64)
@@ -183,7 +190,9 @@ def main():
             start = time.perf_counter()
             with open(path, "rb", buffering=0) as f:
                 host = torch.empty(size, dtype=torch.uint8).pin_memory()
-                f.readinto(memoryview(host.numpy()))
+                view, done = memoryview(host.numpy()), 0
+                while done < size:  # one read(2) returns at most 2 GiB
+                    done += f.readinto(view[done:])
                 through_fuse = host.to("cuda:0")
             torch.cuda.synchronize()
             rows.append(("read(2) through FUSE into pinned memory, then to GPU 0 (cold)",

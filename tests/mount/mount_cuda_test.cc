@@ -74,7 +74,9 @@ TEST_P(MountCudaTest, AnEmptyMountHoldsNoGpuMemory) {
 }
 
 TEST_P(MountCudaTest, VramUseFollowsFileContent) {
-  StartCuda({"size=8g"});
+  // GPU 0's memory is what is measured (a device=all run of the suite
+  // would spread the file over several).
+  StartCuda({"size=8g", "device=0"});
   if (IsSkipped() || HasFatalFailure()) return;
   // The context comes with the first data: make it before measuring.
   ASSERT_TRUE(WriteLarge(Path("first"), kMiB, 9));
@@ -97,7 +99,7 @@ TEST_P(MountCudaTest, EnospcWhenTheGpuRunsOutBelowSize) {
   absl::StatusOr<std::unique_ptr<cudafs::CudaDevice>> hog =
       cudafs::CudaDevice::Create(first->front(), 256 * kGiB);
   ASSERT_TRUE(hog.ok()) << hog.status();
-  StartCuda({"size=4g"});
+  StartCuda({"size=4g", "device=0"});  // the GPU the hog holds
   if (IsSkipped() || HasFatalFailure()) return;
   // Both contexts first (they come with the first data): they need memory
   // too.
