@@ -147,6 +147,25 @@ def main():
             line for line in run(args.cudafs, "--stats", "--all", pool).splitlines()
             if line.startswith("device")))
 
+        # A file striped over both GPUs, mapped from each (shared and as a
+        # private copy), against its bytes read through FUSE.
+        striped = os.path.join(pool, "r00")
+        with open(striped, "rb") as f:
+            expected = torch.frombuffer(bytearray(f.read()), dtype=torch.int64).sum().item()
+        print("## A file striped over the GPUs, mapped from each\n")
+        print("| mapped from | shared: sum matches | private copy: sum matches |\n|---|---|---|")
+        for gpu in range(gpus):
+            with torch.cuda.device(gpu):
+                torch.cuda.synchronize()
+                cells = []
+                for writable in (True, False):
+                    with cudafs.map(striped, writable=writable) as mapping:
+                        tensor = torch.as_tensor(mapping, device="cuda")
+                        cells.append(tensor.view(torch.int64).sum().item() == expected)
+                        del tensor
+                print("| cuda:%d | %s | %s |" % (gpu, cells[0], cells[1]))
+        print()
+
         # A file on GPU 1, read by a program on GPU 0.
         on_one = mount("gpu1", "device=1,size=20g")
         size = 8 * GIB
