@@ -97,8 +97,6 @@ def main():
 
     try:
         print(run(args.cudafs, "--list-devices"))
-        print("torch: " + ", ".join("cuda:%d %s" % (i, torch.cuda.get_device_properties(i).pci_bus_id)
-                                    for i in range(gpus)) + "\n")
         pool = mount("all", "device=all,size=90%")
         df = run("df", "-B1", pool).splitlines()[-1].split()
         one_gpu = torch.cuda.get_device_properties(0).total_memory
@@ -191,8 +189,8 @@ def main():
             torch.cuda.synchronize()
             with cudafs.map(path, writable=True) as mapping:
                 tensor = torch.as_tensor(mapping, device="cuda")
-                rows.append(("kernel sum over the shared mapping (tensor on %s, mapping for cuda:%d)"
-                             % (tensor.device, mapping.device), bandwidth(tensor)))
+                rows.append(("kernel sum over the shared mapping (tensor on %s, mapping for "
+                             "cuda:%d)" % (tensor.device, mapping.device), bandwidth(tensor)))
                 local = torch.empty(size, dtype=torch.uint8, device="cuda:0")
                 torch.cuda.synchronize()
                 start = time.perf_counter()

@@ -127,13 +127,15 @@ absl::Status PooledDevice::Decommit(uint64_t offset, uint64_t length) {
 }
 
 absl::Status PooledDevice::Write(absl::Span<const HostToDevice> copies) {
-  return Route<HostToDevice>(copies, &HostToDevice::device_offset, &HostToDevice::length,
-                             [](Device& d, absl::Span<const HostToDevice> c) { return d.Write(c); });
+  return Route<HostToDevice>(
+      copies, &HostToDevice::device_offset, &HostToDevice::length,
+      [](Device& d, absl::Span<const HostToDevice> c) { return d.Write(c); });
 }
 
 absl::Status PooledDevice::Read(absl::Span<const DeviceToHost> copies) {
-  return Route<DeviceToHost>(copies, &DeviceToHost::device_offset, &DeviceToHost::length,
-                             [](Device& d, absl::Span<const DeviceToHost> c) { return d.Read(c); });
+  return Route<DeviceToHost>(
+      copies, &DeviceToHost::device_offset, &DeviceToHost::length,
+      [](Device& d, absl::Span<const DeviceToHost> c) { return d.Read(c); });
 }
 
 absl::Status PooledDevice::Zero(absl::Span<const DeviceRange> ranges) {

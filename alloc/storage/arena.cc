@@ -69,7 +69,8 @@ absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size, size_t preferred,
   absl::StatusOr<Block> block = AllocateIn(preferred, size, accept);
   if (block.ok() || part_offsets_.size() == 1) return block;
   // The other parts, the emptiest first. A part whose device failed or is
-  // full (reserve=) refuses; the first refusal is what the caller hears.
+  // full (reserve=) refuses; the caller hears ENOSPC if any part was full,
+  // else the preferred part's error.
   std::vector<std::pair<uint64_t, size_t>> others;  // free bytes, part
   {
     absl::MutexLock lock(&mu_);
@@ -81,6 +82,7 @@ absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size, size_t preferred,
   for (const auto& [free, part] : others) {
     absl::StatusOr<Block> other = AllocateIn(part, size, accept);
     if (other.ok()) return other;
+    if (absl::IsResourceExhausted(other.status())) block = other;
   }
   return block;
 }

@@ -153,7 +153,9 @@ int Receive(int connection, cudafs_share_reply* reply, Pieces* pieces) {
   reply->message[sizeof reply->message - 1] = '\0';
   for (auto& bus_id : reply->pci_bus_id) bus_id[sizeof bus_id - 1] = '\0';
   if (reply->error != 0) return Fail(reply->error, "%s", reply->message);
-  if (reply->gpus > CUDAFS_SHARE_MAX_GPUS) return Fail(EIO, "the cudafs daemon named too many GPUs");
+  if (reply->gpus > CUDAFS_SHARE_MAX_GPUS) {
+    return Fail(EIO, "the cudafs daemon named too many GPUs");
+  }
   while (pieces->fds.size() < reply->pieces) {
     cudafs_share_pieces batch;
     int fds[CUDAFS_SHARE_BATCH];
@@ -309,7 +311,8 @@ int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mappin
     if (!reachable) cu->can_access_peer(&reachable, device, holders[g]);
     if (!reachable) {
       if (out->retained_context) cu->release(device);
-      return Fail(ENODEV, "this GPU cannot reach the memory of GPU %s, which holds part of the file",
+      return Fail(ENODEV,
+                  "this GPU cannot reach the memory of GPU %s, which holds part of the file",
                   reply.pci_bus_id[g]);
     }
   }

@@ -35,7 +35,9 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
   // Host memory is shared with everything on the machine already: reserve=
   // is about GPUs other programs need.
   const bool reserves = options.reserve.bytes || options.reserve.percent;
-  if (reserves && (options.backend == BackendKind::kHost || options.backend == BackendKind::kNull)) {
+  const bool gpu_less =
+      options.backend == BackendKind::kHost || options.backend == BackendKind::kNull;
+  if (reserves && gpu_less) {
     return absl::InvalidArgumentError(
         "reserve= keeps GPU memory for other programs: this backend has no GPU");
   }

@@ -287,7 +287,8 @@ TEST_F(CudaContextLifetimeTest, AnExportIsACopyOfItsOwnThatKeepsTheContext) {
   ASSERT_TRUE(exported.ok()) << exported.status();
   ASSERT_TRUE(device->Decommit(0, kGranule).ok());
   EXPECT_EQ((*exported)->kind(), ExportedMemory::Kind::kCuda);
-  EXPECT_EQ((*exported)->pieces()[0].pci_bus_id, "0000:65:00.0") << "how the importer finds the GPU";
+  EXPECT_EQ((*exported)->pieces()[0].pci_bus_id, "0000:65:00.0")
+      << "how the importer finds the GPU";
   EXPECT_EQ((*exported)->size(), kSize);
   ASSERT_EQ((*exported)->pieces().size(), 1u);
   const ExportedPiece piece = (*exported)->pieces()[0];
