@@ -145,26 +145,58 @@ def main():
             line for line in run(args.cudafs, "--stats", "--all", pool).splitlines()
             if line.startswith("device")))
 
-        # A file striped over both GPUs, mapped from each (shared and as a
-        # private copy), against its bytes read through FUSE.
-        striped = os.path.join(pool, "r00")
-        with open(striped, "rb") as f:
-            expected = torch.frombuffer(bytearray(f.read()), dtype=torch.int64).sum().item()
-        print("## A file striped over the GPUs, mapped from each\n")
-        print("| mapped from | shared: sum matches | private copy: sum matches |\n|---|---|---|")
+        def bandwidth(tensor, repeat=10):
+            """GB/s of a kernel summing `tensor` on the GPU PyTorch puts it."""
+            words = tensor.view(torch.int64)
+            with torch.cuda.device(tensor.device):
+                words.sum()
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                for _ in range(repeat):
+                    words.sum()
+                torch.cuda.synchronize()
+            return repeat * words.numel() * 8 / (time.perf_counter() - start) / 1e9
+
+        def view(mapping):
+            """The mapping as a tensor, where PyTorch places its address,
+            checked to be the mapping itself and not a copy."""
+            tensor = torch.as_tensor(mapping)
+            if tensor.data_ptr() != mapping.ptr:
+                sys.exit("PyTorch copied the mapping")
+            return tensor
+
+        def fuse_sum(path):
+            with open(path, "rb") as f:
+                return torch.frombuffer(bytearray(f.read()), dtype=torch.int64).sum().item()
+
+        # A file striped over both GPUs, mapped by a program on each (shared
+        # and as a private copy): the tensor lives on the GPU of the file's
+        # first piece, and its kernels read the other GPU's pieces over
+        # NVLink.
+        striped = os.path.join(pool, "striped")
+        with open(striped, "wb") as out:
+            for _ in range(8):
+                with open(source, "rb") as chunk:
+                    shutil.copyfileobj(chunk, out, 4 << 20)
+        expected = fuse_sum(striped)
+        print("## An 8 GiB file striped over the GPUs, mapped by a program on each\n")
+        print("| program on | mapping | tensor on | sum matches read(2) | kernel sum GB/s |")
+        print("|---|---|---|---|---:|")
         for gpu in range(gpus):
             with torch.cuda.device(gpu):
                 torch.cuda.synchronize()
-                cells = []
                 for writable in (True, False):
                     with cudafs.map(striped, writable=writable) as mapping:
-                        tensor = torch.as_tensor(mapping, device="cuda")
-                        cells.append(tensor.view(torch.int64).sum().item() == expected)
+                        tensor = view(mapping)
+                        same = tensor.view(torch.int64).sum().item() == expected
+                        print("| cuda:%d | %s | %s | %s | %.0f |"
+                              % (gpu, "shared" if writable else "private copy", tensor.device,
+                                 same, bandwidth(tensor)))
                         del tensor
-                print("| cuda:%d | %s | %s |" % (gpu, cells[0], cells[1]))
+        os.unlink(striped)
         print()
 
-        # A file on GPU 1, read by a program on GPU 0.
+        # A file on GPU 1, pulled by GPU 0 over NVLink.
         on_one = mount("gpu1", "device=1,size=20g")
         size = 8 * GIB
         path = os.path.join(on_one, "data.bin")
@@ -172,33 +204,24 @@ def main():
             for _ in range(size // GIB):
                 with open(source, "rb") as chunk:
                     shutil.copyfileobj(chunk, out, 4 << 20)
-        rows = []
+        expected = fuse_sum(path)
         print(run("nvidia-smi", "--query-gpu=index,pci.bus_id,memory.used", "--format=csv"))
-
-        def bandwidth(tensor, repeat=10):
-            words = tensor.view(torch.int64)
-            words.sum()
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(repeat):
-                words.sum()
-            torch.cuda.synchronize()
-            return repeat * words.numel() * 8 / (time.perf_counter() - start) / 1e9
-
+        rows = []
         with torch.cuda.device(0):
             torch.cuda.synchronize()
             with cudafs.map(path, writable=True) as mapping:
-                tensor = torch.as_tensor(mapping, device="cuda")
-                rows.append(("kernel sum over the shared mapping (tensor on %s, mapping for "
-                             "cuda:%d)" % (tensor.device, mapping.device), bandwidth(tensor)))
+                tensor = view(mapping)
+                if tensor.view(torch.int64).sum().item() != expected:
+                    sys.exit("the mapping and read(2) differ")
+                rows.append(("kernel sum over the mapping, on %s (the GPU holding it)"
+                             % tensor.device, bandwidth(tensor)))
                 local = torch.empty(size, dtype=torch.uint8, device="cuda:0")
                 torch.cuda.synchronize()
                 start = time.perf_counter()
                 local.copy_(tensor)
                 torch.cuda.synchronize()
-                rows.append(("copy of the mapping into GPU 0 memory",
+                rows.append(("GPU 0 copies the mapping into its own memory (peer copy)",
                              size / (time.perf_counter() - start) / 1e9))
-                expected = tensor.view(torch.int64).sum().item()
                 del tensor
             rows.append(("kernel sum over GPU 0's own memory", bandwidth(local)))
             del local
@@ -207,15 +230,13 @@ def main():
             start = time.perf_counter()
             with open(path, "rb", buffering=0) as f:
                 host = torch.empty(size, dtype=torch.uint8).pin_memory()
-                view, done = memoryview(host.numpy()), 0
+                buffer, done = memoryview(host.numpy()), 0
                 while done < size:  # one read(2) returns at most 2 GiB
-                    done += f.readinto(view[done:])
+                    done += f.readinto(buffer[done:])
                 through_fuse = host.to("cuda:0")
             torch.cuda.synchronize()
             rows.append(("read(2) through FUSE into pinned memory, then to GPU 0 (cold)",
                          size / (time.perf_counter() - start) / 1e9))
-            if through_fuse.view(torch.int64).sum().item() != expected:
-                sys.exit("the mapping and read(2) differ")
             del through_fuse, host
             torch.cuda.empty_cache()
         print("## An 8 GiB file on GPU 1, read by a program on GPU 0\n")

@@ -359,7 +359,10 @@ int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mappin
     return CudaFail(result, "importing the file's memory");
   }
   out->memory = CUDAFS_MEMORY_CUDA;
-  out->device = device;
+  // Where CUDA says the address lives (so where PyTorch puts a tensor of
+  // it): the GPU of the first piece. With no context of its own, that is
+  // also the GPU whose primary context was retained.
+  out->device = holders.at(pieces.gpus.front());
   out->address = base;
   out->mapped = total;
   out->piece_sizes = pieces.sizes;

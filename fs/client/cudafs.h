@@ -91,9 +91,12 @@ CUDAFS_API void* cudafs_mapping_pointer(const cudafs_mapping* mapping);
 CUDAFS_API uint64_t cudafs_mapping_size(const cudafs_mapping* mapping);
 /* enum cudafs_memory. */
 CUDAFS_API int cudafs_mapping_memory(const cudafs_mapping* mapping);
-/* The GPU (CUDA) whose context the mapping is in, as this process
- * numbers it, else -1. On a mount over several GPUs the pieces may lie on
- * others, which it reaches over their peer links (NVLink, PCIe). */
+/* The GPU (CUDA) holding the mapping's first byte, as this process
+ * numbers it, else -1: where the driver says the address lives, and so
+ * where PyTorch places a tensor of it. On a mount over several GPUs the
+ * other pieces may lie on other GPUs; the calling thread's GPU and every
+ * GPU holding a piece can read and write all of it (peer access over
+ * NVLink or PCIe). */
 CUDAFS_API int cudafs_mapping_device(const cudafs_mapping* mapping);
 
 /* Why the calling thread's last failed call failed. */

@@ -132,7 +132,8 @@ class _MappingMethods:
 
     @property
     def device(self):
-        """The GPU's index, or None for host memory."""
+        """The index of the GPU holding the first byte (where a tensor of
+        the mapping lives), or None for host memory."""
         return self._handle.device if self.is_cuda else None
 
     @property
@@ -230,28 +231,27 @@ def load_safetensors(path, device="cuda", writable=False):
     a private copy, or with writable=True the file's own memory (no VRAM of
     its own; writes to the tensors are the file's, see map()). The mapping
     lives as long as any of the tensors. `device` must be where the mapping
-    is ("cuda" or "cuda:N" for a GPU-backed mount, "cpu" for a host-backed
-    one); other devices raise ValueError (use .to())."""
+    is ("cuda" or "cuda:N" for a GPU-backed mount: on a mount over several
+    GPUs, the one holding the file's start; "cpu" for a host-backed one);
+    other devices raise ValueError (use .to())."""
     import torch
 
     with open(path, "rb") as f:
         (header_size,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(header_size))
-    wanted = torch.device(device)
-    if wanted.type == "cuda" and wanted.index is not None:
-        # The mapping is made for the current context's GPU: the one asked
-        # for, wherever on the mount's GPUs the file lies.
-        with torch.cuda.device(wanted.index):
-            torch.cuda.synchronize()  # makes its context current
-            mapping = map(path, writable=writable)
-    else:
-        mapping = map(path, writable=writable)
+    mapping = map(path, writable=writable)
     if mapping.is_cuda:
         where = torch.device("cuda", mapping.device)
         everything = torch.as_tensor(mapping, device=where)
+        if everything.data_ptr() != mapping.ptr:
+            # PyTorch placed the address elsewhere and copied it: writes
+            # would miss the file.
+            mapping.close()
+            raise RuntimeError("PyTorch copied the mapping instead of viewing it")
     else:
         where = torch.device("cpu")
         everything = torch.frombuffer(mapping, dtype=torch.uint8)
+    wanted = torch.device(device)
     if wanted.type != where.type or (wanted.index is not None and wanted.index != where.index):
         mapping.close()
         raise ValueError("the file is mapped on %s, not %s" % (where, wanted))
