@@ -90,19 +90,14 @@ fetch_debian_source() {
 # through the binary's rpath). Without a Debian mirror, or when the build
 # fails, cudafs builds against the system libfuse and CMake says so.
 #
-# libfuse runs fusermount3 from its own bindir ($libfuse_prefix/bin) before
-# the one on PATH, and a root mount with auto_unmount needs one as new as
-# libfuse (`fusermount3 --auto-unmount`; Debian 12's 3.14 lacks it), so the
-# fusermount3 of the same source goes there, with our patch for FUSE over
-# io_uring (fs/daemon/libfuse/): setuid root like the system's,
-# so that users' mounts keep working, and reading /etc/fuse.conf. Only
-# installed when building as root; otherwise cudafs refuses auto_unmount
-# for root (see CheckAutoUnmount in fs/daemon/main.cc).
+# No fusermount3 of this build is kept: libfuse would run it (from its
+# bindir) before the system's, and it would have to be setuid root. Users
+# mount through the system's fusermount3; root's auto_unmount is cudafs's
+# own (fs/daemon/abandoned_mount_watcher.h).
 obtain_libfuse() {
   if pkg-config --atleast-version=3.18 fuse3; then return; fi
   if [ -f "$libfuse_prefix/lib/pkgconfig/fuse3.pc" ] &&
-     [ "$(cat "$libfuse_prefix/patches.sha256" 2>/dev/null)" = "$(libfuse_patches_hash)" ] &&
-     { [ -x "$libfuse_prefix/bin/fusermount3" ] || [ "$(id -u)" -ne 0 ]; }; then
+     [ "$(cat "$libfuse_prefix/patches.sha256" 2>/dev/null)" = "$(libfuse_patches_hash)" ]; then
     return
   fi
   local mirror
@@ -140,13 +135,8 @@ obtain_libfuse() {
     rm -rf "$libfuse_prefix"
     return
   fi
-  rm -rf "$libfuse_prefix/sbin"  # mount.fuse3: mount(8) runs the system's
-  if [ "$(id -u)" -eq 0 ]; then
-    chown root:root "$libfuse_prefix/bin/fusermount3"
-    chmod u+s "$libfuse_prefix/bin/fusermount3"
-  else
-    rm -f "$libfuse_prefix/bin/fusermount3"
-  fi
+  # mount.fuse3 and fusermount3: mount(8) and libfuse run the system's.
+  rm -rf "$libfuse_prefix/sbin" "$libfuse_prefix/bin/fusermount3"
   libfuse_patches_hash >"$libfuse_prefix/patches.sha256"
   grep -q '^#define HAVE_URING' "$work/build/fuse_config.h" ||
     echo "build.sh: warning: libfuse ${source##*/fuse3-} was built without FUSE over io_uring"
@@ -285,7 +275,7 @@ package() {
 # cudafs may be left.
 package_test() {
   package
-  install_packages debootstrap
+  install_packages debootstrap procps
   local deb mirror
   deb=$(realpath build/cudafs_*.deb)
   mirror=$(debian_mirror) || { echo "build.sh: no Debian mirror to debootstrap from"; exit 1; }
@@ -320,6 +310,16 @@ package_test() {
   in_root python3 -c 'import cudafs' 2>/dev/null && echo "package-test: python3 imports cudafs" || true
   in_root umount /mnt/gpu
   if grep -q " $root/mnt/gpu " /proc/mounts; then echo "package-test: still mounted"; exit 1; fi
+  # auto_unmount with no setuid helper: a killed daemon's mount goes.
+  in_root cudafs /mnt/gpu -o size=64m,backend=host,auto_unmount
+  local daemon
+  daemon=$(pgrep -n -x cudafs)
+  kill -KILL "$daemon"
+  local waited=0
+  while grep -q " $root/mnt/gpu " /proc/mounts; do
+    if ((waited++ > 100)); then echo "package-test: auto_unmount left the mount"; exit 1; fi
+    sleep 0.1
+  done
   sed -i '/fuse.cudafs/d' "$root/etc/fstab"
   rmdir "$root/mnt/gpu"
   in_root apt-get purge -y -qq cudafs > /dev/null
@@ -328,7 +328,7 @@ package_test() {
   # nothing of cudafs's own may.
   left=$(comm -13 <(echo "$before") <(echo "$after") | grep -i cudafs || true)
   if [ -n "$left" ]; then echo "package-test: left behind:"; echo "$left"; exit 1; fi
-  echo "package-test: installed, mounted from fstab, unmounted, purged, nothing left ($((SECONDS - started)) s)"
+  echo "package-test: installed, mounted from fstab, unmounted, auto_unmount after SIGKILL, purged, nothing left ($((SECONDS - started)) s)"
   )
 }
 

@@ -5,11 +5,9 @@
 // mounted or failed, so `cudafs DIR` returns only once DIR is usable and
 // exits 2 with the child's one-line message when it is not.
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -38,6 +36,7 @@
 #include "alloc/devices/open_device.h"
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
+#include "fs/daemon/abandoned_mount_watcher.h"
 #include "fs/daemon/control_plane.h"
 #include "fs/daemon/manual.h"
 #include "fs/daemon/memory_trimmer.h"
@@ -314,70 +313,6 @@ std::unique_ptr<ShareServer> StartSharing(Filesystem& filesystem, const FuseCont
   return *std::move(server);
 }
 
-// major * 100 + minor of a version like "3.18.3" found after `prefix` in
-// `text`, or nullopt.
-std::optional<int> MajorMinor(const std::string& text, const char* prefix) {
-  const size_t at = text.find(prefix);
-  int major, minor;
-  if (at == std::string::npos ||
-      std::sscanf(text.c_str() + at + std::strlen(prefix), "%d.%d", &major, &minor) != 2) {
-    return std::nullopt;
-  }
-  return major * 100 + minor;
-}
-
-// auto_unmount as root: libfuse mounts by itself, then leaves the watching
-// to `fusermount3 --auto-unmount`, run from libfuse's own bindir
-// (CUDAFS_FUSERMOUNT_DIR) or else from PATH. A fusermount3 older than
-// libfuse (Debian 12's 3.14 under the libfuse 3.18 that ./build.sh builds)
-// rejects that flag: the mount would come up with no one to take it down
-// when the daemon dies. Other users mount through fusermount3 -o
-// auto_unmount, which every fusermount3 of libfuse 3 honors.
-absl::Status CheckAutoUnmount() {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  char name[] = "fusermount3";
-  char version_flag[] = "-V";
-  char* const argv[] = {name, version_flag, nullptr};
-  const std::string own = std::string(CUDAFS_FUSERMOUNT_DIR) + "/fusermount3";
-  std::string which = own;
-  pid_t pid;
-  int error = posix_spawn(&pid, own.c_str(), &actions, nullptr, argv, environ);
-  if (error != 0) {
-    which = "fusermount3 on PATH";
-    error = posix_spawnp(&pid, name, &actions, nullptr, argv, environ);
-  }
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  std::string output;
-  char buffer[256];
-  for (ssize_t got; (got = read(fds[0], buffer, sizeof buffer)) != 0;) {
-    if (got > 0) output.append(buffer, got);
-    if (got < 0 && errno != EINTR) break;
-  }
-  close(fds[0]);
-  if (error != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("auto_unmount needs fusermount3, and none was found (", own,
-                     " or on PATH): ", std::strerror(error)));
-  }
-  waitpid(pid, nullptr, 0);
-  const std::optional<int> libfuse = MajorMinor(fuse_pkgversion(), "");
-  const std::optional<int> fusermount = MajorMinor(output, "version: ");
-  if (libfuse && fusermount && *fusermount >= *libfuse) return absl::OkStatus();
-  const size_t end = output.find('\n');
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "auto_unmount needs a fusermount3 as new as libfuse %s, but %s says \"%s\" "
-      "(./build.sh builds one beside libfuse)",
-      fuse_pkgversion(), which, output.substr(0, end)));
-}
-
 // Carries out `plan`: opens the device, mounts and serves until unmounted.
 int Serve(const MountPlan& plan, ReadyPipe& ready) {
   const MountOptions& options = plan.options();
@@ -392,6 +327,14 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   // went to one of them and killed the daemon with the mount left behind.
   // A stop signal during startup now waits for those handlers.
   BlockStopSignals();
+  // Root's auto_unmount is ours (fs/daemon/abandoned_mount_watcher.h); the
+  // watcher is forked before anything is allocated.
+  const bool auto_unmount = absl::c_linear_search(options.fuse_options, "auto_unmount");
+  if (auto_unmount && geteuid() == 0) {
+    if (absl::Status s = WatchForAbandonedMount(options.mountpoint); !s.ok()) {
+      return fail(std::string(s.message()));
+    }
+  }
 
   // The device may round its arena up further, to its granule; the Arena
   // hands out no more than the plan's capacity.
@@ -439,6 +382,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   std::vector<std::string> arguments = {"cudafs", "-o", "default_permissions",
                                         "-o", "subtype=cudafs", "-o", FsnameOption(options.source)};
   for (const std::string& option : options.fuse_options) {
+    if (option == "auto_unmount" && geteuid() == 0) continue;  // the watcher's
     arguments.push_back("-o");
     arguments.push_back(option);
   }
@@ -544,11 +488,6 @@ int Main(int argc, char** argv) {
   }
   if (!S_ISDIR(st.st_mode)) {
     return Fail(absl::StrFormat("mountpoint %s is not a directory", options.mountpoint));
-  }
-  if (geteuid() == 0 && absl::c_linear_search(options.fuse_options, "auto_unmount")) {
-    if (absl::Status status = CheckAutoUnmount(); !status.ok()) {
-      return Fail(std::string(status.message()));
-    }
   }
   // libfuse resolves the mountpoint itself; keep an absolute path for the
   // daemon, which changes directory to /.

@@ -426,10 +426,9 @@ const std::vector<MountOptionSpec>& Table() {
        .section = kFuse,
        .forward = true,
        .forms = {{.help = "unmount when cudafs exits",
-                  .readme = "When root mounts, libfuse runs `fusermount3 --auto-unmount`, "
-                            "which needs a `fusermount3` as new as libfuse (`./build.sh`, run as "
-                            "root, builds one beside its libfuse 3.18; Debian 12's 3.14 lacks "
-                            "it): without one the option is refused"}}},
+                  .readme = "Also when the daemon is killed. Root's mounts are watched by a "
+                            "small process of cudafs's own (`cudafs-unmount`), no setuid helper; "
+                            "other users' by `fusermount3`"}}},
       // Always on: the FUSE glue passes it itself.
       {.names = "default_permissions",
        .section = kFuse,

@@ -577,7 +577,8 @@ inline std::optional<MountEntry> FindMount(const std::string& mountpoint) {
 inline bool IsMounted(const std::string& mountpoint) { return FindMount(mountpoint).has_value(); }
 
 // The process running CUDAFS_BINARY with `mountpoint` on its command line
-// (the daemon serving that mount), or nullopt.
+// (the daemon serving that mount), or nullopt. Root's auto_unmount watcher
+// shares the command line; its name (comm) tells it apart.
 inline std::optional<pid_t> FindDaemon(const std::string& mountpoint) {
   char binary[PATH_MAX];
   if (realpath(kBinary, binary) == nullptr) return std::nullopt;
@@ -593,6 +594,9 @@ inline std::optional<pid_t> FindDaemon(const std::string& mountpoint) {
     if (n < 0) continue;
     // A binary rebuilt while the daemon runs reads "... (deleted)".
     if (!std::string_view(exe, n).starts_with(binary)) continue;
+    std::ifstream comm_file(dir + "/comm");
+    std::string comm;
+    if (std::getline(comm_file, comm) && comm == "cudafs-unmount") continue;
     // Through a stream (not istreambuf_iterator, whose read error throws):
     // another test's daemon may exit between the open and the read (ESRCH).
     std::ifstream cmdline_file(dir + "/cmdline");
