@@ -85,8 +85,8 @@ class PooledDevice final : public Device {
   // members_.size() when none holds all of it.
   size_t MemberOf(uint64_t offset, uint64_t length) const;
   absl::Status Straddles(uint64_t offset, uint64_t length) const;
-  // Runs `run` once per member with the items that lie in its range (found
-  // by `offset` and `length`, rebased by `rebase` to the member's offsets).
+  // Runs `run` once per member with the items whose `offset` and `length`
+  // lie in its range, their offsets made the member's own.
   template <typename T>
   absl::Status Route(absl::Span<const T> items, uint64_t T::*offset, size_t T::*length,
                      absl::FunctionRef<absl::Status(Device&, absl::Span<const T>)> run) const;
