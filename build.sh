@@ -328,7 +328,8 @@ package_test() {
   # nothing of cudafs's own may.
   left=$(comm -13 <(echo "$before") <(echo "$after") | grep -i cudafs || true)
   if [ -n "$left" ]; then echo "package-test: left behind:"; echo "$left"; exit 1; fi
-  echo "package-test: installed, mounted from fstab, unmounted, auto_unmount after SIGKILL, purged, nothing left ($((SECONDS - started)) s)"
+  echo "package-test: installed, mounted from fstab, unmounted, auto_unmount after SIGKILL," \
+       "purged, nothing left ($((SECONDS - started)) s)"
   )
 }
 

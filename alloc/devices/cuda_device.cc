@@ -9,12 +9,12 @@
 #include <optional>
 #include <string_view>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "absl/algorithm/container.h"
 #include "alloc/base/log.h"
 #include "alloc/devices/cuda_driver.h"
 #include "alloc/devices/sorted_ranges.h"
@@ -112,8 +112,8 @@ absl::StatusOr<int> ResolveOne(const CudaDriver& cu, int count, absl::string_vie
 absl::StatusOr<std::vector<int>> ResolveCudaDevices(const CudaDriver& cu, absl::string_view spec) {
   absl::StatusOr<int> count = DeviceCount(cu);
   if (!count.ok()) return count.status();
-  std::vector<int> indices;
   if (spec.empty()) return std::vector<int>{0};
+  std::vector<int> indices;
   if (spec == "all") {
     for (int i = 0; i < *count; ++i) indices.push_back(i);
     return indices;
@@ -466,7 +466,10 @@ absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
   // The driver calls run without the lock, so commits of different granules
   // overlap; the Arena never commits one granule twice at once.
   std::vector<Piece> mapped;
-  absl::Status status = KeepReserve(to_map);
+  uint64_t wanted = 0;
+  for (const auto& [at, piece_length] : to_map) wanted += piece_length;
+  absl::Status status = KeepReserve(wanted);
+  const bool counted = status.ok() && options_.reserve_bytes > 0;
   for (const auto& [at, piece_length] : to_map) {
     if (!status.ok()) break;
     absl::StatusOr<PhysicalHandle> handle = MapPiece(at, piece_length);
@@ -478,6 +481,7 @@ absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
     mapped.push_back(Piece{*handle, piece_length,
                            granules == 64 ? ~uint64_t{0} : (uint64_t{1} << granules) - 1});
   }
+  if (counted) reserve_pending_.fetch_sub(wanted);
   absl::MutexLock lock(&mu_);
   --in_flight_;
   for (size_t i = 0; i < mapped.size(); ++i) pieces_.emplace(to_map[i].first, mapped[i]);
@@ -487,19 +491,22 @@ absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
   return status;
 }
 
-absl::Status CudaDevice::KeepReserve(absl::Span<const std::pair<uint64_t, uint64_t>> to_map) {
+absl::Status CudaDevice::KeepReserve(uint64_t wanted) {
   if (options_.reserve_bytes == 0) return absl::OkStatus();
-  uint64_t wanted = 0;
-  for (const auto& [at, length] : to_map) wanted += length;
+  // Commits that passed this check and are still mapping count as taken:
+  // the driver's free memory does not show them yet.
+  const uint64_t pending = reserve_pending_.fetch_add(wanted);
   size_t free = 0;
   size_t total = 0;
-  if (absl::Status s = Check("cuMemGetInfo", cu_.cuMemGetInfo(&free, &total)); !s.ok()) return s;
-  if (free < options_.reserve_bytes || free - options_.reserve_bytes < wanted) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
+  absl::Status status = Check("cuMemGetInfo", cu_.cuMemGetInfo(&free, &total));
+  const uint64_t taken = options_.reserve_bytes + pending;
+  if (status.ok() && (free < taken || free - taken < wanted)) {
+    status = absl::ResourceExhaustedError(absl::StrFormat(
         "%s: %d bytes more would leave less than reserve= (%d bytes) free", description_, wanted,
         options_.reserve_bytes));
   }
-  return absl::OkStatus();
+  if (!status.ok()) reserve_pending_.fetch_sub(wanted);
+  return status;
 }
 
 absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {

@@ -254,9 +254,10 @@ class CudaDevice final : public Device {
   // Pins a host range under the current context; false when the driver
   // declines (copies from it then go through the driver's staging).
   bool Pin(void* memory, size_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ResourceExhausted when mapping `to_map` (offset, length pairs) would
-  // eat into reserve_bytes.
-  absl::Status KeepReserve(absl::Span<const std::pair<uint64_t, uint64_t>> to_map);
+  // ResourceExhausted when mapping `wanted` more bytes would eat into
+  // reserve_bytes; else counts them as pending until the caller has mapped
+  // them (and takes reserve_pending_ down by them).
+  absl::Status KeepReserve(uint64_t wanted);
   // Creates and maps a physical allocation at [offset, offset + length).
   absl::StatusOr<PhysicalHandle> MapPiece(uint64_t offset, uint64_t length);
   void UnmapPiece(uint64_t offset, const Piece& piece);
@@ -304,6 +305,8 @@ class CudaDevice final : public Device {
   std::thread releaser_;
 
   mutable std::atomic<bool> context_lost_{false};
+  // Bytes of commits between KeepReserve and their mapping.
+  std::atomic<uint64_t> reserve_pending_{0};
   // Cleared when the driver refuses a batched copy.
   std::atomic<bool> batch_copies_{true};
 

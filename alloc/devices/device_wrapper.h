@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "alloc/devices/device.h"
 
@@ -25,6 +26,8 @@ class DeviceWrapper : public Device {
   std::string Describe() const override { return target_->Describe(); }
   uint64_t arena_size() const override { return target_->arena_size(); }
   uint64_t granule_size() const override { return target_->granule_size(); }
+  std::vector<DeviceRange> parts() const override { return target_->parts(); }
+  std::string DescribePart(size_t part) const override { return target_->DescribePart(part); }
   absl::Status Commit(uint64_t offset, uint64_t length) override {
     return target_->Commit(offset, length);
   }

@@ -48,10 +48,16 @@ absl::StatusOr<OpenedDevice> OpenCuda(const DeviceRequest& request) {
     const CudaDeviceOptions options{
         .idle_release = request.gpu_idle,
         .reserve_bytes = request.reserve ? request.reserve(memory[i]) : 0};
-    // Each GPU may hold up to the whole size (the Arena bounds the sum):
-    // files go where there is room.
+    if (options.reserve_bytes >= memory[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reserve= of ", options.reserve_bytes, " bytes leaves nothing of GPU ", (*indices)[i],
+          " (", memory[i], " bytes)"));
+    }
+    // In a pool each GPU may hold up to the whole size (the Arena bounds
+    // the sum): files go where there is room.
+    const uint64_t arena = indices->size() == 1 ? *size : std::min(*size, memory[i]);
     absl::StatusOr<std::unique_ptr<CudaDevice>> gpu =
-        CudaDevice::Create((*indices)[i], std::min(*size, memory[i]), options);
+        CudaDevice::Create((*indices)[i], arena, options);
     if (!gpu.ok()) return gpu.status();
     gpus.push_back(std::move(*gpu));
   }

@@ -162,22 +162,22 @@ absl::Status PooledDevice::Copy(absl::Span<const DeviceToDevice> copies) {
   for (size_t m = 0; m < members_.size(); ++m) {
     if (!within[m].empty()) status.Update(members_[m].device->Copy(within[m]));
   }
-  for (const DeviceToDevice& c : across) status.Update(CopyAcross(c));
+  if (across.empty()) return status;
+  std::unique_ptr<char, decltype(&std::free)> bounce(
+      static_cast<char*>(std::aligned_alloc(4096, kBounceBytes)), &std::free);
+  if (bounce == nullptr) return absl::ResourceExhaustedError("no memory to copy between devices");
+  for (const DeviceToDevice& c : across) status.Update(CopyAcross(c, bounce.get()));
   return status;
 }
 
-absl::Status PooledDevice::CopyAcross(const DeviceToDevice& copy) const {
-  const size_t chunk = std::min<size_t>(copy.length, kBounceBytes);
-  std::unique_ptr<char, decltype(&std::free)> bounce(
-      static_cast<char*>(std::aligned_alloc(4096, (chunk + 4095) & ~size_t{4095})), &std::free);
-  if (bounce == nullptr) return absl::ResourceExhaustedError("no memory to copy between devices");
+absl::Status PooledDevice::CopyAcross(const DeviceToDevice& copy, char* bounce) const {
   const size_t from = MemberOf(copy.source_offset, copy.length);
   const size_t to = MemberOf(copy.destination_offset, copy.length);
-  for (size_t done = 0; done < copy.length; done += chunk) {
-    const size_t n = std::min(chunk, copy.length - done);
-    const DeviceToHost read{bounce.get(), copy.source_offset + done - members_[from].base, n};
+  for (size_t done = 0; done < copy.length; done += kBounceBytes) {
+    const size_t n = std::min(kBounceBytes, copy.length - done);
+    const DeviceToHost read{bounce, copy.source_offset + done - members_[from].base, n};
     if (absl::Status s = members_[from].device->Read({&read, 1}); !s.ok()) return s;
-    const HostToDevice write{copy.destination_offset + done - members_[to].base, bounce.get(), n};
+    const HostToDevice write{copy.destination_offset + done - members_[to].base, bounce, n};
     if (absl::Status s = members_[to].device->Write({&write, 1}); !s.ok()) return s;
   }
   return absl::OkStatus();
@@ -235,7 +235,7 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> PooledDevice::ExportCopy(
     } else if (runs.back().member != m) {
       const uint64_t cut = c.destination_offset / granule_ * granule_;
       if (cut < copied_to) {
-        return absl::FailedPreconditionError(
+        return absl::UnimplementedError(
             "the file's bytes on two GPUs meet inside one granule: map it writable, or read it");
       }
       runs.push_back(Run{cut, m, {}});

@@ -19,7 +19,7 @@
 // for the runs of granules whose bytes it holds, so each piece stays on
 // the GPU that holds those bytes. A private copy of a file whose bytes
 // from two members meet inside one granule (only when a member was full
-// while the file grew) cannot be cut that way: FailedPrecondition.
+// while the file grew) cannot be cut that way: Unimplemented.
 #ifndef CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 
@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -67,7 +68,6 @@ class PooledDevice final : public Device {
   absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
       uint64_t size, absl::Span<const DeviceRange> ranges) override;
 
-  size_t member_count() const { return members_.size(); }
   Device& member(size_t i) const { return *members_[i].device; }
 
  private:
@@ -90,8 +90,9 @@ class PooledDevice final : public Device {
   template <typename T>
   absl::Status Route(absl::Span<const T> items, uint64_t T::*offset, size_t T::*length,
                      absl::FunctionRef<absl::Status(Device&, absl::Span<const T>)> run) const;
-  // A copy from one member to another, through host memory.
-  absl::Status CopyAcross(const DeviceToDevice& copy) const;
+  // A copy from one member to another, through `bounce` (kBounceBytes of
+  // host memory).
+  absl::Status CopyAcross(const DeviceToDevice& copy, char* bounce) const;
 
   const std::vector<Member> members_;
   const uint64_t arena_size_;

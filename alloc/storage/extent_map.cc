@@ -93,9 +93,11 @@ absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, bool grow,
   return absl::OkStatus();
 }
 
-size_t ExtentMap::PartFor(uint64_t offset, uint64_t size) const {
-  if (size < max_extent_ || arena_->part_count() == 1) return home_;
-  return (home_ + offset / max_extent_) % arena_->part_count();
+size_t ExtentMap::PartFor(uint64_t offset, uint64_t size) {
+  if (arena_->part_count() == 1) return 0;
+  if (!home_) home_ = arena_->EmptiestPart();
+  if (size < max_extent_) return *home_;
+  return (*home_ + offset / max_extent_) % arena_->part_count();
 }
 
 void ExtentMap::Release(Extents::iterator it) {

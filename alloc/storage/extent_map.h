@@ -43,7 +43,8 @@
 // zero, past the end of the data too, so the mapping shows nothing else.
 //
 // Placement, where the arena has several parts (GPUs): a file lives in
-// the part with the most free bytes when it was made (its home), but for
+// the part with the most free bytes when it first took memory (its home,
+// so that files made in bulk before any is written spread), but for
 // its max_extent blocks, which go round the parts from its home by file
 // offset, so that one large read or write uses every GPU's link. A part
 // that cannot back a block leaves it to another.
@@ -70,9 +71,7 @@ class ExtentMap {
  public:
   // Extents grow up to `max_extent`, and never stop below min_block.
   ExtentMap(Arena* arena, uint64_t max_extent)
-      : arena_(arena),
-        max_extent_(std::max(max_extent, arena->min_block())),
-        home_(arena->EmptiestPart()) {}
+      : arena_(arena), max_extent_(std::max(max_extent, arena->min_block())) {}
   ~ExtentMap();  // gives every block back to the arena
 
   ExtentMap(const ExtentMap&) = delete;
@@ -187,7 +186,7 @@ class ExtentMap {
   uint64_t FitBlock(uint64_t offset, uint64_t wanted) const;
   // The arena part a block of `size` bytes mapped at file offset `offset`
   // goes to (see Placement above).
-  size_t PartFor(uint64_t offset, uint64_t size) const;
+  size_t PartFor(uint64_t offset, uint64_t size);
   void Release(Extents::iterator it);
   // Puts `block`, mapped at file offset `start` and taken out of extents_,
   // back as the aligned sub-blocks (halving down to min_block) that hold
@@ -199,7 +198,7 @@ class ExtentMap {
 
   Arena* const arena_;
   const uint64_t max_extent_;
-  const size_t home_;  // arena part
+  std::optional<size_t> home_;  // arena part, once the file took memory
   Extents extents_;
   uint64_t allocated_bytes_ = 0;
   // End of the furthest Reserve (fallocate KEEP_SIZE may reserve past the

@@ -289,33 +289,47 @@ int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mappin
   if (CUresult r = cu->get_current(&context); r != CUDA_SUCCESS) {
     return CudaFail(r, "cuCtxGetCurrent");
   }
-  // The mapping is for the GPU of the caller's context; without one, the
-  // primary context (what the CUDA runtime, and so PyTorch, uses) of the
-  // GPU holding the file's first piece.
-  CUdevice device;
+  // The GPUs that get access: each one holding a piece (the driver, and so
+  // PyTorch, places the address on the first piece's GPU), which must
+  // reach the others' pieces over their peer links (NVLink, PCIe); and the
+  // caller's GPU, where it reaches them all.
+  std::vector<CUdevice> grantees;
+  for (CUdevice gpu : holders) {
+    if (std::find(grantees.begin(), grantees.end(), gpu) == grantees.end()) {
+      grantees.push_back(gpu);
+    }
+  }
+  const auto reaches_all = [&](CUdevice from) {
+    for (CUdevice to : grantees) {
+      int reachable = from == to;
+      if (!reachable && cu->can_access_peer(&reachable, from, to) != CUDA_SUCCESS) return false;
+      if (!reachable) return false;
+    }
+    return true;
+  };
+  for (CUdevice gpu : grantees) {
+    if (!reaches_all(gpu)) {
+      return Fail(ENODEV, "the file lies on GPUs that cannot reach each other's memory");
+    }
+  }
+  // Without a context on this thread: the primary context (what the CUDA
+  // runtime, and so PyTorch, uses) of the first piece's GPU.
+  const CUdevice first = holders.at(pieces.gpus.front());
   if (context != nullptr) {
-    if (CUresult r = cu->context_device(&device); r != CUDA_SUCCESS) {
-      return CudaFail(r, "cuCtxGetDevice");
+    CUdevice caller;
+    if (cu->context_device(&caller) == CUDA_SUCCESS &&
+        std::find(grantees.begin(), grantees.end(), caller) == grantees.end() &&
+        reaches_all(caller)) {
+      grantees.push_back(caller);
     }
   } else {
-    device = holders.at(pieces.gpus.front());
-    if (CUresult r = cu->retain(&context, device); r != CUDA_SUCCESS) {
+    if (CUresult r = cu->retain(&context, first); r != CUDA_SUCCESS) {
       return CudaFail(r, "cuDevicePrimaryCtxRetain");
     }
     out->retained_context = true;
     cu->set_current(context);
   }
-  // Pieces on another GPU are reached over its peer link (NVLink, PCIe).
-  for (uint32_t g = 0; g < reply.gpus; ++g) {
-    int reachable = holders[g] == device;
-    if (!reachable) cu->can_access_peer(&reachable, device, holders[g]);
-    if (!reachable) {
-      if (out->retained_context) cu->release(device);
-      return Fail(ENODEV,
-                  "this GPU cannot reach the memory of GPU %s, which holds part of the file",
-                  reply.pci_bus_id[g]);
-    }
-  }
+  const CUdevice device = first;
   const uint64_t total = pieces.total;
   CUdeviceptr base = 0;
   CUresult result = cu->reserve(&base, total, 0, 0, 0);
@@ -338,18 +352,10 @@ int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mappin
     }
   }
   if (result == CUDA_SUCCESS) {
-    // The caller's GPU, and each GPU holding a piece: tools that ask the
-    // driver where a pointer lives (PyTorch does) may be told the holder.
     std::vector<CUmemAccessDesc> access;
-    for (CUdevice gpu : holders) {
-      if (gpu == device) continue;
-      bool listed = false;
-      for (const CUmemAccessDesc& a : access) listed |= a.location.id == gpu;
-      if (!listed) {
-        access.push_back({{CU_MEM_LOCATION_TYPE_DEVICE, gpu}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
-      }
+    for (CUdevice gpu : grantees) {
+      access.push_back({{CU_MEM_LOCATION_TYPE_DEVICE, gpu}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
     }
-    access.push_back({{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
     result = cu->set_access(base, total, access.data(), access.size());
   }
   if (result != CUDA_SUCCESS) {
@@ -359,10 +365,9 @@ int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mappin
     return CudaFail(result, "importing the file's memory");
   }
   out->memory = CUDAFS_MEMORY_CUDA;
-  // Where CUDA says the address lives (so where PyTorch puts a tensor of
-  // it): the GPU of the first piece. With no context of its own, that is
-  // also the GPU whose primary context was retained.
-  out->device = holders.at(pieces.gpus.front());
+  // Where the driver says the address lives (so where PyTorch puts a
+  // tensor of it); also the GPU whose primary context may be retained.
+  out->device = device;
   out->address = base;
   out->mapped = total;
   out->piece_sizes = pieces.sizes;

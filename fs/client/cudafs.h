@@ -60,12 +60,14 @@ enum cudafs_memory {
  *                CUDAFS_MAP_WRITABLE, a descriptor not open for reading
  *                and writing
  *   -EOPNOTSUPP  a mount whose memory cannot be handed out (backend=null,
- *                a GPU without POSIX-descriptor handles)
+ *                a GPU without POSIX-descriptor handles); a private copy
+ *                of a file whose bytes on two GPUs meet inside one 2 MiB
+ *                granule (map it writable instead)
  *   -ENOSPC      no memory for the copy (or for moving the file)
  *   -ENOSYS      GPU memory, and no usable CUDA driver in this process
  *   -ENODEV      GPU memory of a GPU this process does not see
- *                (CUDA_VISIBLE_DEVICES), or that the caller's GPU cannot
- *                reach (no peer access)
+ *                (CUDA_VISIBLE_DEVICES); a file on GPUs without peer
+ *                access to each other
  *   -EIO         the daemon or the driver failed (cudafs_last_error says) */
 CUDAFS_API int cudafs_map(const char* path, int flags, cudafs_mapping** mapping);
 
@@ -94,9 +96,9 @@ CUDAFS_API int cudafs_mapping_memory(const cudafs_mapping* mapping);
 /* The GPU (CUDA) holding the mapping's first byte, as this process
  * numbers it, else -1: where the driver says the address lives, and so
  * where PyTorch places a tensor of it. On a mount over several GPUs the
- * other pieces may lie on other GPUs; the calling thread's GPU and every
- * GPU holding a piece can read and write all of it (peer access over
- * NVLink or PCIe). */
+ * other pieces may lie on other GPUs: every GPU holding a piece can read
+ * and write all of it (peer access over NVLink or PCIe), and so can the
+ * calling thread's GPU where it reaches them all. */
 CUDAFS_API int cudafs_mapping_device(const cudafs_mapping* mapping);
 
 /* Why the calling thread's last failed call failed. */

@@ -28,10 +28,12 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
                                    "\n", context_->filesystem->CacheStats().ToText());
   // Each GPU of a pool: what it is, the memory it holds, the bytes of
   // files on it.
-  for (size_t i = 0; arena.parts.size() > 1 && i < arena.parts.size(); ++i) {
-    absl::StrAppend(&stats, "device", i, " ", context_->device->DescribePart(i), "\ndevice", i,
-                    "_bytes ", arena.parts[i].committed_bytes, "\ndevice", i, "_used_bytes ",
-                    arena.parts[i].used, "\n");
+  if (arena.parts.size() > 1) {
+    for (size_t i = 0; i < arena.parts.size(); ++i) {
+      absl::StrAppend(&stats, "device", i, " ", context_->device->DescribePart(i), "\ndevice", i,
+                      "_bytes ", arena.parts[i].committed_bytes, "\ndevice", i,
+                      "_used_bytes ", arena.parts[i].used, "\n");
+    }
   }
   if (faults_ != nullptr) absl::StrAppend(&stats, "faults_injected ", faults_->injected(), "\n");
   if (sharing_ != nullptr) {

@@ -208,11 +208,6 @@ void ShareServer::Serve(int connection) {
     SendReply(connection, Refusal(exported.status()), nullptr, 0);
     return;
   }
-  const uint64_t bytes = (*exported)->size();
-  Count(true, [&](Stats& stats) {
-    ++(shared ? stats.shared : stats.copies);
-    (shared ? stats.shared_bytes : stats.copied_bytes) += bytes;
-  });
   const absl::Span<const ExportedPiece> pieces = (*exported)->pieces();
   cudafs_share_reply reply = Reply(0, "");
   reply.kind = (*exported)->kind() == ExportedMemory::Kind::kCuda ? CUDAFS_SHARE_CUDA
@@ -223,7 +218,8 @@ void ShareServer::Serve(int connection) {
     uint32_t g = 0;
     while (g < reply.gpus && pieces[i].pci_bus_id != reply.pci_bus_id[g]) ++g;
     if (g == CUDAFS_SHARE_MAX_GPUS) {
-      SendReply(connection, Reply(EIO, "the file lies on more GPUs than a mapping can name"),
+      Count(false, [](Stats&) {});
+      SendReply(connection, Reply(EOPNOTSUPP, "the file lies on more GPUs than a mapping names"),
                 nullptr, 0);
       return;
     }
@@ -233,6 +229,11 @@ void ShareServer::Serve(int connection) {
     }
     gpu_of[i] = static_cast<uint8_t>(g);
   }
+  const uint64_t bytes = (*exported)->size();
+  Count(true, [&](Stats& stats) {
+    ++(shared ? stats.shared : stats.copies);
+    (shared ? stats.shared_bytes : stats.copied_bytes) += bytes;
+  });
   reply.size = bytes;
   reply.pieces = static_cast<uint32_t>(pieces.size());
   SendReply(connection, reply, nullptr, 0);
