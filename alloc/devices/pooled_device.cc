@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "absl/algorithm/container.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -96,6 +98,19 @@ template <typename T>
 absl::Status PooledDevice::Route(
     absl::Span<const T> items, uint64_t T::*offset, size_t T::*length,
     absl::FunctionRef<absl::Status(Device&, absl::Span<const T>)> run) const {
+  // Most requests touch one member: no copy for the first (its offsets are
+  // the pool's), one small rebased copy for another.
+  if (items.empty()) return absl::OkStatus();
+  const size_t first = MemberOf(items.front().*offset, items.front().*length);
+  const bool one = first < members_.size() && absl::c_all_of(items, [&](const T& item) {
+    return MemberOf(item.*offset, item.*length) == first;
+  });
+  if (one && members_[first].base == 0) return run(*members_[first].device, items);
+  if (one) {
+    absl::InlinedVector<T, 16> local(items.begin(), items.end());
+    for (T& item : local) item.*offset -= members_[first].base;
+    return run(*members_[first].device, local);
+  }
   std::vector<std::vector<T>> shares(members_.size());
   for (const T& item : items) {
     const size_t m = MemberOf(item.*offset, item.*length);

@@ -140,7 +140,6 @@ absl::StatusOr<Block> Arena::AllocateIn(size_t part, uint64_t size,
       Granule& granule = granules_.at(to_commit[i]);
       if (i < committed) {
         granule.committed = true;
-        ++committed_granules_;
         ++parts_[part]->committed_granules;
       } else {
         granule.failed = true;
@@ -206,7 +205,6 @@ void Arena::Release(const std::vector<uint64_t>& granules) {
     Granule& granule = it->second;
     granule.releasing = false;
     granule.committed = false;
-    --committed_granules_;
     --parts_[PartOf(g * granule_)]->committed_granules;
     // A block allocated meanwhile waits to commit it afresh.
     if (granule.users == 0) granules_.erase(it);
@@ -286,11 +284,11 @@ uint64_t Arena::LargestFree() const { return Stats().blocks.largest_free; }
 ArenaStats Arena::Stats() const {
   absl::MutexLock lock(&mu_);
   ArenaStats stats;
-  stats.committed_bytes = committed_granules_ * granule_;
   BuddyStats& all = stats.blocks;
   for (const auto& part : parts_) {
     const BuddyStats blocks = part->allocator.Stats();
     stats.parts.push_back({blocks.capacity, blocks.used, part->committed_granules * granule_});
+    stats.committed_bytes += part->committed_granules * granule_;
     all.largest_free = std::max(all.largest_free, blocks.largest_free);
     all.allocated_blocks += blocks.allocated_blocks;
   }

@@ -155,7 +155,6 @@ class Arena {
   // Granule index -> its state. Only granules some block touches have an
   // entry, so this grows with use, not with arena size.
   absl::flat_hash_map<uint64_t, Granule> granules_ ABSL_GUARDED_BY(mu_);
-  uint64_t committed_granules_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;  // bytes in allocated blocks, all parts
 };
 
