@@ -93,6 +93,51 @@ BENCHMARK_CAPTURE(BM_Transfer, CudaReadHeap, kCuda, false, false)->Arg(4096)->Ar
 BENCHMARK_CAPTURE(BM_Transfer, HostWrite, kHost, true, true)->Arg(4096)->Arg(kMiB);
 BENCHMARK_CAPTURE(BM_Transfer, HostRead, kHost, false, true)->Arg(4096)->Arg(kMiB);
 
+#ifdef CUDAFS_WITH_CUDA
+// One CUDA device for every thread of a multi-threaded case, made once.
+Device* SharedCudaDevice() {
+  static Device* const device = []() -> Device* {
+    absl::StatusOr<std::unique_ptr<CudaDevice>> made = CudaDevice::Create(0, kArenaSize);
+    return made.ok() ? made->release() : nullptr;
+  }();
+  return device;
+}
+
+// 4 MiB transfers (a FUSE request's largest) from `threads` threads at
+// once, each on its own 256 MiB and its own pinned buffer: the device
+// layer's ceiling for N cold readers or writers, FUSE left out. With
+// `copy_out`, each read is then copied by the CPU into 256 MiB of other
+// memory, as the kernel copies a reply into the page cache.
+void BM_ParallelTransfer(benchmark::State& state, bool write, bool copy_out) {
+  Device* device = SharedCudaDevice();
+  if (device == nullptr) return state.SkipWithError("no CUDA device");
+  const size_t length = 4 * kMiB;
+  const uint64_t span = 256 * kMiB;
+  const uint64_t base = state.thread_index() * span;
+  if (!device->Commit(base, span).ok()) return state.SkipWithError("commit failed");
+  char* buffer = static_cast<char*>(device->AllocateHostBuffer(length));
+  std::memset(buffer, 1, length);
+  std::vector<char> page_cache(copy_out ? span : 0, 1);
+  uint64_t offset = 0;
+  for (auto _ : state) {
+    absl::Status status = write ? device->Write({{base + offset, buffer, length}})
+                                : device->Read({{buffer, base + offset, length}});
+    if (!status.ok()) return state.SkipWithError("transfer failed");
+    if (copy_out) std::memcpy(page_cache.data() + offset, buffer, length);
+    offset = (offset + length) % span;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * length);
+  device->FreeHostBuffer(buffer, length);
+  device->Decommit(base, span).IgnoreError();
+}
+BENCHMARK_CAPTURE(BM_ParallelTransfer, CudaRead, false, false)
+    ->Threads(1)->Threads(8)->Threads(16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ParallelTransfer, CudaReadAndCopy, false, true)
+    ->Threads(1)->Threads(8)->Threads(16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ParallelTransfer, CudaWrite, true, false)
+    ->Threads(1)->Threads(8)->Threads(16)->UseRealTime();
+#endif  // CUDAFS_WITH_CUDA
+
 // A cache flush's pattern: `range(0)` 4 KiB pages of one pinned staging
 // buffer written to scattered page offsets in one Write batch.
 void BM_ScatteredWrite(benchmark::State& state, Backend backend) {

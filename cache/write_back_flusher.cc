@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "alloc/base/log.h"
+#include "alloc/devices/device.h"
 
 namespace cudafs {
 
@@ -22,6 +23,8 @@ WriteBackFlusher::~WriteBackFlusher() {
 }
 
 void WriteBackFlusher::Loop() {
+  // Nobody waits on a write-back: its copies must not take a core.
+  MarkBackgroundThread();
   bool reported = false;  // one log line per run of failures
   while (!stop_.HasBeenNotified()) {
     const bool pressure = cache_->WaitForPressure(interval_);

@@ -33,17 +33,11 @@
 // its pieces are then unmapped and released, and the importer's mapping
 // keeps the memory while the arena gets new pieces.
 //
-// Copies run on a fixed pool of non-blocking streams: each batch borrows a
-// stream, enqueues all of its copies and waits once, so concurrent FUSE
-// requests overlap on the copy engines. Copies from pinned host buffers run
-// at PCIe speed without staging; copies from other memory work too, through
-// the driver's own staging. A write of many small pieces from pinned
-// buffers (a flush of scattered dirty pages) is one launch of the scatter
-// kernel (scatter_kernel.h) instead of one copy per piece.
-//
-// The class is one, its concerns are in files of their own: the context
-// and physical memory (cuda_device.cc), copies and the scatter kernel
-// (cuda_copies.cc), pinned host memory (cuda_host_memory.cc), memory for
+// The device is built of parts a reader can hold one at a time: the
+// context's life and the physical pieces (cuda_device.cc), the context
+// itself and its error reporting (CudaContext), the copy streams and how
+// callers wait for them (CudaStreams), the scatter kernel for many small
+// pieces (CudaScatter), pinned host memory (PinnedHostRanges), memory for
 // other processes (cuda_export.cc).
 //
 // Errors: out of VRAM is ResourceExhausted (ENOSPC), as is a context that
@@ -68,20 +62,16 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
-#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "alloc/base/sizes.h"
+#include "alloc/devices/cuda_context.h"
+#include "alloc/devices/cuda_host_memory.h"
+#include "alloc/devices/cuda_scatter.h"
+#include "alloc/devices/cuda_streams.h"
 #include "alloc/devices/device.h"
-
-// The driver's opaque handle types, declared here so that only the .cc
-// files include <cuda.h>.
-struct CUctx_st;
-struct CUstream_st;
-struct CUmod_st;
-struct CUfunc_st;
 
 namespace cudafs {
 
@@ -137,8 +127,8 @@ class CudaDevice final : public Device {
   ~CudaDevice() override;
 
   std::string Describe() const override;
-  uint64_t arena_size() const override { return arena_size_; }
-  uint64_t granule_size() const override { return granule_; }
+  uint64_t arena_size() const override { return gpu_.arena_size; }
+  uint64_t granule_size() const override { return gpu_.granule; }
   absl::Status Commit(uint64_t offset, uint64_t length) override;
   absl::Status Decommit(uint64_t offset, uint64_t length) override;
   absl::Status Write(absl::Span<const HostToDevice> copies) override;
@@ -146,7 +136,7 @@ class CudaDevice final : public Device {
   absl::Status Copy(absl::Span<const DeviceToDevice> copies) override;
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
   // What one launch of the scatter kernel takes.
-  size_t max_batch_copies() const override { return kScatterMaxPieces; }
+  size_t max_batch_copies() const override { return CudaScatter::kMaxPieces; }
   void* AllocateHostBuffer(size_t length) override;
   void FreeHostBuffer(void* buffer, size_t length) override;
   void RegisterHostMemory(void* memory, size_t length) override;
@@ -157,7 +147,7 @@ class CudaDevice final : public Device {
   absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
       uint64_t size, absl::Span<const DeviceToDevice> copies) override;
   // Where the GPU supports POSIX file-descriptor handles.
-  bool can_share() const override { return shareable_; }
+  bool can_share() const override { return gpu_.shareable; }
   // A range that no piece reaches past.
   bool Exclusive(DeviceRange range) const override;
   // The pieces themselves, exported (cuda_export.cc).
@@ -170,8 +160,8 @@ class CudaDevice final : public Device {
   struct Stats {
     bool has_context = false;
     uint64_t contexts_created = 0;
-    uint64_t physical_bytes = 0;  // VRAM held, committed granules or not
-    uint64_t pieces = 0;          // physical allocations held
+    uint64_t physical_bytes = 0;    // VRAM held, committed granules or not
+    uint64_t pieces = 0;            // physical allocations held
     uint64_t scattered_writes = 0;  // writes that went through the kernel
   };
   Stats stats() const;
@@ -186,14 +176,18 @@ class CudaDevice final : public Device {
     // Bit i: granule i of the piece is committed.
     uint64_t committed = 0;
   };
-  // A range of host memory pinned while a context lives.
-  struct HostRange {
-    size_t length = 0;
-    bool owned = false;       // ours (AllocateHostBuffer): unmapped on free
-    bool registered = false;  // pinned under the current context
+  // What Create learns of the GPU.
+  struct Traits {
+    int device = 0;  // CUdevice
+    uint64_t granule = 0;
+    uint64_t arena_size = 0;
+    bool shareable = false;          // physical memory exportable as POSIX fds
+    bool kernel_reads_host = false;  // pinned memory reachable at its host address
+    std::string description;
+    std::string pci_bus_id;  // "0000:65:00.0": how another process finds this GPU
   };
 
-  CudaDevice(const CudaDriver& driver, uint64_t granule, CudaDeviceOptions options);
+  CudaDevice(const CudaDriver& driver, Traits traits, CudaDeviceOptions options);
 
   // Creates the context and everything made under it; on failure nothing
   // of it remains.
@@ -204,7 +198,7 @@ class CudaDevice final : public Device {
   // idle_release.
   void ReleaseWhenIdle();
   bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return context_.load() != nullptr && pieces_.empty() && in_flight_ == 0 && exports_ == 0;
+    return context_.held() && pieces_.empty() && in_flight_ == 0 && exports_ == 0;
   }
 
   // ExportCopy's work, with the context held (cuda_export.cc).
@@ -215,45 +209,12 @@ class CudaDevice final : public Device {
   // allocation it owned (a copy's).
   void ReleaseExport(std::optional<PhysicalHandle> owned);
   // Exclusive, and with `committed` also backed whole by committed pieces.
-  bool ExclusiveLocked(DeviceRange range, bool committed) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ExclusiveLocked(DeviceRange range, bool committed) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Makes the context current on the calling thread (FUSE worker threads
-  // are not ours) and fails fast when it is lost or absent.
-  absl::Status Enter() const;
-  // Turns a CUresult into a Status, logging failures and noting sticky ones.
-  absl::Status Check(absl::string_view call, int result) const;
-  // Runs `enqueue` for each element on a borrowed stream, then waits once.
-  absl::Status RunBatch(absl::string_view call, size_t count,
-                        absl::FunctionRef<int(size_t, CUstream_st* stream)> enqueue);
-  // One copy between unified addresses (device and host pointers alike).
-  struct Transfer {
-    unsigned long long to;    // CUdeviceptr
-    unsigned long long from;  // CUdeviceptr
-    size_t length;
-  };
-  // Runs `count` copies and waits for them: one cuMemcpyBatchAsync where the
-  // driver has it (the driver's per-copy cost is what scattered pages pay:
-  // 490 vs 680 µs for 256 × 4 KiB on an H100), else one call per copy.
-  absl::Status RunCopies(size_t count, absl::FunctionRef<Transfer(size_t)> transfer);
   absl::Status InRange(uint64_t offset, uint64_t length) const;
+  // Whether the context is held and current, for pinning host memory now.
+  bool EnterIfHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Loads the scatter kernel; without it every write takes RunCopies.
-  void LoadScatterKernel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes `copies` through the scatter kernel when there are enough of
-  // them, they are small, and every source lies in pinned memory;
-  // nullopt when the caller should use RunCopies instead.
-  std::optional<absl::Status> TryScatter(absl::Span<const HostToDevice> copies);
-  bool InPinnedBuffer(const void* memory, size_t length)
-      ABSL_SHARED_LOCKS_REQUIRED(host_buffers_mu_);
-  // A pinned piece table of kScatterMaxPieces (the kernel reads it from
-  // host memory); null when pinned memory cannot be had.
-  void* AcquirePieceTable();
-  void ReleasePieceTable(void* table);
-
-  // Pins a host range under the current context; false when the driver
-  // declines (copies from it then go through the driver's staging).
-  bool Pin(void* memory, size_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ResourceExhausted when mapping `wanted` more bytes would eat into
   // reserve_bytes; else counts them as pending until the caller has mapped
   // them (and takes reserve_pending_ down by them).
@@ -269,27 +230,21 @@ class CudaDevice final : public Device {
   std::vector<std::pair<uint64_t, Piece>> Uncommit(uint64_t offset, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Borrows an idle stream, waiting for one when all are busy.
-  CUstream_st* AcquireStream();
-  void ReleaseStream(CUstream_st* stream);
-
   const CudaDriver& cu_;
   const CudaDeviceOptions options_;
+  const Traits gpu_;
   // More than the FUSE worker threads, so a batch rarely waits.
   static constexpr int kStreams = 32;
 
-  const uint64_t granule_;
-  int device_ = 0;  // CUdevice
-  uint64_t arena_size_ = 0;
-  bool shareable_ = false;         // physical memory exportable as POSIX fds
-  bool kernel_reads_host_ = false;  // pinned memory reachable at its host address
-  std::string description_;
-  std::string pci_bus_id_;  // "0000:65:00.0": how another process finds this GPU
-
+  // Taken before the host ranges' lock where both are held.
   mutable absl::Mutex mu_;
-  // The primary context while it is held. Set and cleared under mu_, read
-  // without it by data operations (which a committed range keeps valid).
-  std::atomic<CUctx_st*> context_{nullptr};
+  // Held from the first Commit until the arena has been idle. Retained and
+  // released under mu_; data operations use it without the lock (a
+  // committed range keeps it).
+  CudaContext context_;
+  CudaStreams streams_;
+  CudaScatter scatter_;
+  PinnedHostRanges host_ranges_;
   // CUdeviceptr of the reserved arena while the context lives; written under
   // mu_ only while nothing is committed, so the data operations that read it
   // need no lock.
@@ -304,37 +259,8 @@ class CudaDevice final : public Device {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread releaser_;
 
-  mutable std::atomic<bool> context_lost_{false};
   // Bytes of commits between KeepReserve and their mapping.
   std::atomic<uint64_t> reserve_pending_{0};
-  // Cleared when the driver refuses a batched copy.
-  std::atomic<bool> batch_copies_{true};
-
-  // Fewer pieces than this go as copies (the launch costs about what a few
-  // copies do); so do more than kScatterMaxPieces.
-  static constexpr size_t kScatterMinPieces = 4;
-  static constexpr size_t kScatterMaxPieces = 4096;
-  // The kernel is for small pieces: each is one block's work, reading host
-  // memory over the bus, where a copy engine moves a large piece faster.
-  static constexpr uint64_t kScatterMaxAveragePiece = 64 << 10;
-  // Made with the context (read by TryScatter while a range is committed).
-  CUmod_st* scatter_module_ = nullptr;
-  CUfunc_st* scatter_kernel_ = nullptr;
-  // Set once the kernel is loaded; cleared when a launch fails without
-  // losing the context.
-  std::atomic<bool> scatter_enabled_{false};
-  std::atomic<uint64_t> scattered_writes_{0};
-  absl::Mutex piece_tables_mu_;
-  std::vector<void*> idle_piece_tables_ ABSL_GUARDED_BY(piece_tables_mu_);
-
-  absl::Mutex streams_mu_;
-  std::vector<CUstream_st*> idle_streams_ ABSL_GUARDED_BY(streams_mu_);
-  std::vector<CUstream_st*> all_streams_ ABSL_GUARDED_BY(streams_mu_);
-
-  // Taken after mu_ where both are held.
-  absl::Mutex host_buffers_mu_;
-  // Start of each host range -> what it is.
-  absl::btree_map<uintptr_t, HostRange> host_ranges_ ABSL_GUARDED_BY(host_buffers_mu_);
 };
 
 }  // namespace cudafs

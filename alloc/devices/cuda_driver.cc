@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace cudafs {
@@ -96,6 +97,18 @@ absl::StatusOr<const CudaDriver*> CudaDriver::Load() {
       new absl::StatusOr<CudaDriver*>(LoadDriver());
   if (!loaded->ok()) return loaded->status();
   return **loaded;
+}
+
+std::string CudaDriver::DeviceName(int device) const {
+  char name[256] = {};
+  if (cuDeviceGetName(name, sizeof name, device) != CUDA_SUCCESS) return "?";
+  return name;
+}
+
+std::string CudaDriver::PciBusId(int device) const {
+  char bus_id[32] = {};
+  if (cuDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != CUDA_SUCCESS) return "?";
+  return absl::AsciiStrToLower(bus_id);
 }
 
 std::string CudaDriver::Describe(absl::string_view call, CUresult result) const {

@@ -7,7 +7,8 @@
 // calls cuInit. Each member has the exact type of the header's declaration,
 // so calls are checked by the compiler as if we had linked.
 //
-// Only this file and cuda_device.cc include <cuda.h>.
+// Only the CUDA device's .cc files and the tests' fake driver include this
+// header, and with it <cuda.h>.
 #ifndef CUDAFS_ALLOC_DEVICES_CUDA_DRIVER_H_
 #define CUDAFS_ALLOC_DEVICES_CUDA_DRIVER_H_
 
@@ -30,7 +31,8 @@ namespace cudafs {
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease)          \
   X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemHostAlloc) X(cuMemFreeHost)     \
   X(cuMemHostRegister) X(cuMemHostUnregister)                                      \
-  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuMemcpyAsync)       \
+  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)        \
+  X(cuMemcpyAsync)                                                                 \
   X(cuMemsetD8Async) X(cuGetErrorName) X(cuGetErrorString)                          \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)   \
   X(cuMemExportToShareableHandle)
@@ -45,6 +47,11 @@ struct CudaDriver {
 
   // "cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
   std::string Describe(absl::string_view call, CUresult result) const;
+
+  // "NVIDIA H100 80GB HBM3" and "0000:65:00.0" of a CUdevice; "?" when
+  // the driver will not say.
+  std::string DeviceName(int device) const;
+  std::string PciBusId(int device) const;
 
   // absl::OkStatus() for CUDA_SUCCESS; ResourceExhausted for out-of-memory
   // results; Internal (an I/O error for the filesystem) otherwise.

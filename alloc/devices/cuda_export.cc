@@ -27,7 +27,7 @@ class CudaDevice::Export final : public ExportedMemory {
     for (const ExportedPiece& piece : pieces_) close(piece.fd);
     device_->ReleaseExport(owned_);
   }
-  void Add(int fd, uint64_t length) { pieces_.push_back({fd, length, device_->pci_bus_id_}); }
+  void Add(int fd, uint64_t length) { pieces_.push_back({fd, length, device_->gpu_.pci_bus_id}); }
 
   Kind kind() const override { return Kind::kCuda; }
   uint64_t size() const override { return size_; }
@@ -42,9 +42,9 @@ class CudaDevice::Export final : public ExportedMemory {
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportCopy(
     uint64_t size, absl::Span<const DeviceToDevice> copies) {
-  if (!shareable_) {
+  if (!gpu_.shareable) {
     return absl::UnimplementedError(
-        absl::StrCat(description_, " cannot export memory as file descriptors"));
+        absl::StrCat(gpu_.description, " cannot export memory as file descriptors"));
   }
   for (const DeviceToDevice& c : copies) {
     if (absl::Status s = InRange(c.source_offset, c.length); !s.ok()) return s;
@@ -52,10 +52,11 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportCopy(
       return absl::InternalError("an export copy lies past the exported size");
     }
   }
-  const uint64_t length = std::max(granule_, (size + granule_ - 1) / granule_ * granule_);
+  const uint64_t length =
+      std::max(gpu_.granule, (size + gpu_.granule - 1) / gpu_.granule * gpu_.granule);
   {
     absl::MutexLock lock(&mu_);
-    if (context_.load() == nullptr) {
+    if (!context_.held()) {
       if (absl::Status s = CreateContext(); !s.ok()) return s;
     }
     ++in_flight_;
@@ -70,55 +71,57 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportCopy(
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::MakeExport(
     uint64_t length, uint64_t size, absl::Span<const DeviceToDevice> copies) {
-  if (absl::Status s = Enter(); !s.ok()) return s;
+  if (absl::Status s = context_.Enter(); !s.ok()) return s;
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = device_;
+  prop.location.id = gpu_.device;
   prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   CUmemGenericAllocationHandle handle;
-  if (absl::Status s = Check("cuMemCreate", cu_.cuMemCreate(&handle, length, &prop, 0)); !s.ok()) {
+  if (absl::Status s = context_.Check("cuMemCreate", cu_.cuMemCreate(&handle, length, &prop, 0));
+      !s.ok()) {
     return s;
   }
   // Mapped here only while the copy runs: the daemon keeps no view of it.
   CUdeviceptr view = 0;
-  absl::Status status =
-      Check("cuMemAddressReserve", cu_.cuMemAddressReserve(&view, length, granule_, 0, 0));
+  absl::Status status = context_.Check("cuMemAddressReserve",
+                                       cu_.cuMemAddressReserve(&view, length, gpu_.granule, 0, 0));
   bool mapped = false;
   if (status.ok()) {
-    status = Check("cuMemMap", cu_.cuMemMap(view, length, 0, handle, 0));
+    status = context_.Check("cuMemMap", cu_.cuMemMap(view, length, 0, handle, 0));
     mapped = status.ok();
   }
   if (status.ok()) {
     CUmemAccessDesc access = {};
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    status = Check("cuMemSetAccess", cu_.cuMemSetAccess(view, length, &access, 1));
+    status = context_.Check("cuMemSetAccess", cu_.cuMemSetAccess(view, length, &access, 1));
   }
   if (status.ok()) {
     // Fresh VRAM may hold another program's bytes: all of it is zeroed
     // before the file's bytes go in (holes and the tail stay zero).
-    CUstream stream = AcquireStream();
-    status = Check("cuMemsetD8Async", cu_.cuMemsetD8Async(view, 0, length, stream));
-    for (size_t i = 0; i < copies.size() && status.ok(); ++i) {
-      status = Check("cuMemcpyAsync",
-                     cu_.cuMemcpyAsync(view + copies[i].destination_offset,
-                                       base_ + copies[i].source_offset, copies[i].length, stream));
-    }
-    const absl::Status synced = Check("cuStreamSynchronize", cu_.cuStreamSynchronize(stream));
-    if (status.ok()) status = synced;
-    ReleaseStream(stream);
+    // Item 0 zeroes, item i + 1 is copies[i].
+    status =
+        streams_.Run("cuMemsetD8Async, cuMemcpyAsync", copies.size() + 1, length,
+                     [&](size_t i, CUstream stream) {
+                       if (i == 0)
+                         return static_cast<int>(cu_.cuMemsetD8Async(view, 0, length, stream));
+                       const DeviceToDevice& c = copies[i - 1];
+                       return static_cast<int>(cu_.cuMemcpyAsync(
+                           view + c.destination_offset, base_ + c.source_offset, c.length, stream));
+                     });
   }
-  if (mapped) Check("cuMemUnmap", cu_.cuMemUnmap(view, length)).IgnoreError();
-  if (view != 0) Check("cuMemAddressFree", cu_.cuMemAddressFree(view, length)).IgnoreError();
+  if (mapped) context_.Check("cuMemUnmap", cu_.cuMemUnmap(view, length)).IgnoreError();
+  if (view != 0)
+    context_.Check("cuMemAddressFree", cu_.cuMemAddressFree(view, length)).IgnoreError();
   int fd = -1;
   if (status.ok()) {
-    status = Check("cuMemExportToShareableHandle",
-                   cu_.cuMemExportToShareableHandle(&fd, handle,
-                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    status = context_.Check(
+        "cuMemExportToShareableHandle",
+        cu_.cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
   }
   if (!status.ok()) {
-    Check("cuMemRelease", cu_.cuMemRelease(handle)).IgnoreError();
+    context_.Check("cuMemRelease", cu_.cuMemRelease(handle)).IgnoreError();
     return status;
   }
   auto exported = std::make_unique<Export>(this, size, handle);
@@ -127,7 +130,7 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::MakeExport(
 }
 
 void CudaDevice::ReleaseExport(std::optional<PhysicalHandle> owned) {
-  if (owned) Check("cuMemRelease", cu_.cuMemRelease(*owned)).IgnoreError();
+  if (owned) context_.Check("cuMemRelease", cu_.cuMemRelease(*owned)).IgnoreError();
   absl::MutexLock lock(&mu_);
   --exports_;
 }
@@ -138,7 +141,7 @@ bool CudaDevice::Exclusive(DeviceRange range) const {
 }
 
 bool CudaDevice::ExclusiveLocked(DeviceRange range, bool committed) const {
-  if (range.length == 0 || range.offset % granule_ != 0 || range.length % granule_ != 0 ||
+  if (range.length == 0 || range.offset % gpu_.granule != 0 || range.length % gpu_.granule != 0 ||
       !InRange(range.offset, range.length).ok()) {
     return false;
   }
@@ -152,7 +155,7 @@ bool CudaDevice::ExclusiveLocked(DeviceRange range, bool committed) const {
     const Piece& piece = it->second;
     if (it->first + piece.length <= range.offset) continue;
     if (it->first < range.offset || it->first + piece.length > end) return false;
-    const uint64_t granules = piece.length / granule_;
+    const uint64_t granules = piece.length / gpu_.granule;
     const uint64_t all = granules >= 64 ? ~uint64_t{0} : (uint64_t{1} << granules) - 1;
     if (it->first == tiled && piece.committed == all) tiled += piece.length;
   }
@@ -161,9 +164,9 @@ bool CudaDevice::ExclusiveLocked(DeviceRange range, bool committed) const {
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportShared(
     uint64_t size, absl::Span<const DeviceRange> ranges) {
-  if (!shareable_) {
+  if (!gpu_.shareable) {
     return absl::UnimplementedError(
-        absl::StrCat(description_, " cannot export memory as file descriptors"));
+        absl::StrCat(gpu_.description, " cannot export memory as file descriptors"));
   }
   std::vector<std::pair<PhysicalHandle, uint64_t>> handles;  // and their lengths
   {
@@ -182,12 +185,13 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportShared(
   }
   // The caller keeps the ranges committed meanwhile, so the pieces stay.
   auto exported = std::make_unique<Export>(this, size, std::nullopt);
-  if (absl::Status s = Enter(); !s.ok()) return s;
+  if (absl::Status s = context_.Enter(); !s.ok()) return s;
   for (const auto& [handle, length] : handles) {
     int fd = -1;
-    if (absl::Status s = Check("cuMemExportToShareableHandle",
-                               cu_.cuMemExportToShareableHandle(
-                                   &fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    if (absl::Status s =
+            context_.Check("cuMemExportToShareableHandle",
+                           cu_.cuMemExportToShareableHandle(
+                               &fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
         !s.ok()) {
       return s;
     }

@@ -1,67 +1,90 @@
-// CudaDevice's host memory (cuda_device.h): buffers and registered ranges
-// pinned while a context lives, so that copies from them run at PCIe speed.
+#include "alloc/devices/cuda_host_memory.h"
+
 #include <sys/mman.h>
 
-#include <cstdint>
-
-#include "alloc/devices/cuda_device.h"
+#include "alloc/devices/cuda_context.h"
 #include "alloc/devices/cuda_driver.h"
 #include "alloc/devices/sorted_ranges.h"
 
 namespace cudafs {
 
-bool CudaDevice::Pin(void* memory, size_t length) {
+PinnedHostRanges::~PinnedHostRanges() {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [start, range] : ranges_) {
+    if (range.owned) munmap(reinterpret_cast<void*>(start), range.length);
+  }
+}
+
+bool PinnedHostRanges::Pin(void* memory, size_t length) const {
   // Portable: the scatter kernel and the copy engines reach it under any
   // context; a failure only costs speed (the driver stages pageable memory).
-  const CUresult result = cu_.cuMemHostRegister(memory, length, CU_MEMHOSTREGISTER_PORTABLE);
+  const CUresult result =
+      context_.driver().cuMemHostRegister(memory, length, CU_MEMHOSTREGISTER_PORTABLE);
   // Another GPU of a pool pinned it first: copies run at full speed while
   // it keeps it, and this device does not count on it (no scatter kernel
   // reads it), since that GPU's context may go first.
   if (result == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) return false;
-  return Check("cuMemHostRegister", result).ok();
+  return context_.Check("cuMemHostRegister", result).ok();
 }
 
-void* CudaDevice::AllocateHostBuffer(size_t length) {
-  // Plain memory, pinned while a context lives: the buffer outlives the
-  // contexts (the page cache's frames live as long as the mount).
+void* PinnedHostRanges::Allocate(size_t length, bool pin) {
   void* buffer = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (buffer == MAP_FAILED) return nullptr;
+  const bool pinned = pin && Pin(buffer, length);
   absl::MutexLock lock(&mu_);
-  const bool registered = context_.load() != nullptr && Enter().ok() && Pin(buffer, length);
-  absl::MutexLock hosts(&host_buffers_mu_);
-  host_ranges_.emplace(reinterpret_cast<uintptr_t>(buffer), HostRange{length, true, registered});
+  ranges_.emplace(reinterpret_cast<uintptr_t>(buffer), Range{length, true, pinned});
   return buffer;
 }
 
-void CudaDevice::FreeHostBuffer(void* buffer, size_t length) {
-  UnregisterHostMemory(buffer);
-  munmap(buffer, length);
+void PinnedHostRanges::Register(void* memory, size_t length, bool pin) {
+  const bool pinned = pin && Pin(memory, length);
+  absl::MutexLock lock(&mu_);
+  ranges_.emplace(reinterpret_cast<uintptr_t>(memory), Range{length, false, pinned});
 }
 
-void CudaDevice::RegisterHostMemory(void* memory, size_t length) {
+void PinnedHostRanges::Remove(void* memory) {
   absl::MutexLock lock(&mu_);
-  const bool registered = context_.load() != nullptr && Enter().ok() && Pin(memory, length);
-  absl::MutexLock hosts(&host_buffers_mu_);
-  host_ranges_.emplace(reinterpret_cast<uintptr_t>(memory), HostRange{length, false, registered});
-}
-
-void CudaDevice::UnregisterHostMemory(void* memory) {
-  absl::MutexLock lock(&mu_);
-  absl::MutexLock hosts(&host_buffers_mu_);
-  auto it = host_ranges_.find(reinterpret_cast<uintptr_t>(memory));
-  if (it == host_ranges_.end()) return;
-  if (it->second.registered) {
-    cu_.cuCtxSetCurrent(context_.load());
-    (void)cu_.cuMemHostUnregister(memory);
+  auto it = ranges_.find(reinterpret_cast<uintptr_t>(memory));
+  if (it == ranges_.end()) return;
+  if (it->second.pinned) {
+    context_.MakeCurrent();
+    (void)context_.driver().cuMemHostUnregister(memory);
   }
-  host_ranges_.erase(it);
+  if (it->second.owned) munmap(memory, it->second.length);
+  ranges_.erase(it);
 }
 
-bool CudaDevice::InPinnedBuffer(const void* memory, size_t length) {
-  const auto start = reinterpret_cast<uintptr_t>(memory);
-  auto it = Containing(host_ranges_, start, [](const HostRange& range) { return range.length; });
-  return it != host_ranges_.end() && it->second.registered &&
-         start + length <= it->first + it->second.length;
+PinnedHostRanges::Pinned PinnedHostRanges::PinAll() {
+  Pinned pinned;
+  absl::MutexLock lock(&mu_);
+  for (auto& [start, range] : ranges_) {
+    range.pinned = Pin(reinterpret_cast<void*>(start), range.length);
+    if (!range.pinned) continue;
+    ++pinned.ranges;
+    pinned.bytes += range.length;
+  }
+  return pinned;
+}
+
+void PinnedHostRanges::UnpinAll() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [start, range] : ranges_) {
+    if (range.pinned) (void)context_.driver().cuMemHostUnregister(reinterpret_cast<void*>(start));
+    range.pinned = false;
+  }
+}
+
+bool PinnedHostRanges::AllPinned(absl::Span<const HostToDevice> copies) const {
+  absl::ReaderMutexLock lock(&mu_);
+  for (const HostToDevice& c : copies) {
+    const auto start = reinterpret_cast<uintptr_t>(c.source);
+    auto it = Containing(ranges_, start, [](const Range& range) { return range.length; });
+    if (it == ranges_.end() || !it->second.pinned ||
+        start + c.length > it->first + it->second.length) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace cudafs

@@ -3,6 +3,15 @@
 #include <cstdlib>
 
 namespace cudafs {
+namespace {
+
+thread_local bool background_thread = false;
+
+}  // namespace
+
+void MarkBackgroundThread() { background_thread = true; }
+
+bool IsBackgroundThread() { return background_thread; }
 
 std::vector<DeviceRange> Device::parts() const { return {{0, arena_size()}}; }
 

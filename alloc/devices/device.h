@@ -31,6 +31,12 @@
 
 namespace cudafs {
 
+// Marks the calling thread as one no request waits on (the write-back
+// flusher): devices wait for their hardware there asleep, never spinning,
+// so request threads keep the cores.
+void MarkBackgroundThread();
+bool IsBackgroundThread();
+
 // Host memory -> arena.
 struct HostToDevice {
   uint64_t device_offset;

@@ -917,6 +917,14 @@ CUresult FakeStreamSynchronize(CUstream stream) {
   return s.CheckStream(stream, current);
 }
 
+CUresult FakeStreamQuery(CUstream stream) {
+  CUDAFS_FAKE_ENTER("cuStreamQuery");
+  CUDAFS_FAKE_NEED_CONTEXT();
+  // Work ran at enqueue: always done (FailNext with CUDA_ERROR_NOT_READY
+  // makes it busy).
+  return s.CheckStream(stream, current);
+}
+
 CUresult FakeMemcpyAsync(CUdeviceptr to, CUdeviceptr from, size_t length, CUstream stream) {
   CUDAFS_FAKE_ENTER("cuMemcpyAsync");
   CUDAFS_FAKE_NEED_CONTEXT();
@@ -1133,6 +1141,7 @@ CudaDriver MakeDriver() {
   driver.cuStreamCreate = FakeStreamCreate;
   driver.cuStreamDestroy = FakeStreamDestroy;
   driver.cuStreamSynchronize = FakeStreamSynchronize;
+  driver.cuStreamQuery = FakeStreamQuery;
   driver.cuMemcpyAsync = FakeMemcpyAsync;
   driver.cuMemsetD8Async = FakeMemsetD8Async;
   driver.cuGetErrorName = FakeGetErrorName;
