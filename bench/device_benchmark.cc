@@ -106,9 +106,11 @@ Device* SharedCudaDevice() {
 // 4 MiB transfers (a FUSE request's largest) from `threads` threads at
 // once, each on its own 256 MiB and its own pinned buffer: the device
 // layer's ceiling for N cold readers or writers, FUSE left out. With
-// `copy_out`, each read is then copied by the CPU into 256 MiB of other
-// memory, as the kernel copies a reply into the page cache.
-void BM_ParallelTransfer(benchmark::State& state, bool write, bool copy_out) {
+// `host_copy`, the CPU also copies each transfer's bytes between the
+// pinned buffer and 256 MiB of other memory (after a read, before a
+// write), as the kernel copies a request's payload between the reader's or
+// writer's memory and the request buffer.
+void BM_ParallelTransfer(benchmark::State& state, bool write, bool host_copy) {
   Device* device = SharedCudaDevice();
   if (device == nullptr) return state.SkipWithError("no CUDA device");
   const size_t length = 4 * kMiB;
@@ -117,13 +119,14 @@ void BM_ParallelTransfer(benchmark::State& state, bool write, bool copy_out) {
   if (!device->Commit(base, span).ok()) return state.SkipWithError("commit failed");
   char* buffer = static_cast<char*>(device->AllocateHostBuffer(length));
   std::memset(buffer, 1, length);
-  std::vector<char> page_cache(copy_out ? span : 0, 1);
+  std::vector<char> user_memory(host_copy ? span : 0, 1);
   uint64_t offset = 0;
   for (auto _ : state) {
+    if (host_copy && write) std::memcpy(buffer, user_memory.data() + offset, length);
     absl::Status status = write ? device->Write({{base + offset, buffer, length}})
                                 : device->Read({{buffer, base + offset, length}});
     if (!status.ok()) return state.SkipWithError("transfer failed");
-    if (copy_out) std::memcpy(page_cache.data() + offset, buffer, length);
+    if (host_copy && !write) std::memcpy(user_memory.data() + offset, buffer, length);
     offset = (offset + length) % span;
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * length);
@@ -135,6 +138,8 @@ BENCHMARK_CAPTURE(BM_ParallelTransfer, CudaRead, false, false)
 BENCHMARK_CAPTURE(BM_ParallelTransfer, CudaReadAndCopy, false, true)
     ->Threads(1)->Threads(8)->Threads(16)->UseRealTime();
 BENCHMARK_CAPTURE(BM_ParallelTransfer, CudaWrite, true, false)
+    ->Threads(1)->Threads(8)->Threads(16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ParallelTransfer, CudaCopyAndWrite, true, true)
     ->Threads(1)->Threads(8)->Threads(16)->UseRealTime();
 #endif  // CUDAFS_WITH_CUDA
 
