@@ -25,10 +25,12 @@ struct Fixture {
       : device(std::move(HostDevice::Create(uint64_t{1} << 30).value())),
         arena(device.get(), 4096),
         cache(device.get(), uint64_t{64} << 20),
-        file(&cache, 2, &arena, uint64_t{1} << 20) {}
+        space(&cache, &arena, uint64_t{1} << 20),
+        file(&space, 2) {}
   std::unique_ptr<HostDevice> device;
   Arena arena;
   PageCache cache;
+  CachedFile::Space space;
   CachedFile file;
 };
 

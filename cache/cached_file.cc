@@ -12,11 +12,13 @@ uint64_t RoundUp(uint64_t value, uint64_t unit) { return (value + unit - 1) / un
 
 }  // namespace
 
-CachedFile::CachedFile(PageCache* cache, uint64_t ino, Arena* arena, uint64_t max_extent)
-    : cache_(cache), ino_(ino), extents_(arena, max_extent) {}
+// With malloc's header an 80-byte chunk, one per file with data.
+static_assert(sizeof(CachedFile) <= 72, "a CachedFile grew past its malloc chunk");
+
+CachedFile::CachedFile(const Space* space, uint64_t ino) : ino_(ino), extents_(space) {}
 
 CachedFile::~CachedFile() {
-  if (HasCachedPages()) cache_->RemoveFile(ino_);
+  if (HasCachedPages()) cache()->RemoveFile(ino_);
 }
 
 absl::Status CachedFile::Read(uint64_t offset, size_t length, char* out, uint64_t file_size) {
@@ -28,7 +30,7 @@ absl::Status CachedFile::Read(uint64_t offset, size_t length, char* out, uint64_
 
 absl::Status CachedFile::ReadAround(uint64_t offset, size_t length, char* out) {
   if (absl::Status status = extents_.Read(offset, length, out); !status.ok()) return status;
-  if (HasCachedPages()) cache_->OverlayDirty(ino_, offset, length, out);
+  if (HasCachedPages()) cache()->OverlayDirty(ino_, offset, length, out);
   return absl::OkStatus();
 }
 
@@ -36,7 +38,7 @@ absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* 
                                           uint64_t file_size) {
   const uint64_t end = offset + length;
   const uint64_t first = offset / kPage;
-  const std::vector<bool> missed = cache_->ReadCached(ino_, offset, length, out);
+  const std::vector<bool> missed = cache()->ReadCached(ino_, offset, length, out);
   const bool sequential = sequential_end_.exchange(end, std::memory_order_relaxed) == offset;
   const auto first_missed = std::find(missed.begin(), missed.end(), true);
   if (first_missed == missed.end()) return absl::OkStatus();
@@ -53,10 +55,10 @@ absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* 
   // keep them: straight into `out`, as without a cache (none of them is
   // cached, so none is dirty).
   if (!sequential && std::find(missed.begin(), missed.end(), false) == missed.end() &&
-      !cache_->AdmitsFill(ino_, fill_first)) {
+      !cache()->AdmitsFill(ino_, fill_first)) {
     return extents_.Read(offset, length, out);
   }
-  char* staging = cache_->AcquireStaging();
+  char* staging = cache()->AcquireStaging();
   // No host memory for a fill: the arena, then what is newer.
   if (staging == nullptr) return ReadAround(offset, length, out);
   const uint64_t fill_start = fill_first * kPage;
@@ -73,9 +75,9 @@ absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* 
       std::memcpy(out + (from - offset), staging + (from - fill_start), to - from);
     }
     may_have_pages_.store(true, std::memory_order_relaxed);
-    cache_->InsertClean(ino_, fill_first, fill_end - fill_first, staging);
+    cache()->InsertClean(ino_, fill_first, fill_end - fill_first, staging);
   }
-  cache_->ReleaseStaging(staging);
+  cache()->ReleaseStaging(staging);
   return status;
 }
 
@@ -85,7 +87,7 @@ absl::Status CachedFile::Write(uint64_t offset, const char* data, size_t length,
   if (length < PageCache::kSmallRequest) {
     absl::StatusOr<bool> cached = WriteThroughCache(offset, data, length, file_size);
     if (!cached.ok() || *cached) return cached.status();
-    cache_->CountWriteThroughs(ino_, offset / kPage,
+    cache()->CountWriteThroughs(ino_, offset / kPage,
                                (offset + length - 1) / kPage - offset / kPage + 1);
   }
   return WriteAround(offset, data, length);
@@ -98,11 +100,11 @@ absl::Status CachedFile::WriteAround(uint64_t offset, const char* data, size_t l
 }
 
 absl::Status CachedFile::FlushAndDrop(uint64_t offset, uint64_t end) {
-  if (!HasCachedPages() || !cache_->HasPagesIn(ino_, offset, end)) return absl::OkStatus();
+  if (!HasCachedPages() || !cache()->HasPagesIn(ino_, offset, end)) return absl::OkStatus();
   // Pages at the edges hold bytes outside the range that may exist nowhere
   // else.
   if (absl::Status status = Flush(); !status.ok()) return status;
-  cache_->DropPages(ino_, offset, end);
+  cache()->DropPages(ino_, offset, end);
   return absl::OkStatus();
 }
 
@@ -124,7 +126,7 @@ absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* 
   // work (it starts at half).
   PageCache::WriteFrames write;
   may_have_pages_.store(true, std::memory_order_relaxed);
-  if (!cache_->ReserveForWrite(ino_, first, count, &write)) return false;
+  if (!cache()->ReserveForWrite(ino_, first, count, &write)) return false;
 
   // A new frame starts as the page's current bytes: zeros past the end of
   // the file, else the arena's, unless the write covers the whole page.
@@ -135,36 +137,36 @@ absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* 
     const uint64_t page_start = (first + i) * kPage;
     const bool whole = offset <= page_start && page_start + kPage <= end;
     if (whole) continue;
-    char* frame_data = cache_->FrameData(write.frames[i]);
+    char* frame_data = cache()->FrameData(write.frames[i]);
     if (page_start >= file_size) {
       std::memset(frame_data, 0, kPage);
       continue;
     }
-    cache_->CountMiss(ino_, first + i);
+    cache()->CountMiss(ino_, first + i);
     if (absl::Status status = extents_.Read(page_start, kPage, frame_data); !status.ok()) {
-      cache_->CancelWrite(write);
+      cache()->CancelWrite(write);
       return status;
     }
   }
   if (absl::Status status = extents_.MapForWriteBack(first * kPage, count * kPage);
       !status.ok()) {
-    cache_->CancelWrite(write);
+    cache()->CancelWrite(write);
     return status;
   }
-  cache_->CommitWrite(write, offset, data, length);
+  cache()->CommitWrite(write, offset, data, length);
   return true;
 }
 
 absl::Status CachedFile::Flush() {
   if (!HasCachedPages()) return absl::OkStatus();
   for (;;) {
-    const PageCache::FlushBatch batch = cache_->CollectDirty(ino_);
+    const PageCache::FlushBatch batch = cache()->CollectDirty(ino_);
     if (batch.frames.empty()) return absl::OkStatus();
     // Written without the cache lock, which every other file's requests
     // need: the caller's exclusive hold of this file's lock keeps these
     // dirty frames as they are (dirty pages are never evicted).
     if (absl::Status status = extents_.WriteMapped(batch.runs); !status.ok()) return status;
-    cache_->MarkFlushed(batch);
+    cache()->MarkFlushed(batch);
   }
 }
 
@@ -172,19 +174,19 @@ absl::Status CachedFile::Flush() {
 // bytes (dirty ones may exist nowhere else).
 absl::Status CachedFile::PunchHole(uint64_t offset, uint64_t length) {
   if (absl::Status status = extents_.PunchHole(offset, length); !status.ok()) return status;
-  if (HasCachedPages()) cache_->DiscardRange(ino_, offset, offset + length);
+  if (HasCachedPages()) cache()->DiscardRange(ino_, offset, offset + length);
   return absl::OkStatus();
 }
 
 absl::Status CachedFile::Truncate(uint64_t size) {
   if (absl::Status status = extents_.Truncate(size); !status.ok()) return status;
-  if (HasCachedPages()) cache_->DiscardRange(ino_, size, ~uint64_t{0});
+  if (HasCachedPages()) cache()->DiscardRange(ino_, size, ~uint64_t{0});
   return absl::OkStatus();
 }
 
 absl::Status CachedFile::CopyFrom(CachedFile& source, uint64_t source_offset, uint64_t offset,
                                   uint64_t length) {
-  if (cache_->enabled()) {
+  if (cache()->enabled()) {
     // The copy runs on the device: the source's newest bytes must be there,
     // and the target's cached pages in the range would be stale after it.
     if (absl::Status status = source.Flush(); !status.ok()) return status;

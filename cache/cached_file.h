@@ -30,8 +30,19 @@ namespace cudafs {
 
 class CachedFile {
  public:
-  // `cache` may be disabled; then every call goes straight to the arena.
-  CachedFile(PageCache* cache, uint64_t ino, Arena* arena, uint64_t max_extent);
+  // What the files of a mount share: their ExtentMaps' space, and the
+  // cache, which may be disabled (then every call goes straight to the
+  // arena). One pointer a file: a million small files are a million
+  // CachedFiles.
+  struct Space : ExtentMap::Space {
+    Space(PageCache* cache, Arena* arena, uint64_t max_extent)
+        : ExtentMap::Space(arena, max_extent), cache(cache) {}
+
+    PageCache* const cache;
+  };
+
+  // `space` must outlive the file.
+  CachedFile(const Space* space, uint64_t ino);
   // Drops the file's pages unflushed: the file is gone.
   ~CachedFile();
   CachedFile(const CachedFile&) = delete;
@@ -71,10 +82,12 @@ class CachedFile {
  private:
   static constexpr uint64_t kPage = PageCache::kPageSize;
 
+  // extents_ was made with the file's Space.
+  PageCache* cache() const { return static_cast<const Space&>(extents_.space()).cache; }
   // Whether requests go through the cache at all.
-  bool Cached() const { return cache_->enabled() && !extents_.shared(); }
+  bool Cached() const { return cache()->enabled() && !extents_.shared(); }
   bool HasCachedPages() const {
-    return cache_->enabled() && may_have_pages_.load(std::memory_order_relaxed);
+    return cache()->enabled() && may_have_pages_.load(std::memory_order_relaxed);
   }
   // The arena, then the dirty pages over it (which are newer).
   absl::Status ReadAround(uint64_t offset, size_t length, char* out);
@@ -91,9 +104,9 @@ class CachedFile {
   // drops those pages: the caller is about to change the range in the arena.
   absl::Status FlushAndDrop(uint64_t offset, uint64_t end);
 
-  PageCache* const cache_;
-  const uint64_t ino_;  // names the file's pages in cache_
-  ExtentMap extents_;
+  const uint64_t ino_;  // names the file's pages in the cache
+  // may_have_pages_ sits in its tail padding.
+  [[no_unique_address]] ExtentMap extents_;
   // False until the file first puts a page in the cache: until then the
   // cache's locks need not be taken to learn that it holds nothing of the
   // file (a large stream, a file that is only read straight through, a

@@ -2,22 +2,132 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <limits>
 #include <utility>
 #include <vector>
 
-
 namespace cudafs {
 
+ExtentMap::Extents::~Extents() {
+  if (form_ == Form::kTree) delete tree_;
+}
+
+ExtentMap::Extents::const_iterator ExtentMap::Extents::At(Set::const_iterator it) const {
+  const_iterator at;
+  at.extents_ = this;
+  at.in_tree_ = it;
+  return at;
+}
+
+ExtentMap::Extents::const_iterator ExtentMap::Extents::AtOne(bool past) const {
+  const_iterator at;
+  at.extents_ = this;
+  at.past_one_ = past || form_ == Form::kEmpty;
+  return at;
+}
+
+ExtentMap::Extents::const_iterator ExtentMap::Extents::begin() const {
+  return form_ == Form::kTree ? At(tree_->set.begin()) : AtOne(false);
+}
+
+ExtentMap::Extents::const_iterator ExtentMap::Extents::end() const {
+  return form_ == Form::kTree ? At(tree_->set.end()) : AtOne(true);
+}
+
+ExtentMap::Extents::const_iterator ExtentMap::Extents::find(uint64_t start) const {
+  if (form_ == Form::kTree) return At(tree_->set.find(start));
+  return AtOne(form_ == Form::kEmpty || one_.start != start);
+}
+
+ExtentMap::Extents::const_iterator ExtentMap::Extents::lower_bound(uint64_t offset) const {
+  if (form_ == Form::kTree) return At(tree_->set.lower_bound(offset));
+  return AtOne(form_ == Form::kEmpty || one_.start < offset);
+}
+
+ExtentMap::Extents::const_iterator ExtentMap::Extents::upper_bound(uint64_t offset) const {
+  if (form_ == Form::kTree) return At(tree_->set.upper_bound(offset));
+  return AtOne(form_ == Form::kEmpty || one_.start <= offset);
+}
+
+const Block& ExtentMap::Extents::at(uint64_t start) const {
+  const const_iterator it = find(start);
+  assert(it != end());
+  return it->block;
+}
+
+void ExtentMap::Extents::emplace(uint64_t start, Block block) {
+  switch (form_) {
+    case Form::kEmpty:
+      one_ = Extent{start, block};
+      form_ = Form::kOne;
+      return;
+    case Form::kOne: {
+      if (one_.start == start) return;
+      auto* tree = new Tree;
+      tree->set.insert(one_);
+      tree->set.insert(Extent{start, block});
+      tree->bytes = one_.block.size + block.size;
+      tree_ = tree;
+      form_ = Form::kTree;
+      return;
+    }
+    case Form::kTree:
+      if (tree_->set.insert(Extent{start, block}).second) tree_->bytes += block.size;
+      return;
+  }
+}
+
+ExtentMap::Extents::const_iterator ExtentMap::Extents::erase(const_iterator it) {
+  if (form_ != Form::kTree) {
+    form_ = Form::kEmpty;
+    return end();
+  }
+  tree_->bytes -= it->block.size;
+  Set::const_iterator next = tree_->set.erase(it.in_tree_);
+  if (tree_->set.size() > 1) return At(next);
+  // Back in place: the tree's node would hold one extent.
+  const bool past = next == tree_->set.end();
+  const Extent one = *tree_->set.begin();
+  delete tree_;
+  one_ = one;
+  form_ = Form::kOne;
+  return AtOne(past);
+}
+
+size_t ExtentMap::Extents::size() const {
+  switch (form_) {
+    case Form::kEmpty:
+      return 0;
+    case Form::kOne:
+      return 1;
+    case Form::kTree:
+      return tree_->set.size();
+  }
+  return 0;
+}
+
+uint64_t ExtentMap::Extents::bytes() const {
+  switch (form_) {
+    case Form::kEmpty:
+      return 0;
+    case Form::kOne:
+      return one_.block.size;
+    case Form::kTree:
+      return tree_->bytes;
+  }
+  return 0;
+}
+
 ExtentMap::~ExtentMap() {
-  for (const auto& [file_offset, block] : extents_) arena_->Free(block);
+  for (const auto& [file_offset, block] : extents_) arena()->Free(block);
 }
 
 ExtentMap::Extents::const_iterator ExtentMap::Find(uint64_t offset) const {
   auto it = extents_.upper_bound(offset);
   if (it == extents_.begin()) return extents_.end();
   --it;
-  return offset < it->first + it->second.size ? it : extents_.end();
+  return offset < it->start + it->block.size ? it : extents_.end();
 }
 
 uint64_t ExtentMap::FitBlock(uint64_t offset, uint64_t wanted) const {
@@ -28,10 +138,10 @@ uint64_t ExtentMap::FitBlock(uint64_t offset, uint64_t wanted) const {
     const uint64_t start = offset & ~(size - 1);
     const uint64_t end = start + size;
     auto next = extents_.lower_bound(start);
-    if (next != extents_.end() && next->first < end) continue;
+    if (next != extents_.end() && next->start < end) continue;
     if (next != extents_.begin()) {
       auto previous = std::prev(next);
-      if (previous->first + previous->second.size > start) continue;
+      if (previous->start + previous->block.size > start) continue;
     }
     return size;
   }
@@ -41,18 +151,18 @@ bool ExtentMap::Appends(uint64_t offset, uint64_t end) const {
   // Blocks are at least min_block, so the data is mapped up to the end of
   // the min_block holding its last byte (unless punched since): a write
   // starting there or before leaves no unmapped hole behind it.
-  const uint64_t min_block = arena_->min_block();
+  const uint64_t min_block = arena()->min_block();
   const uint64_t data_blocks_end = (data_end_ + min_block - 1) / min_block * min_block;
   return offset <= data_blocks_end && end > data_end_;
 }
 
 absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, bool grow,
                                  std::vector<uint64_t>* added) {
-  const uint64_t min_block = arena_->min_block();
+  const uint64_t min_block = arena()->min_block();
   uint64_t position = offset;
   while (position < end) {
     if (auto it = Find(position); it != extents_.end()) {
-      position = it->first + it->second.size;
+      position = it->start + it->block.size;
       continue;
     }
     uint64_t wanted;
@@ -61,23 +171,23 @@ absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, bool grow,
       // without holes), so that growth slack stays below its size even for
       // data far into a sparse file.
       wanted = std::clamp(
-          std::bit_floor(std::max(std::min(position, allocated_bytes_), end - position)),
-          min_block, max_extent_);
+          std::bit_floor(std::max(std::min(position, extents_.bytes()), end - position)),
+          min_block, max_extent());
     } else {
       // The largest block, aligned to its size, that starts at the
       // min_block holding `position` and ends by `end` rounded up to
       // min_block.
       const uint64_t start = position & ~(min_block - 1);
-      wanted = std::clamp(std::bit_floor(end - start), min_block, max_extent_);
+      wanted = std::clamp(std::bit_floor(end - start), min_block, max_extent());
       if (start != 0) wanted = std::min(wanted, start & (~start + 1));  // start's alignment
     }
     uint64_t size = FitBlock(position, wanted);
-    absl::StatusOr<Block> block = arena_->Allocate(size, PartFor(position, size));
+    absl::StatusOr<Block> block = arena()->Allocate(size, PartFor(position, size));
     // A fragmented arena may lack a block this large; smaller ones still
     // fit the file, so fall back before reporting ENOSPC.
     while (!block.ok() && absl::IsResourceExhausted(block.status()) && size > min_block) {
       size /= 2;
-      block = arena_->Allocate(size, PartFor(position, size));
+      block = arena()->Allocate(size, PartFor(position, size));
     }
     if (!block.ok()) {
       for (uint64_t start : *added) Release(extents_.find(start));
@@ -86,7 +196,6 @@ absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, bool grow,
     }
     const uint64_t start = position & ~(size - 1);
     extents_.emplace(start, *block);
-    allocated_bytes_ += size;
     added->push_back(start);
     position = start + size;
   }
@@ -94,15 +203,17 @@ absl::Status ExtentMap::MapRange(uint64_t offset, uint64_t end, bool grow,
 }
 
 size_t ExtentMap::PartFor(uint64_t offset, uint64_t size) {
-  if (arena_->part_count() == 1) return 0;
-  if (!home_) home_ = arena_->EmptiestPart();
-  if (size < max_extent_) return *home_;
-  return (*home_ + offset / max_extent_) % arena_->part_count();
+  if (arena()->part_count() == 1) return 0;
+  if (home_ == kNoHome) {
+    assert(arena()->part_count() < kNoHome);
+    home_ = static_cast<uint16_t>(arena()->EmptiestPart());
+  }
+  if (size < max_extent()) return home_;
+  return (home_ + offset / max_extent()) % arena()->part_count();
 }
 
 void ExtentMap::Release(Extents::iterator it) {
-  arena_->Free(it->second);
-  allocated_bytes_ -= it->second.size;
+  arena()->Free(it->block);
   extents_.erase(it);
 }
 
@@ -117,31 +228,31 @@ absl::Status ExtentMap::Read(uint64_t offset, size_t length, char* out) const {
   if (it == extents_.end()) it = extents_.upper_bound(offset);
   uint64_t position = offset;
   while (position < end) {
-    if (it == extents_.end() || it->first >= end) {
+    if (it == extents_.end() || it->start >= end) {
       std::fill(out + (position - offset), out + length, 0);
       break;
     }
-    if (it->first > position) {  // a hole
-      std::fill(out + (position - offset), out + (it->first - offset), 0);
-      position = it->first;
+    if (it->start > position) {  // a hole
+      std::fill(out + (position - offset), out + (it->start - offset), 0);
+      position = it->start;
     }
-    const uint64_t piece_end = std::min(end, it->first + it->second.size);
+    const uint64_t piece_end = std::min(end, it->start + it->block.size);
     copies.push_back(DeviceToHost{out + (position - offset),
-                                  it->second.offset + (position - it->first),
+                                  it->block.offset + (position - it->start),
                                   piece_end - position});
     position = piece_end;
     ++it;
   }
   if (copies.empty()) return absl::OkStatus();
-  return arena_->device().Read(copies);
+  return arena()->device().Read(copies);
 }
 
 std::vector<DeviceToDevice> ExtentMap::CopiesOut(uint64_t size) const {
   const uint64_t end = std::min(size, data_end_);
   std::vector<DeviceToDevice> copies;
-  for (auto it = extents_.begin(); it != extents_.end() && it->first < end; ++it) {
-    const uint64_t piece_end = std::min(end, it->first + it->second.size);
-    copies.push_back({it->first, it->second.offset, piece_end - it->first});
+  for (auto it = extents_.begin(); it != extents_.end() && it->start < end; ++it) {
+    const uint64_t piece_end = std::min(end, it->start + it->block.size);
+    copies.push_back({it->start, it->block.offset, piece_end - it->start});
   }
   return copies;
 }
@@ -150,10 +261,10 @@ void ExtentMap::AppendMapped(uint64_t offset, uint64_t end,
                              std::vector<DeviceRange>* ranges) const {
   auto it = Find(offset);
   if (it == extents_.end()) it = extents_.upper_bound(offset);
-  for (; it != extents_.end() && it->first < end; ++it) {
-    const uint64_t piece_start = std::max(offset, it->first);
-    const uint64_t piece_end = std::min(end, it->first + it->second.size);
-    ranges->push_back({it->second.offset + (piece_start - it->first), piece_end - piece_start});
+  for (; it != extents_.end() && it->start < end; ++it) {
+    const uint64_t piece_start = std::max(offset, it->start);
+    const uint64_t piece_end = std::min(end, it->start + it->block.size);
+    ranges->push_back({it->block.offset + (piece_start - it->start), piece_end - piece_start});
   }
 }
 
@@ -202,8 +313,8 @@ absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) 
   const std::vector<DeviceRange> zeros = ZerosFor(added, offset, end);
   std::vector<HostToDevice> copies;
   AppendCopies(offset, end, data, &copies);
-  absl::Status status = arena_->device().Zero(zeros);
-  if (status.ok()) status = arena_->device().Write(copies);
+  absl::Status status = arena()->device().Zero(zeros);
+  if (status.ok()) status = arena()->device().Write(copies);
   if (!status.ok()) {
     // Never keep a new block whose zeroing may not have happened.
     for (uint64_t start : added) Release(extents_.find(start));
@@ -215,10 +326,10 @@ absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) 
 
 void ExtentMap::AppendCopies(uint64_t offset, uint64_t end, const char* data,
                              std::vector<HostToDevice>* copies) const {
-  for (auto it = Find(offset); it != extents_.end() && it->first < end; ++it) {
-    const uint64_t piece_start = std::max(offset, it->first);
-    const uint64_t piece_end = std::min(end, it->first + it->second.size);
-    copies->push_back(HostToDevice{it->second.offset + (piece_start - it->first),
+  for (auto it = Find(offset); it != extents_.end() && it->start < end; ++it) {
+    const uint64_t piece_start = std::max(offset, it->start);
+    const uint64_t piece_end = std::min(end, it->start + it->block.size);
+    copies->push_back(HostToDevice{it->block.offset + (piece_start - it->start),
                                    data + (piece_start - offset), piece_end - piece_start});
   }
 }
@@ -230,7 +341,7 @@ absl::Status ExtentMap::MapForWriteBack(uint64_t offset, uint64_t length) {
   if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
     return status;
   }
-  absl::Status status = arena_->device().Zero(ZerosFor(added, offset, end));
+  absl::Status status = arena()->device().Zero(ZerosFor(added, offset, end));
   if (!status.ok()) {
     for (uint64_t start : added) Release(extents_.find(start));
     return status;
@@ -244,15 +355,15 @@ absl::Status ExtentMap::WriteMapped(absl::Span<const Run> runs) {
   for (const Run& run : runs) {
     const uint64_t end = run.offset + run.length;
     uint64_t mapped = 0;
-    for (auto it = Find(run.offset); it != extents_.end() && it->first < end; ++it) {
-      mapped += std::min(end, it->first + it->second.size) - std::max(run.offset, it->first);
+    for (auto it = Find(run.offset); it != extents_.end() && it->start < end; ++it) {
+      mapped += std::min(end, it->start + it->block.size) - std::max(run.offset, it->start);
     }
     if (mapped != run.length) {
       return absl::InternalError("write-back of a range that is not mapped");
     }
     AppendCopies(run.offset, end, run.data, &copies);
   }
-  return arena_->device().Write(copies);
+  return arena()->device().Write(copies);
 }
 
 absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset,
@@ -269,11 +380,11 @@ absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset
   // source extent (copied on the device) or one source hole (zeroed).
   for (uint64_t done = 0; done < length;) {
     const auto to = Find(offset + done);  // mapped above
-    const uint64_t to_left = to->first + to->second.size - (offset + done);
+    const uint64_t to_left = to->start + to->block.size - (offset + done);
     const uint64_t from_position = source_offset + done;
     const auto from = source.Find(from_position);
     uint64_t piece = std::min(to_left, length - done);
-    const uint64_t to_address = to->second.offset + (offset + done - to->first);
+    const uint64_t to_address = to->block.offset + (offset + done - to->start);
     if (from == source.extents_.end() || from_position >= source.data_end_) {
       // A hole, or past the end of the source's data: zeros.
       const uint64_t hole_end = from_position >= source.data_end_
@@ -282,15 +393,15 @@ absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset
       piece = std::min(piece, hole_end - from_position);
       zeros.push_back({to_address, piece});
     } else {
-      piece = std::min({piece, from->first + from->second.size - from_position,
+      piece = std::min({piece, from->start + from->block.size - from_position,
                         source.data_end_ - from_position});
       copies.push_back(DeviceToDevice{
-          to_address, from->second.offset + (from_position - from->first), piece});
+          to_address, from->block.offset + (from_position - from->start), piece});
     }
     done += piece;
   }
-  absl::Status status = arena_->device().Zero(zeros);
-  if (status.ok()) status = arena_->device().Copy(copies);
+  absl::Status status = arena()->device().Zero(zeros);
+  if (status.ok()) status = arena()->device().Copy(copies);
   if (!status.ok()) {
     for (uint64_t start : added) Release(extents_.find(start));
     return status;
@@ -311,7 +422,7 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
   // reads as zeros), older ones from the old end of the data.
   std::vector<std::pair<uint64_t, uint64_t>> ranges = {{data_end_, offset + length}};
   for (uint64_t start : added) ranges.emplace_back(start, start + extents_.at(start).size);
-  absl::Status status = arena_->device().Zero(MappedZeros(std::move(ranges)));
+  absl::Status status = arena()->device().Zero(MappedZeros(std::move(ranges)));
   if (!status.ok()) {
     for (uint64_t start : added) Release(extents_.find(start));
     return status;
@@ -322,13 +433,13 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
 }
 
 absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
-  Device& device = arena_->device();
-  const uint64_t granule = std::max(device.granule_size(), arena_->min_block());
+  Device& device = arena()->device();
+  const uint64_t granule = std::max(device.granule_size(), arena()->min_block());
   const uint64_t end = (size + granule - 1) / granule * granule;
-  const uint64_t largest = std::max(max_extent_, granule);
+  const uint64_t largest = std::max(max_extent(), granule);
   const auto has_large = [&](uint64_t from, uint64_t to) {
-    for (auto it = extents_.lower_bound(from); it != extents_.end() && it->first < to; ++it) {
-      if (it->second.size >= granule) return true;
+    for (auto it = extents_.lower_bound(from); it != extents_.end() && it->start < to; ++it) {
+      if (it->block.size >= granule) return true;
     }
     return false;
   };
@@ -344,13 +455,13 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
   for (uint64_t at = 0; at < end;) {
     auto it = extents_.find(at);
     uint64_t window = granule;
-    if (it != extents_.end() && it->second.size >= granule) {
-      if (device.Exclusive({it->second.offset, it->second.size})) {
-        windows.push_back({at, it->second, false});
-        at += it->second.size;
+    if (it != extents_.end() && it->block.size >= granule) {
+      if (device.Exclusive({it->block.offset, it->block.size})) {
+        windows.push_back({at, it->block, false});
+        at += it->block.size;
         continue;
       }
-      window = it->second.size;
+      window = it->block.size;
     } else {
       // Small blocks and holes: as few fresh blocks as fit between the
       // large ones (each is a piece the importer maps).
@@ -359,7 +470,7 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
         window *= 2;
       }
     }
-    absl::StatusOr<Block> block = arena_->AllocateExclusive(window, PartFor(at, window));
+    absl::StatusOr<Block> block = arena()->AllocateExclusive(window, PartFor(at, window));
     if (!block.ok()) {
       status = block.status();
       break;
@@ -381,12 +492,12 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
       continue;
     }
     zeros.push_back({w.block.offset, w.block.size});
-    for (auto it = extents_.lower_bound(w.start); it != extents_.end() && it->first < window_end;
+    for (auto it = extents_.lower_bound(w.start); it != extents_.end() && it->start < window_end;
          ++it) {
-      const uint64_t to = std::min(it->first + it->second.size, data_end_);
-      if (it->first < to) {
+      const uint64_t to = std::min(it->start + it->block.size, data_end_);
+      if (it->start < to) {
         copies.push_back(
-            {w.block.offset + (it->first - w.start), it->second.offset, to - it->first});
+            {w.block.offset + (it->start - w.start), it->block.offset, to - it->start});
       }
     }
   }
@@ -394,7 +505,7 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
   if (status.ok()) status = device.Copy(copies);
   if (!status.ok()) {
     for (const Window& w : windows) {
-      if (w.fresh) arena_->Free(w.block);
+      if (w.fresh) arena()->Free(w.block);
     }
     return status;
   }
@@ -403,13 +514,11 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
     if (w.fresh) {
       const uint64_t window_end = w.start + w.block.size;
       for (auto it = extents_.lower_bound(w.start);
-           it != extents_.end() && it->first < window_end;) {
-        arena_->Free(it->second);
-        allocated_bytes_ -= it->second.size;
+           it != extents_.end() && it->start < window_end;) {
+        arena()->Free(it->block);
         it = extents_.erase(it);
       }
       extents_.emplace(w.start, w.block);
-      allocated_bytes_ += w.block.size;
     }
     ranges.push_back({w.block.offset, w.block.size});
   }
@@ -420,22 +529,22 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
 }
 
 void ExtentMap::Carve(uint64_t start, Block block, uint64_t offset, uint64_t end,
-                      uint64_t zero_end, std::vector<DeviceRange>* zeros, Extents* freed) {
+                      uint64_t zero_end, std::vector<DeviceRange>* zeros, std::vector<Extent>* freed) {
   const uint64_t block_end = start + block.size;
   if (start >= offset && block_end <= end) {
-    freed->emplace(start, block);
+    freed->push_back({start, block});
     return;
   }
   // A shared file's large blocks may be mapped elsewhere: never split.
-  const bool whole = shared_ && block.size >= arena_->device().granule_size();
-  if (block_end <= offset || start >= end || block.size <= arena_->min_block() || whole) {
+  const bool whole = shared_ && block.size >= arena()->device().granule_size();
+  if (block_end <= offset || start >= end || block.size <= arena()->min_block() || whole) {
     const uint64_t from = std::max(offset, start);
     const uint64_t to = std::min(zero_end, block_end);
     if (from < to) zeros->push_back({block.offset + (from - start), to - from});
     extents_.emplace(start, block);
     return;
   }
-  const auto [lower, upper] = arena_->Split(block);
+  const auto [lower, upper] = arena()->Split(block);
   Carve(start, lower, offset, end, zero_end, zeros, freed);
   Carve(start + lower.size, upper, offset, end, zero_end, zeros, freed);
 }
@@ -446,15 +555,15 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
                            : offset + length;
   std::vector<std::pair<uint64_t, Block>> touched;
   auto it = extents_.upper_bound(offset);
-  if (it != extents_.begin() && std::prev(it)->first + std::prev(it)->second.size > offset) --it;
-  for (; it != extents_.end() && it->first < end; it = extents_.erase(it)) {
-    touched.emplace_back(it->first, it->second);
+  if (it != extents_.begin() && std::prev(it)->start + std::prev(it)->block.size > offset) --it;
+  for (; it != extents_.end() && it->start < end; it = extents_.erase(it)) {
+    touched.emplace_back(it->start, it->block);
   }
   // A block partly in the range is split into aligned halves down to
   // min_block, so that the range gives back all its whole min_blocks
   // however large the blocks (a punch or truncate inside a 32 MiB block).
   std::vector<DeviceRange> zeros;
-  Extents freed;
+  std::vector<Extent> freed;
   // Bytes past the end of the data read as zeros already, but for a
   // shared file, where a mapping sees them.
   const uint64_t zero_end = shared_ ? end : std::min(end, std::max(offset, data_end_));
@@ -464,14 +573,11 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
   // Zero first: if the device fails, the blocks are still all there (split
   // or not, the same bytes) and the caller sees EIO with the file as it was
   // outside the range.
-  if (absl::Status status = arena_->device().Zero(zeros); !status.ok()) {
-    extents_.merge(freed);
+  if (absl::Status status = arena()->device().Zero(zeros); !status.ok()) {
+    for (const Extent& extent : freed) extents_.emplace(extent.start, extent.block);
     return status;
   }
-  for (const auto& [start, block] : freed) {
-    arena_->Free(block);
-    allocated_bytes_ -= block.size;
-  }
+  for (const Extent& extent : freed) arena()->Free(extent.block);
   return absl::OkStatus();
 }
 
@@ -482,29 +588,29 @@ absl::Status ExtentMap::Truncate(uint64_t size) {
   // A shared file's kept blocks are zero past `size`: data a mapping may
   // write, and read(2) must then see.
   if (status.ok() && shared_ && !extents_.empty()) {
-    data_end_ = std::max(size, extents_.rbegin()->first + extents_.rbegin()->second.size);
+    const Extent& last = *std::prev(extents_.end());
+    data_end_ = std::max(size, last.start + last.block.size);
   }
   return status;
 }
 
 void ExtentMap::TrimTail(uint64_t size) {
   if (shared_) return;  // its blocks stay whole
-  const uint64_t min_block = arena_->min_block();
+  const uint64_t min_block = arena()->min_block();
   const uint64_t keep = std::max(size, reserved_end_);
   if (keep > std::numeric_limits<uint64_t>::max() - min_block) return;
   const uint64_t limit = (keep + min_block - 1) / min_block * min_block;
   auto it = Find(limit);
-  if (it == extents_.end() || it->first == limit) return;  // nothing hangs over
-  uint64_t start = it->first;
-  Block block = it->second;
+  if (it == extents_.end() || it->start == limit) return;  // nothing hangs over
+  uint64_t start = it->start;
+  Block block = it->block;
   extents_.erase(it);
   // Blocks are aligned and limit is a multiple of min_block, so halving
   // ends with a block that stops exactly at limit.
   while (start + block.size > limit) {
-    const auto [lower, upper] = arena_->Split(block);
+    const auto [lower, upper] = arena()->Split(block);
     if (limit <= start + lower.size) {
-      arena_->Free(upper);
-      allocated_bytes_ -= upper.size;
+      arena()->Free(upper);
       block = lower;
     } else {
       extents_.emplace(start, lower);
@@ -519,13 +625,13 @@ std::optional<uint64_t> ExtentMap::NextData(uint64_t offset) const {
   if (Find(offset) != extents_.end()) return offset;
   auto it = extents_.upper_bound(offset);
   if (it == extents_.end()) return std::nullopt;
-  return it->first;
+  return it->start;
 }
 
 uint64_t ExtentMap::NextHole(uint64_t offset) const {
   uint64_t position = offset;
   for (auto it = Find(position); it != extents_.end(); it = Find(position)) {
-    position = it->first + it->second.size;
+    position = it->start + it->block.size;
   }
   return position;
 }

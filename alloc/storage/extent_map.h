@@ -49,6 +49,11 @@
 // offset, so that one large read or write uses every GPU's link. A part
 // that cannot back a block leaves it to another.
 //
+// Size: a million small files are a million maps of one extent each, so
+// one extent is kept in place (no B-tree node of its own), what every map
+// of a mount shares is one pointer (Space), and the other fields are as
+// narrow as what they hold allows.
+//
 // Not thread-safe: the owning inode's lock guards it.
 #ifndef CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
 #define CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
@@ -56,11 +61,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <utility>
 #include <vector>
 
-#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "alloc/storage/arena.h"
@@ -69,9 +75,19 @@ namespace cudafs {
 
 class ExtentMap {
  public:
-  // Extents grow up to `max_extent`, and never stop below min_block.
-  ExtentMap(Arena* arena, uint64_t max_extent)
-      : arena_(arena), max_extent_(std::max(max_extent, arena->min_block())) {}
+  // What the maps of a mount share, each by a pointer rather than a copy.
+  struct Space {
+    // Extents grow up to `max_extent` (a power of two), and never stop
+    // below min_block.
+    Space(Arena* arena, uint64_t max_extent)
+        : arena(arena), max_extent(std::max(max_extent, arena->min_block())) {}
+
+    Arena* const arena;
+    const uint64_t max_extent;
+  };
+
+  // `space` must outlive the map.
+  explicit ExtentMap(const Space* space) : space_(space) {}
   ~ExtentMap();  // gives every block back to the arena
 
   ExtentMap(const ExtentMap&) = delete;
@@ -150,11 +166,74 @@ class ExtentMap {
   uint64_t NextHole(uint64_t offset) const;
 
   // Bytes of arena held (st_blocks).
-  uint64_t allocated_bytes() const { return allocated_bytes_; }
+  uint64_t allocated_bytes() const { return extents_.bytes(); }
   size_t extent_count() const { return extents_.size(); }
 
+  const Space& space() const { return *space_; }
+
  private:
-  using Extents = absl::btree_map<uint64_t, Block>;  // file offset -> block
+  struct Extent {
+    uint64_t start;  // file offset
+    Block block;
+  };
+
+  // The extents, ordered by start: an ordered set that holds a single
+  // extent in place and makes a B-tree from the second on (a one-extent
+  // B-tree is a 40-byte node, 48 bytes of malloc a file). Counts the bytes
+  // of its blocks. Its iterators are invalidated by any change.
+  class Extents {
+   public:
+    class const_iterator;
+    using iterator = const_iterator;
+
+    Extents() : tree_(nullptr) {}
+    ~Extents();
+    Extents(const Extents&) = delete;
+    Extents& operator=(const Extents&) = delete;
+
+    const_iterator begin() const;
+    const_iterator end() const;
+    const_iterator find(uint64_t start) const;
+    const_iterator lower_bound(uint64_t offset) const;
+    const_iterator upper_bound(uint64_t offset) const;
+    // The block at `start`, which must be there.
+    const Block& at(uint64_t start) const;
+    // Adds the extent unless one starts there.
+    void emplace(uint64_t start, Block block);
+    // Removes the extent; returns the next.
+    const_iterator erase(const_iterator it);
+    bool empty() const { return form_ == Form::kEmpty; }
+    size_t size() const;
+    uint64_t bytes() const;  // the sum of the blocks' sizes
+
+   private:
+    // Order by start, for extents and for offsets.
+    struct ByStart {
+      using is_transparent = void;
+      static uint64_t StartOf(uint64_t start) { return start; }
+      static uint64_t StartOf(const Extent& extent) { return extent.start; }
+      template <typename A, typename B>
+      bool operator()(const A& a, const B& b) const {
+        return StartOf(a) < StartOf(b);
+      }
+    };
+    using Set = absl::btree_set<Extent, ByStart>;
+    struct Tree {
+      Set set;
+      uint64_t bytes = 0;
+    };
+    enum class Form : uint8_t { kEmpty, kOne, kTree };
+
+    const_iterator At(Set::const_iterator it) const;
+    const_iterator AtOne(bool past) const;
+
+    // `form_` says which member is live.
+    union {
+      Extent one_;
+      Tree* tree_;  // two extents or more; owned
+    };
+    Form form_ = Form::kEmpty;
+  };
 
   // The extent that holds byte `offset`, or end().
   Extents::const_iterator Find(uint64_t offset) const;
@@ -190,24 +269,71 @@ class ExtentMap {
   void Release(Extents::iterator it);
   // Puts `block`, mapped at file offset `start` and taken out of extents_,
   // back as the aligned sub-blocks (halving down to min_block) that hold
-  // bytes outside [offset, end); those wholly inside go to `freed` (by file
-  // offset, as in extents_), and the bytes inside of the sub-blocks kept,
-  // below `zero_end`, to `zeros`.
+  // bytes outside [offset, end); those wholly inside go to `freed`, and
+  // the bytes inside of the sub-blocks kept, below `zero_end`, to `zeros`.
   void Carve(uint64_t start, Block block, uint64_t offset, uint64_t end, uint64_t zero_end,
-             std::vector<DeviceRange>* zeros, Extents* freed);
+             std::vector<DeviceRange>* zeros, std::vector<Extent>* freed);
 
-  Arena* const arena_;
-  const uint64_t max_extent_;
-  std::optional<size_t> home_;  // arena part, once the file took memory
-  Extents extents_;
-  uint64_t allocated_bytes_ = 0;
+  Arena* arena() const { return space_->arena; }
+  uint64_t max_extent() const { return space_->max_extent; }
+
+  static constexpr uint16_t kNoHome = 0xffff;  // a part per GPU: far fewer
+
+  const Space* const space_;
   // End of the furthest Reserve (fallocate KEEP_SIZE may reserve past the
   // size); TrimTail keeps blocks below it.
   uint64_t reserved_end_ = 0;
   // End of the furthest byte written or reserved, lowered by Truncate: where
   // appends start (Appends).
   uint64_t data_end_ = 0;
+  // The small fields below sit in the tail padding of extents_, and an
+  // owner's may sit in the map's (CachedFile).
+  [[no_unique_address]] Extents extents_;
   bool shared_ = false;
+  uint16_t home_ = kNoHome;  // arena part, once the file took memory
+};
+
+class ExtentMap::Extents::const_iterator {
+ public:
+  using iterator_category = std::bidirectional_iterator_tag;
+  using value_type = Extent;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const Extent*;
+  using reference = const Extent&;
+
+  const_iterator() = default;
+
+  reference operator*() const {
+    return extents_->form_ == Form::kTree ? *in_tree_ : extents_->one_;
+  }
+  pointer operator->() const { return &**this; }
+  const_iterator& operator++() {
+    if (extents_->form_ == Form::kTree) {
+      ++in_tree_;
+    } else {
+      past_one_ = true;
+    }
+    return *this;
+  }
+  const_iterator& operator--() {
+    if (extents_->form_ == Form::kTree) {
+      --in_tree_;
+    } else {
+      past_one_ = false;
+    }
+    return *this;
+  }
+  bool operator==(const const_iterator& other) const {
+    return extents_->form_ == Form::kTree ? in_tree_ == other.in_tree_
+                                          : past_one_ == other.past_one_;
+  }
+
+ private:
+  friend class Extents;
+
+  const Extents* extents_ = nullptr;
+  Set::const_iterator in_tree_;  // in the tree, when there is one
+  bool past_one_ = false;        // else: end(), rather than the one extent
 };
 
 }  // namespace cudafs

@@ -26,8 +26,7 @@ namespace {
 // stored a byte has none, and reads as holes (see Inode::data).
 CachedFile& DataOf(FilesystemState& state, Inode& inode) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inode.mu) {
   if (!inode.data()) {
-    inode.set_data(
-        std::make_unique<CachedFile>(state.cache, inode.ino, state.arena, state.config.max_extent));
+    inode.set_data(std::make_unique<CachedFile>(&state.file_space, inode.ino));
   }
   return *inode.data();
 }

@@ -17,7 +17,12 @@ bool Before(const timespec& a, const timespec& b) {
 }  // namespace
 
 FilesystemState::FilesystemState(Arena* arena, const FilesystemConfig& config, PageCache* cache)
-    : arena(arena), config(config), cache(cache), table(config.max_inodes) {
+    : arena(arena),
+      config(config),
+      cache(cache),
+      file_space(cache, arena, config.max_extent),
+      symlink_space(arena, arena->min_block()),
+      table(config.max_inodes) {
   std::shared_ptr<Inode> root = table.CreateRoot(S_IFDIR | (config.root_mode & 07777));
   absl::MutexLock namespace_lock(&namespace_mu);
   WritesNamespace();

@@ -27,6 +27,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "alloc/storage/arena.h"
+#include "alloc/storage/extent_map.h"
+#include "cache/cached_file.h"
 #include "cache/page_cache.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/inode.h"
@@ -74,6 +76,10 @@ struct FilesystemState {
   Arena* const arena;
   const FilesystemConfig config;
   PageCache* const cache;
+  // What regular files' data share, and long symlink targets' (in blocks of
+  // min_block: a target takes one).
+  const CachedFile::Space file_space;
+  const ExtentMap::Space symlink_space;
   // Guards every Directory (see the overview in filesystem.cc).
   mutable absl::Mutex namespace_mu;
   InodeTable table;

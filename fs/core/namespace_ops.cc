@@ -279,7 +279,7 @@ absl::StatusOr<struct stat> Filesystem::SymbolicLink(InodeNumber parent, absl::s
   if (target.size() > kSymlinkMax) return PosixError(ENAMETOOLONG);
   if (absl::Status status = ValidateName(name); !status.ok()) return status;
   absl::StatusOr<std::unique_ptr<const SymlinkTarget>> stored =
-      SymlinkTarget::Make(state_->arena, target);
+      SymlinkTarget::Make(&state_->symlink_space, target);
   if (!stored.ok()) return stored.status();
   return CreateNamed(
       *state_, parent, name, S_IFLNK | 0777, 0, caller,

@@ -5,13 +5,12 @@
 namespace cudafs {
 
 absl::StatusOr<std::unique_ptr<const SymlinkTarget>> SymlinkTarget::Make(
-    Arena* arena, absl::string_view target) {
+    const ExtentMap::Space* space, absl::string_view target) {
   if (target.size() <= kShortMax) {
     return std::unique_ptr<const SymlinkTarget>(
         new SymlinkTarget(std::string(target), nullptr, target.size()));
   }
-  // Extents of min_block: a target (at most PATH_MAX) takes one block.
-  auto blocks = std::make_unique<ExtentMap>(arena, arena->min_block());
+  auto blocks = std::make_unique<ExtentMap>(space);
   if (absl::Status status = blocks->Write(0, target.data(), target.size()); !status.ok()) {
     return status;
   }

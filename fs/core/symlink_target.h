@@ -22,9 +22,9 @@ class SymlinkTarget {
   // Longest target kept in host memory (tmpfs: SHORT_SYMLINK_LEN - 1).
   static constexpr size_t kShortMax = 127;
 
-  // ENOSPC when a long target finds no room in `arena`, which must outlive
-  // the target.
-  static absl::StatusOr<std::unique_ptr<const SymlinkTarget>> Make(Arena* arena,
+  // ENOSPC when a long target finds no room in the arena of `space`, which
+  // must outlive the target.
+  static absl::StatusOr<std::unique_ptr<const SymlinkTarget>> Make(const ExtentMap::Space* space,
                                                                    absl::string_view target);
 
   // The target; an I/O error when the arena cannot be read.

@@ -229,12 +229,12 @@ class PageCacheTest : public testing::Test {
     device_ = std::make_unique<RecordingDevice>(faulty_.get(), max_batch_copies);
     arena_ = std::make_unique<Arena>(device_.get(), kMinBlock);
     cache_ = std::make_unique<PageCache>(device_.get(), cache_pages * kPage);
+    space_ = std::make_unique<CachedFile::Space>(cache_.get(), arena_.get(), kMaxExtent);
   }
 
   TestFile& NewFile() {
     TestFile& file = files_.emplace_back();
-    file.data = std::make_unique<CachedFile>(cache_.get(), 100 + files_.size() - 1, arena_.get(),
-                                             kMaxExtent);
+    file.data = std::make_unique<CachedFile>(space_.get(), 100 + files_.size() - 1);
     return file;
   }
 
@@ -285,6 +285,7 @@ class PageCacheTest : public testing::Test {
   std::unique_ptr<RecordingDevice> device_;
   std::unique_ptr<Arena> arena_;
   std::unique_ptr<PageCache> cache_;
+  std::unique_ptr<CachedFile::Space> space_;
   std::vector<Block> held_;
   std::deque<TestFile> files_;  // a deque: references stay valid
 };

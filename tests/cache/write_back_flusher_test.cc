@@ -52,7 +52,8 @@ class WriteBackFlusherTest : public testing::Test {
     arena_ = std::make_unique<Arena>(faulty_.get(), 4096);
     cache_ = std::make_unique<PageCache>(faulty_.get(), kCachePages * kPage);
     absl::MutexLock lock(&mu_);
-    file_ = std::make_unique<CachedFile>(cache_.get(), kIno, arena_.get(), 1 << 20);
+    space_ = std::make_unique<CachedFile::Space>(cache_.get(), arena_.get(), 1 << 20);
+    file_ = std::make_unique<CachedFile>(space_.get(), kIno);
   }
 
   void TearDown() override {
@@ -101,6 +102,7 @@ class WriteBackFlusherTest : public testing::Test {
   std::unique_ptr<FaultyDevice> faulty_;
   std::unique_ptr<Arena> arena_;
   std::unique_ptr<PageCache> cache_;
+  std::unique_ptr<CachedFile::Space> space_;
   absl::Mutex mu_;  // the file's lock, as an inode's
   std::unique_ptr<CachedFile> file_ ABSL_GUARDED_BY(mu_);
   uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <random>
@@ -48,6 +49,11 @@ class ExtentMapTest : public ::testing::Test {
     }
   }
 
+  // A space for maps over `arena`, kept for the test.
+  const ExtentMap::Space* SpaceOf(Arena* arena, uint64_t max_extent) {
+    return &spaces_.emplace_back(arena, max_extent);
+  }
+
   uint64_t Used() const { return arena_->Stats().blocks.used; }
 
   void DirtyArena() { cudafs::DirtyArena(*arena_, kDirt, &held_); }
@@ -85,6 +91,7 @@ class ExtentMapTest : public ::testing::Test {
   }
 
   std::unique_ptr<HostDevice> device_;
+  std::deque<ExtentMap::Space> spaces_;
   std::unique_ptr<Arena> arena_;
   std::vector<Block> held_;
 };
@@ -100,7 +107,7 @@ bool AllZero(const std::string& s, size_t from = 0, size_t to = std::string::npo
 }
 
 TEST_F(ExtentMapTest, EmptyMapReadsZeros) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   EXPECT_EQ(map.allocated_bytes(), 0u);
   EXPECT_EQ(map.extent_count(), 0u);
   std::string out = ReadAll(map, 12345, 10000);
@@ -114,8 +121,56 @@ TEST_F(ExtentMapTest, EmptyMapReadsZeros) {
   EXPECT_EQ(map.allocated_bytes(), 0u);
 }
 
+// A map keeps one extent in place and a B-tree from the second on: every
+// change between the two keeps the map's bytes, holes and counts.
+TEST_F(ExtentMapTest, OneExtentToManyAndBack) {
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
+  const std::string a(4 * KiB, 'a'), b(4 * KiB, 'b'), c(4 * KiB, 'c');
+  ASSERT_TRUE(map.Write(0, a.data(), a.size()).ok());
+  EXPECT_EQ(map.extent_count(), 1u);
+  EXPECT_EQ(map.NextHole(0), 4 * KiB);
+  ASSERT_TRUE(map.Write(64 * KiB, c.data(), c.size()).ok());
+  ASSERT_TRUE(map.Write(32 * KiB, b.data(), b.size()).ok());
+  EXPECT_EQ(map.extent_count(), 3u);
+  EXPECT_EQ(map.allocated_bytes(), 12 * KiB);
+  EXPECT_EQ(map.NextData(4 * KiB), 32 * KiB);
+  EXPECT_EQ(map.NextHole(32 * KiB), 36 * KiB);
+
+  ASSERT_TRUE(map.PunchHole(0, 4 * KiB).ok());
+  EXPECT_EQ(map.extent_count(), 2u);
+  ASSERT_TRUE(map.PunchHole(32 * KiB, 4 * KiB).ok());
+  EXPECT_EQ(map.extent_count(), 1u);
+  EXPECT_EQ(map.allocated_bytes(), 4 * KiB);
+  EXPECT_EQ(Used(), 4 * KiB);
+  EXPECT_EQ(map.NextData(0), 64 * KiB);
+  EXPECT_FALSE(map.NextData(68 * KiB).has_value());
+  const std::string all = ReadAll(map, 0, 68 * KiB);
+  EXPECT_TRUE(AllZero(all, 0, 64 * KiB));
+  EXPECT_EQ(all.substr(64 * KiB), c);
+
+  // Back to two, then none.
+  ASSERT_TRUE(map.Write(0, a.data(), a.size()).ok());
+  EXPECT_EQ(map.extent_count(), 2u);
+  EXPECT_EQ(ReadAll(map, 0, 4 * KiB), a);
+  ASSERT_TRUE(map.Truncate(0).ok());
+  EXPECT_EQ(map.extent_count(), 0u);
+  EXPECT_EQ(map.allocated_bytes(), 0u);
+  EXPECT_EQ(Used(), 0u);
+  EXPECT_FALSE(map.NextData(0).has_value());
+
+  // One block split down to one of its quarters.
+  const std::string d(16 * KiB, 'd');
+  ASSERT_TRUE(map.Write(0, d.data(), d.size()).ok());
+  EXPECT_EQ(map.extent_count(), 1u);
+  ASSERT_TRUE(map.Truncate(4 * KiB).ok());
+  EXPECT_EQ(map.extent_count(), 1u);
+  EXPECT_EQ(map.allocated_bytes(), 4 * KiB);
+  EXPECT_EQ(Used(), 4 * KiB);
+  EXPECT_EQ(ReadAll(map, 0, 4 * KiB), d.substr(0, 4 * KiB));
+}
+
 TEST_F(ExtentMapTest, SimpleRoundTrip) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   const std::string data = "hello, extent map";
   ASSERT_TRUE(map.Write(10, data.data(), data.size()).ok());
   EXPECT_EQ(ReadAll(map, 10, data.size()), data);
@@ -128,7 +183,7 @@ TEST_F(ExtentMapTest, SimpleRoundTrip) {
 }
 
 TEST_F(ExtentMapTest, GrowthPolicy4KiBFileTakesOneBlock) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   std::string data(4096, 'x');
   ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
   EXPECT_EQ(map.allocated_bytes(), 4096u);
@@ -136,7 +191,7 @@ TEST_F(ExtentMapTest, GrowthPolicy4KiBFileTakesOneBlock) {
 }
 
 TEST_F(ExtentMapTest, GrowthPolicy5KiBFileTakes8KiB) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   std::string data(5 * KiB, 'x');
   ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
   EXPECT_EQ(map.allocated_bytes(), 8 * KiB);
@@ -144,13 +199,13 @@ TEST_F(ExtentMapTest, GrowthPolicy5KiBFileTakes8KiB) {
 }
 
 TEST_F(ExtentMapTest, GrowthPolicyTinyFileTakesMinBlock) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   ASSERT_TRUE(map.Write(0, "x", 1).ok());
   EXPECT_EQ(map.allocated_bytes(), kMinBlock);
 }
 
 TEST_F(ExtentMapTest, GrowthPolicy1MiBWriteIsOneExtent) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   std::mt19937_64 rng(1);
   std::string data = RandomBytes(rng, 1 * MiB);
   ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
@@ -167,7 +222,7 @@ TEST_F(ExtentMapTest, GrowthPolicy1MiBWriteIsOneExtent) {
 }
 
 TEST_F(ExtentMapTest, GrowthPolicyCappedAtMaxExtent) {
-  ExtentMap map(arena_.get(), 256 * KiB);
+  ExtentMap map(SpaceOf(arena_.get(), 256 * KiB));
   std::string data(1 * MiB, 'z');
   ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
   EXPECT_EQ(map.extent_count(), 4u);
@@ -175,7 +230,7 @@ TEST_F(ExtentMapTest, GrowthPolicyCappedAtMaxExtent) {
 }
 
 TEST_F(ExtentMapTest, GrowthPolicyAppendsCostAtMostTwiceTheSize) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   std::mt19937_64 rng(2);
   std::string model;
   for (int i = 0; i < 1000; ++i) {
@@ -192,7 +247,7 @@ TEST_F(ExtentMapTest, GrowthPolicyAppendsCostAtMostTwiceTheSize) {
 }
 
 TEST_F(ExtentMapTest, SparseWriteMapsOnlyNearTheData) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   // A small write far into the file gets a block no larger than max_extent
   // and nothing before it.
   ASSERT_TRUE(map.Write(100 * MiB + 5, "abc", 3).ok());
@@ -213,7 +268,7 @@ TEST_F(ExtentMapTest, FileBiggerThanLargestFreeBlockStillFits) {
   FragmentArena();
   const uint64_t used_before = Used();
   {
-    ExtentMap map(arena_.get(), 1 * MiB);
+    ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
     std::mt19937_64 rng(3);
     std::string data = RandomBytes(rng, 1 * MiB + 100);
     ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
@@ -231,8 +286,8 @@ TEST_F(ExtentMapTest, FileBiggerThanLargestFreeBlockStillFits) {
 TEST_F(ExtentMapTest, EnospcLeavesMapUnchanged) {
   MakeArena(2 * MiB);
   std::mt19937_64 rng(4);
-  ExtentMap a(arena_.get(), 1 * MiB);
-  ExtentMap b(arena_.get(), 1 * MiB);
+  ExtentMap a(SpaceOf(arena_.get(), 1 * MiB));
+  ExtentMap b(SpaceOf(arena_.get(), 1 * MiB));
   std::string a_data = RandomBytes(rng, 1 * MiB);
   std::string b_data = RandomBytes(rng, 512 * KiB);
   ASSERT_TRUE(a.Write(0, a_data.data(), a_data.size()).ok());
@@ -267,7 +322,7 @@ TEST_F(ExtentMapTest, EnospcLeavesMapUnchanged) {
   EXPECT_FALSE(a.NextData(1 * MiB).has_value());
 
   // Sparse write into a fresh map: same.
-  ExtentMap c(arena_.get(), 1 * MiB);
+  ExtentMap c(SpaceOf(arena_.get(), 1 * MiB));
   status = c.Write(3 * MiB, big.data(), 300 * KiB);
   EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
   EXPECT_EQ(c.allocated_bytes(), 0u);
@@ -289,8 +344,8 @@ TEST_F(ExtentMapTest, EnospcLeavesMapUnchanged) {
 TEST_F(ExtentMapTest, FreedBlocksComeBack) {
   std::mt19937_64 rng(5);
   {
-    ExtentMap a(arena_.get(), 1 * MiB);
-    ExtentMap b(arena_.get(), 64 * KiB);
+    ExtentMap a(SpaceOf(arena_.get(), 1 * MiB));
+    ExtentMap b(SpaceOf(arena_.get(), 64 * KiB));
     for (int i = 0; i < 200; ++i) {
       std::string data = RandomBytes(rng, 1 + rng() % 100000);
       ExtentMap& m = i % 2 ? a : b;
@@ -314,7 +369,7 @@ TEST_F(ExtentMapTest, FreedBlocksComeBack) {
 }
 
 TEST_F(ExtentMapTest, TruncateFreesAndZeroes) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   std::string data(3 * MiB, 'q');
   ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
   ASSERT_TRUE(map.Truncate(1 * MiB + 10).ok());
@@ -332,7 +387,7 @@ TEST_F(ExtentMapTest, TruncateFreesAndZeroes) {
 }
 
 TEST_F(ExtentMapTest, PunchHoleFreesWholeBlocksAndZeroesPartials) {
-  ExtentMap map(arena_.get(), 64 * KiB);
+  ExtentMap map(SpaceOf(arena_.get(), 64 * KiB));
   std::string data(1 * MiB, 'p');
   ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
   ASSERT_EQ(map.extent_count(), 16u);
@@ -356,7 +411,7 @@ TEST_F(ExtentMapTest, PunchHoleFreesWholeBlocksAndZeroesPartials) {
 }
 
 TEST_F(ExtentMapTest, NextDataNextHole) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   const std::string five(5 * KiB, 'b');
   ASSERT_TRUE(map.Write(64 * KiB, "a", 1).ok());  // after a hole: one 4 KiB block
   // An append (it starts in the block after the data's): [68 KiB, 72 KiB),
@@ -381,7 +436,7 @@ TEST_F(ExtentMapTest, NextDataNextHole) {
 // kept after close: 1000 random 4 KiB writes into a 1 GiB sparse file needed
 // up to 1000 MiB.
 TEST_F(ExtentMapTest, RandomWritesIntoASparseFileHoldOnlyTheirPages) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   std::mt19937_64 rng(31);
   std::string page = RandomBytes(rng, 4 * KiB);
   std::set<uint64_t> pages;
@@ -401,7 +456,7 @@ TEST_F(ExtentMapTest, RandomWritesIntoASparseFileHoldOnlyTheirPages) {
                                                                      : offset + 4 * KiB);
   }
   // Unaligned writes into holes hold their range rounded out to pages.
-  ExtentMap other(arena_.get(), 1 * MiB);
+  ExtentMap other(SpaceOf(arena_.get(), 1 * MiB));
   const std::string twelve_kib = RandomBytes(rng, 12 * KiB);
   ASSERT_TRUE(other.Write(512 * MiB - 100, twelve_kib.data(), twelve_kib.size()).ok());
   EXPECT_EQ(other.allocated_bytes(), 16 * KiB);
@@ -412,7 +467,7 @@ TEST_F(ExtentMapTest, RandomWritesIntoASparseFileHoldOnlyTheirPages) {
 // Issue 13: one-byte writes 16 MiB apart each left a hole before them and
 // each took 1 MiB, so 64 of them filled a 64 MiB arena.
 TEST_F(ExtentMapTest, WritesFarApartHoldOnePageEach) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   for (uint64_t i = 0; i < 64; ++i) {
     ASSERT_TRUE(map.Write(i * 16 * MiB, "x", 1).ok()) << i;
   }
@@ -425,7 +480,7 @@ TEST_F(ExtentMapTest, WritesFarApartHoldOnePageEach) {
 
 // fallocate reserves what it names, not a max_extent block around it.
 TEST_F(ExtentMapTest, ReserveHoldsOnlyItsRange) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   ASSERT_TRUE(map.Reserve(512 * MiB, 1).ok());
   EXPECT_EQ(map.allocated_bytes(), 4 * KiB);
   ASSERT_TRUE(map.Reserve(100 * KiB, 200 * KiB).ok());
@@ -443,7 +498,7 @@ TEST_F(ExtentMapTest, AppendsStillGrowInLargeExtents) {
   std::mt19937_64 rng(32);
   const std::string chunk = RandomBytes(rng, 1 * MiB);
   {
-    ExtentMap map(arena_.get(), 1 * MiB);
+    ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
     for (uint64_t i = 0; i < 64; ++i) {
       ASSERT_TRUE(map.Write(i * MiB, chunk.data(), chunk.size()).ok());
     }
@@ -451,7 +506,7 @@ TEST_F(ExtentMapTest, AppendsStillGrowInLargeExtents) {
     EXPECT_EQ(map.allocated_bytes(), 64 * MiB);
   }
   {
-    ExtentMap map(arena_.get(), 1 * MiB);
+    ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
     for (uint64_t at = 0; at < 8 * MiB; at += 4 * KiB) {
       ASSERT_TRUE(map.Write(at, chunk.data() + at % MiB, 4 * KiB).ok());
     }
@@ -460,7 +515,7 @@ TEST_F(ExtentMapTest, AppendsStillGrowInLargeExtents) {
     EXPECT_EQ(map.allocated_bytes(), 8 * MiB);
   }
   {
-    ExtentMap map(arena_.get(), 1 * MiB);
+    ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
     const uint64_t base = 40 * MiB;
     for (uint64_t at = 0; at < 8 * MiB; at += 64 * KiB) {
       ASSERT_TRUE(map.Write(base + at, chunk.data() + at % MiB, 64 * KiB).ok());
@@ -483,7 +538,7 @@ TEST_F(ExtentMapTest, RecycledBlocksNeverExposeOldBytes) {
   };
   {
     // New file, small write in the middle of a block.
-    ExtentMap map(arena_.get(), 1 * MiB);
+    ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
     ASSERT_TRUE(map.Write(5000, "xyz", 3).ok());
     std::string out = ReadAll(map, 0, 2 * kMinBlock);
     EXPECT_TRUE(check_clean(out));
@@ -491,7 +546,7 @@ TEST_F(ExtentMapTest, RecycledBlocksNeverExposeOldBytes) {
   }
   {
     // Holes between sparse writes.
-    ExtentMap map(arena_.get(), 1 * MiB);
+    ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
     ASSERT_TRUE(map.Write(1, "a", 1).ok());
     ASSERT_TRUE(map.Write(300 * KiB + 7, "b", 1).ok());
     ASSERT_TRUE(map.Write(900 * KiB, "c", 1).ok());
@@ -499,7 +554,7 @@ TEST_F(ExtentMapTest, RecycledBlocksNeverExposeOldBytes) {
   }
   {
     // Truncate down into a block, then extend (writes past the cut).
-    ExtentMap map(arena_.get(), 1 * MiB);
+    ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
     std::string data = RandomBytes(rng, 200 * KiB);
     ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
     ASSERT_TRUE(map.Truncate(1000).ok());
@@ -511,7 +566,7 @@ TEST_F(ExtentMapTest, RecycledBlocksNeverExposeOldBytes) {
   }
   {
     // Reserve.
-    ExtentMap map(arena_.get(), 1 * MiB);
+    ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
     ASSERT_TRUE(map.Reserve(12345, 700 * KiB).ok());
     EXPECT_GE(map.allocated_bytes(), 700 * KiB);
     std::string out = ReadAll(map, 0, 1 * MiB);
@@ -520,7 +575,7 @@ TEST_F(ExtentMapTest, RecycledBlocksNeverExposeOldBytes) {
   }
   {
     // Punch holes then re-read.
-    ExtentMap map(arena_.get(), 64 * KiB);
+    ExtentMap map(SpaceOf(arena_.get(), 64 * KiB));
     std::string data = RandomBytes(rng, 256 * KiB);
     ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
     ASSERT_TRUE(map.PunchHole(1000, 100 * KiB).ok());
@@ -530,7 +585,7 @@ TEST_F(ExtentMapTest, RecycledBlocksNeverExposeOldBytes) {
   }
   // Many small files in a row, each writing a few bytes somewhere.
   for (int i = 0; i < 200; ++i) {
-    ExtentMap map(arena_.get(), 1 * MiB);
+    ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
     const uint64_t offset = rng() % (1 * MiB);
     ASSERT_TRUE(map.Write(offset, "g", 1).ok());
     const uint64_t start = offset / (64 * KiB) * (64 * KiB);
@@ -548,7 +603,7 @@ TEST_F(ExtentMapTest, RandomizedAgainstModel) {
   constexpr uint64_t kCap = 1 * MiB;
   std::mt19937_64 rng(7);
   {
-    ExtentMap map(arena_.get(), 256 * KiB);
+    ExtentMap map(SpaceOf(arena_.get(), 256 * KiB));
     std::string model(kCap, '\0');
     auto random_range = [&](uint64_t* offset, uint64_t* length) {
       uint64_t len;
@@ -657,7 +712,7 @@ TEST_F(ExtentMapTest, MapsDoNotInterfere) {
   std::vector<std::unique_ptr<ExtentMap>> maps;
   std::vector<std::string> models(kMaps, std::string(kCap, '\0'));
   for (int i = 0; i < kMaps; ++i) {
-    maps.push_back(std::make_unique<ExtentMap>(arena_.get(), (64 * KiB) << (i % 3)));
+    maps.push_back(std::make_unique<ExtentMap>(SpaceOf(arena_.get(), (64 * KiB) << (i % 3))));
   }
   for (int op = 0; op < 3000; ++op) {
     const int i = rng() % kMaps;
@@ -683,7 +738,7 @@ TEST_F(ExtentMapTest, MapsDoNotInterfere) {
 }
 
 TEST_F(ExtentMapTest, TrimTailGivesBackGrowthPastTheEnd) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   std::mt19937_64 rng(11);
   const std::string data = RandomBytes(rng, 40 * KiB + 100);
   // 32 KiB at 0, then a 32 KiB block for the last 8 KiB: 64 KiB held.
@@ -702,7 +757,7 @@ TEST_F(ExtentMapTest, TrimTailGivesBackGrowthPastTheEnd) {
 }
 
 TEST_F(ExtentMapTest, TrimTailKeepsReservedSpace) {
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   ASSERT_TRUE(map.Write(0, "a", 1).ok());
   ASSERT_TRUE(map.Reserve(0, 100 * KiB).ok());  // fallocate KEEP_SIZE
   const uint64_t reserved = map.allocated_bytes();
@@ -720,7 +775,7 @@ TEST_F(ExtentMapTest, TrimTailKeepsReservedSpace) {
 // one map and between two, checked against byte-string models.
 TEST_F(ExtentMapTest, CopyFromMatchesModel) {
   std::mt19937_64 rng(21);
-  ExtentMap a(arena_.get(), 1 * MiB), b(arena_.get(), 1 * MiB);
+  ExtentMap a(SpaceOf(arena_.get(), 1 * MiB)), b(SpaceOf(arena_.get(), 1 * MiB));
   std::string model_a, model_b;
   auto write = [&](ExtentMap& map, std::string& model, uint64_t offset, const std::string& data) {
     ASSERT_TRUE(map.Write(offset, data.data(), data.size()).ok());
@@ -768,7 +823,7 @@ TEST_F(ExtentMapTest, AppendsAndTruncatesZeroNothingYetThePastReadsAsZeros) {
   Arena arena(&faulty, kMinBlock);
   faulty.SetPlan(FaultPlan{.probability = 1.0, .ops = kFaultZero});
   {
-    ExtentMap map(&arena, 1 * MiB);
+    ExtentMap map(SpaceOf(&arena, 1 * MiB));
     std::mt19937_64 rng(11);
     std::string data;
     for (int i = 0; i < 300; ++i) {  // 4 KiB and odd appends, into blocks up to 1 MiB
@@ -798,7 +853,7 @@ TEST_F(ExtentMapTest, AppendsAndTruncatesZeroNothingYetThePastReadsAsZeros) {
     expected = data.substr(0, cut) + std::string(at - cut, '\0') + later;
     EXPECT_TRUE(ReadAll(map, 0, expected.size()) == expected);
     // A copy from past the source's end of data copies zeros.
-    ExtentMap copy(&arena, 1 * MiB);
+    ExtentMap copy(SpaceOf(&arena, 1 * MiB));
     ASSERT_TRUE(copy.CopyFrom(map, 0, 0, mapped).ok());
     expected.resize(mapped, '\0');
     EXPECT_TRUE(ReadAll(copy, 0, mapped) == expected);
@@ -811,7 +866,7 @@ TEST_F(ExtentMapTest, AppendsAndTruncatesZeroNothingYetThePastReadsAsZeros) {
 TEST_F(ExtentMapTest, AFailedPunchFreesNothing) {
   FaultyDevice faulty(device_.get());
   Arena arena(&faulty, kMinBlock);
-  ExtentMap map(&arena, 1 * MiB);
+  ExtentMap map(SpaceOf(&arena, 1 * MiB));
   std::mt19937_64 rng(12);
   const std::string data = RandomBytes(rng, 1 * MiB);
   ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
@@ -853,14 +908,14 @@ TEST_F(ExtentMapTest, ShareMovesSmallBlocksIntoRangesOfTheirOwn) {
   std::mt19937_64 rng(21);
   {
     // Dirt where the file's blocks will come from.
-    ExtentMap dirt(arena_.get(), 1 * MiB);
+    ExtentMap dirt(SpaceOf(arena_.get(), 1 * MiB));
     const std::string bytes(16 * MiB, kDirt);
     ASSERT_TRUE(dirt.Write(0, bytes.data(), bytes.size()).ok());
     ASSERT_TRUE(dirt.Write(16 * MiB, "x", 1).ok());  // keeps the granules committed
-    ExtentMap keep(arena_.get(), 1 * MiB);
+    ExtentMap keep(SpaceOf(arena_.get(), 1 * MiB));
     ASSERT_TRUE(keep.Write(0, "k", 1).ok());
   }
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   std::string data = RandomBytes(rng, 5 * MiB + 100);
   std::memset(data.data() + 1 * MiB, 0, 1 * MiB);  // a hole
   for (uint64_t at = 0; at < data.size(); at += 64 * KiB) {
@@ -895,7 +950,7 @@ TEST_F(ExtentMapTest, ShareMovesSmallBlocksIntoRangesOfTheirOwn) {
 
 // Large blocks that are ranges of their own stay where they are.
 TEST_F(ExtentMapTest, ShareKeepsLargeBlocksOfTheirOwn) {
-  ExtentMap map(arena_.get(), 4 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 4 * MiB));
   std::mt19937_64 rng(22);
   const std::string data = RandomBytes(rng, 8 * MiB);
   ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());  // two 4 MiB blocks
@@ -913,7 +968,7 @@ TEST_F(ExtentMapTest, ShareKeepsLargeBlocksOfTheirOwn) {
 // Once shared, blocks are freed only whole: a truncate or punch zeroes
 // what it would have split off (a mapping sees it), and TrimTail keeps all.
 TEST_F(ExtentMapTest, SharedFilesKeepTheirBlocksWhole) {
-  ExtentMap map(arena_.get(), 4 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 4 * MiB));
   std::mt19937_64 rng(23);
   const std::string data = RandomBytes(rng, 8 * MiB);
   ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
@@ -936,11 +991,11 @@ TEST_F(ExtentMapTest, SharedFilesKeepTheirBlocksWhole) {
 // Without room for the blocks a move needs, nothing changes.
 TEST_F(ExtentMapTest, ShareWithoutRoomChangesNothing) {
   MakeArena(4 * MiB);
-  ExtentMap map(arena_.get(), 1 * MiB);
+  ExtentMap map(SpaceOf(arena_.get(), 1 * MiB));
   std::mt19937_64 rng(24);
   const std::string data = RandomBytes(rng, 2 * MiB);
   ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());  // two 1 MiB blocks
-  ExtentMap other(arena_.get(), 1 * MiB);
+  ExtentMap other(SpaceOf(arena_.get(), 1 * MiB));
   ASSERT_TRUE(other.Write(3 * MiB, "o", 1).ok());  // no free granule left whole
   absl::StatusOr<std::vector<DeviceRange>> ranges = map.Share(data.size());
   EXPECT_TRUE(absl::IsResourceExhausted(ranges.status())) << ranges.status();

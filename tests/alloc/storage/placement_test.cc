@@ -102,7 +102,8 @@ TEST_F(PlacementTest, APartThatCannotCommitLeavesTheBlockToAnother) {
 TEST_F(PlacementTest, LargeFilesAreStripedSmallOnesStayWholeAtHome) {
   MakePool(2, 64 * kMiB);
   // A file written in order: its max_extent blocks go round the parts.
-  ExtentMap large(arena_.get(), kMaxExtent);
+  const ExtentMap::Space space(arena_.get(), kMaxExtent);
+  ExtentMap large(&space);
   const std::string chunk(kMiB, 'L');
   for (uint64_t at = 0; at < 32 * kMiB; at += kMiB) {
     ASSERT_TRUE(large.Write(at, chunk.data(), chunk.size()).ok());
@@ -118,7 +119,7 @@ TEST_F(PlacementTest, LargeFilesAreStripedSmallOnesStayWholeAtHome) {
   // A small file made now lives whole in the emptiest part.
   const size_t emptiest = arena_->EmptiestPart();
   const uint64_t before = arena_->Stats().parts[emptiest].used;
-  ExtentMap small(arena_.get(), kMaxExtent);
+  ExtentMap small(&space);
   const std::string bytes(3 * kMiB, 's');
   ASSERT_TRUE(small.Write(0, bytes.data(), bytes.size()).ok());
   EXPECT_EQ(arena_->Stats().parts[emptiest].used, before + small.allocated_bytes());
@@ -126,9 +127,10 @@ TEST_F(PlacementTest, LargeFilesAreStripedSmallOnesStayWholeAtHome) {
 
 TEST_F(PlacementTest, AFailedPartFailsOnlyTheFilesWithBytesThere) {
   MakePool(2, 64 * kMiB);
-  ExtentMap on_zero(arena_.get(), kMaxExtent);  // home: part 0 (both empty)
+  const ExtentMap::Space space(arena_.get(), kMaxExtent);
+  ExtentMap on_zero(&space);  // home: part 0 (both empty)
   ASSERT_TRUE(on_zero.Write(0, "zero", 4).ok());
-  ExtentMap on_one(arena_.get(), kMaxExtent);  // home: part 1, now the emptiest
+  ExtentMap on_one(&space);  // home: part 1, now the emptiest
   ASSERT_TRUE(on_one.Write(0, "one!", 4).ok());
   ASSERT_EQ(arena_->Stats().parts[0].used, arena_->Stats().parts[1].used);
 
