@@ -3,27 +3,22 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "alloc/devices/device_wrapper.h"
+#include "alloc/devices/null_device.h"
 
 namespace cudafs {
 namespace {
 
-// Stores nothing; counts how often each address is registered and
-// unregistered.
-class RegistrationCountingDevice : public Device {
+// Stores nothing (a null device); counts how often each address is
+// registered and unregistered.
+class RegistrationCountingDevice final : public DeviceWrapper {
  public:
-  std::string Describe() const override { return "counting"; }
-  uint64_t arena_size() const override { return 0; }
-  uint64_t granule_size() const override { return 4096; }
-  absl::Status Commit(uint64_t, uint64_t) override { return absl::OkStatus(); }
-  absl::Status Decommit(uint64_t, uint64_t) override { return absl::OkStatus(); }
-  absl::Status Write(absl::Span<const HostToDevice>) override { return absl::OkStatus(); }
-  absl::Status Read(absl::Span<const DeviceToHost>) override { return absl::OkStatus(); }
-  absl::Status Copy(absl::Span<const DeviceToDevice>) override { return absl::OkStatus(); }
-  absl::Status Zero(absl::Span<const DeviceRange>) override { return absl::OkStatus(); }
+  RegistrationCountingDevice() : DeviceWrapper(std::make_unique<NullDevice>(0)) {}
 
   void RegisterHostMemory(void* memory, size_t length) override {
     absl::MutexLock lock(&mu_);
