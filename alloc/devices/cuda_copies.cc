@@ -47,12 +47,10 @@ absl::Status CudaDevice::Copy(absl::Span<const DeviceToDevice> copies) {
 }
 
 absl::Status CudaDevice::Zero(absl::Span<const DeviceRange> ranges) {
-  uint64_t bytes = 0;
   for (const DeviceRange& r : ranges) {
     if (absl::Status s = InRange(r.offset, r.length); !s.ok()) return s;
-    bytes += r.length;
   }
-  return streams_.Run("cuMemsetD8Async", ranges.size(), bytes, [&](size_t i, CUstream stream) {
+  return streams_.Run("cuMemsetD8Async", ranges.size(), [&](size_t i, CUstream stream) {
     return static_cast<int>(
         cu_.cuMemsetD8Async(base_ + ranges[i].offset, 0, ranges[i].length, stream));
   });

@@ -102,7 +102,7 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::MakeExport(
     // before the file's bytes go in (holes and the tail stay zero).
     // Item 0 zeroes, item i + 1 is copies[i].
     status =
-        streams_.Run("cuMemsetD8Async, cuMemcpyAsync", copies.size() + 1, length,
+        streams_.Run("cuMemsetD8Async, cuMemcpyAsync", copies.size() + 1,
                      [&](size_t i, CUstream stream) {
                        if (i == 0)
                          return static_cast<int>(cu_.cuMemsetD8Async(view, 0, length, stream));

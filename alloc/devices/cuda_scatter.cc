@@ -118,7 +118,7 @@ std::optional<absl::Status> CudaScatter::TryWrite(
   unsigned int count = static_cast<unsigned int>(copies.size());
   void* arguments[] = {&table, &count};
   const absl::Status status =
-      streams_.Run("cuLaunchKernel", 1, payload, [&](size_t, CUstream stream) {
+      streams_.Run("cuLaunchKernel", 1, [&](size_t, CUstream stream) {
         return static_cast<int>(context_.driver().cuLaunchKernel(
             kernel_, count, 1, 1, kScatterThreadsPerBlock, 1, 1, 0, stream, arguments, nullptr));
       });

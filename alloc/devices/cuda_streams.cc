@@ -10,16 +10,6 @@
 #include "alloc/devices/device.h"
 
 namespace cudafs {
-namespace {
-
-// How long a batch of `bytes` should take on an idle GPU: a launch, then
-// PCIe Gen5 speed (H100: 27 µs for 1 MiB, 85 µs for 4 MiB).
-absl::Duration ExpectedTime(uint64_t bytes) {
-  return absl::Microseconds(8) + absl::Nanoseconds(bytes / 50);
-}
-
-}  // namespace
-
 CudaStreams::CudaStreams(const CudaContext& context) : context_(context) {}
 
 absl::Status CudaStreams::Create(int count) {
@@ -57,24 +47,24 @@ void CudaStreams::Release(CUstream stream) {
   idle_.push_back(stream);
 }
 
-absl::Status CudaStreams::Wait(CUstream stream, uint64_t bytes) {
-  if (IsBackgroundThread()) return Sleep(stream, bytes);
+absl::Status CudaStreams::Wait(CUstream stream) {
+  if (IsBackgroundThread()) return Sleep(stream);
   return context_.Check("cuStreamSynchronize", context_.driver().cuStreamSynchronize(stream));
 }
 
-absl::Status CudaStreams::Sleep(CUstream stream, uint64_t bytes) {
+absl::Status CudaStreams::Sleep(CUstream stream) {
   const absl::Time start = absl::Now();
-  absl::SleepFor(ExpectedTime(bytes));
   while (true) {
     const CUresult result = context_.driver().cuStreamQuery(stream);
     if (result != CUDA_ERROR_NOT_READY) return context_.Check("cuStreamQuery", result);
-    // A GPU busy with other copies: naps of half the time waited so far.
+    // Naps of half the time waited so far: few wake-ups for a long copy,
+    // and no request waits for the end of a nap.
     absl::SleepFor(
         std::clamp((absl::Now() - start) / 2, absl::Microseconds(50), absl::Milliseconds(5)));
   }
 }
 
-absl::Status CudaStreams::Run(absl::string_view call, size_t count, uint64_t bytes,
+absl::Status CudaStreams::Run(absl::string_view call, size_t count,
                               absl::FunctionRef<int(size_t, CUstream)> enqueue) {
   if (count == 0) return absl::OkStatus();
   if (absl::Status s = context_.Enter(); !s.ok()) return s;
@@ -83,7 +73,7 @@ absl::Status CudaStreams::Run(absl::string_view call, size_t count, uint64_t byt
   for (size_t i = 0; i < count && status.ok(); ++i) {
     status = context_.Check(call, enqueue(i, stream));
   }
-  absl::Status waited = Wait(stream, bytes);
+  absl::Status waited = Wait(stream);
   Release(stream);
   return status.ok() ? waited : status;
 }
@@ -94,19 +84,17 @@ absl::Status CudaStreams::Copy(size_t count, absl::FunctionRef<Transfer(size_t)>
   if (count > 1 && cu.cuMemcpyBatchAsync != nullptr && batch_copies_.load()) {
     std::vector<CUdeviceptr> to(count), from(count);
     std::vector<size_t> lengths(count);
-    uint64_t bytes = 0;
     for (size_t i = 0; i < count; ++i) {
       const Transfer t = transfer(i);
       to[i] = t.to;
       from[i] = t.from;
       lengths[i] = t.length;
-      bytes += t.length;
     }
     CUmemcpyAttributes attributes = {};
     attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
     size_t first_copy = 0;
     CUresult batched = CUDA_SUCCESS;
-    absl::Status status = Run("cuMemcpyBatchAsync", 1, bytes, [&](size_t, CUstream stream) {
+    absl::Status status = Run("cuMemcpyBatchAsync", 1, [&](size_t, CUstream stream) {
       batched = cu.cuMemcpyBatchAsync(to.data(), from.data(), lengths.data(), count, &attributes,
                                       &first_copy, 1, stream);
       return static_cast<int>(batched);
@@ -116,9 +104,7 @@ absl::Status CudaStreams::Copy(size_t count, absl::FunctionRef<Transfer(size_t)>
     if (status.ok() || IsStickyCudaError(batched)) return status;
     batch_copies_.store(false);
   }
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < count; ++i) bytes += transfer(i).length;
-  return Run("cuMemcpyAsync", count, bytes, [&](size_t i, CUstream stream) {
+  return Run("cuMemcpyAsync", count, [&](size_t i, CUstream stream) {
     const Transfer t = transfer(i);
     return static_cast<int>(cu.cuMemcpyAsync(t.to, t.from, t.length, stream));
   });
