@@ -75,6 +75,9 @@ Environment (defaults in brackets):
                        nodirect_io (appended to the target's own)
   BENCH_SMALL_FILES    number of 4 KiB files in the small workload [20000]
   BENCH_REPEAT         runs of each step; the tables give the median [3]
+  BENCH_WARM           1: write and fsync 4 KiB on each fresh mount before
+                       its steps, so a mount's first-write costs (cudafs:
+                       the CUDA context, ~0.3 s) fall outside them [0]
   BENCH_WORKLOADS      subset of "tree git small ccache" [all]
   BENCH_CCACHE_PROJECT C/C++ source dir (meson.build or CMakeLists.txt)
                        [build/libfuse-source/fuse3-* of this checkout or
@@ -296,6 +299,9 @@ fresh_mount() {
     rmdir "$CUR_MOUNT" 2>/dev/null || true
     return 1
   }
+  if [[ ${BENCH_WARM:-0} == 1 ]]; then
+    head -c 4096 /dev/zero >"$CUR_MOUNT/warm" && sync "$CUR_MOUNT/warm"
+  fi
 }
 
 release_mount() {
