@@ -88,7 +88,7 @@ absl::Status CachedFile::Write(uint64_t offset, const char* data, size_t length,
     absl::StatusOr<bool> cached = WriteThroughCache(offset, data, length, file_size);
     if (!cached.ok() || *cached) return cached.status();
     cache()->CountWriteThroughs(ino_, offset / kPage,
-                               (offset + length - 1) / kPage - offset / kPage + 1);
+                                (offset + length - 1) / kPage - offset / kPage + 1);
   }
   return WriteAround(offset, data, length);
 }
