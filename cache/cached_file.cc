@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 namespace cudafs {
@@ -184,8 +185,19 @@ absl::Status CachedFile::Truncate(uint64_t size) {
   return absl::OkStatus();
 }
 
-absl::Status CachedFile::CopyFrom(CachedFile& source, uint64_t source_offset, uint64_t offset,
-                                  uint64_t length) {
+absl::Status CachedFile::CopyFrom(CachedFile& source, uint64_t source_offset,
+                                  uint64_t source_size, uint64_t offset, uint64_t length,
+                                  uint64_t file_size) {
+  // cp of a tree just written: the device's copy would cost a flush of the
+  // source, a copy and a wait, three trips to the GPU for a few pages.
+  if (Cached() && length > 0 && length < PageCache::kSmallRequest) {
+    const std::unique_ptr<char[]> bytes = std::make_unique_for_overwrite<char[]>(length);
+    if (absl::Status status = source.Read(source_offset, length, bytes.get(), source_size);
+        !status.ok()) {
+      return status;
+    }
+    return Write(offset, bytes.get(), length, file_size);
+  }
   if (cache()->enabled()) {
     // The copy runs on the device: the source's newest bytes must be there,
     // and the target's cached pages in the range would be stale after it.

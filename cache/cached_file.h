@@ -57,9 +57,14 @@ class CachedFile {
   // (fsync). Pages that failed stay dirty.
   absl::Status Flush();
 
-  // As ExtentMap's, with cached pages kept consistent.
-  absl::Status CopyFrom(CachedFile& source, uint64_t source_offset, uint64_t offset,
-                        uint64_t length);
+  // Copies [source_offset, + length) of `source`, which lies below
+  // `source_size`, to `offset` in this file of `file_size` bytes (before
+  // the copy); holes copy as zeros. Small copies are a read and a write
+  // through the cache, which needs no device when it holds the source's
+  // pages; large ones run on the device (ExtentMap::CopyFrom), with cached
+  // pages kept consistent.
+  absl::Status CopyFrom(CachedFile& source, uint64_t source_offset, uint64_t source_size,
+                        uint64_t offset, uint64_t length, uint64_t file_size);
   absl::Status Reserve(uint64_t offset, uint64_t length) {
     return extents_.Reserve(offset, length);
   }

@@ -41,7 +41,8 @@ absl::StatusOr<size_t> CopyLocked(
   // The source's holes become zeroed blocks of the target, so a source
   // with no data still takes part, as an empty one.
   if (absl::Status status =
-          DataOf(state, to).CopyFrom(DataOf(state, from), in_offset, out_offset, count);
+          DataOf(state, to).CopyFrom(DataOf(state, from), in_offset, from.size, out_offset, count,
+                                     to.size);
       !status.ok()) {
     return status;
   }
@@ -303,7 +304,8 @@ absl::StatusOr<uint64_t> Filesystem::Seek(InodeNumber ino, uint64_t offset, int 
   return *data;
 }
 
-// Copies on the device, extent to extent: no byte goes through the host.
+// Large copies run on the device, extent to extent; small ones through the
+// write-back cache (CachedFile::CopyFrom).
 absl::StatusOr<size_t> Filesystem::CopyFileRange(InodeNumber in, uint64_t in_offset,
                                                  InodeNumber out, uint64_t out_offset,
                                                  size_t length, const Caller& caller) {

@@ -158,7 +158,8 @@ absl::Status Copy(TestFile& from, uint64_t in_offset, TestFile& to, uint64_t out
                   uint64_t length) {
   if (in_offset >= from.content.size()) return absl::OkStatus();
   const uint64_t count = std::min<uint64_t>(length, from.content.size() - in_offset);
-  if (absl::Status status = to.data->CopyFrom(*from.data, in_offset, out_offset, count);
+  if (absl::Status status = to.data->CopyFrom(*from.data, in_offset, from.content.size(),
+                                              out_offset, count, to.content.size());
       !status.ok()) {
     return status;
   }
@@ -585,6 +586,36 @@ TEST_F(PageCacheTest, CopyFromSeesDirtyPagesOfBothFiles) {
   ASSERT_TRUE(to.data->Flush().ok());
   EXPECT_TRUE(Intact(to));
   EXPECT_TRUE(Intact(from));
+}
+
+// A small copy is a read and a write through the cache: from a source
+// whose pages are cached, nothing reaches the device until a flush. A large
+// one runs on the device, after the source's dirty pages are written.
+TEST_F(PageCacheTest, SmallCopiesStayInTheCacheLargeOnesRunOnTheDevice) {
+  Make(16 * MiB, 128);
+  TestFile& from = NewFile();
+  TestFile& to = NewFile();
+  ASSERT_TRUE(Write(from, 0, Letters(rng_, 3 * kPage + 10)).ok());
+  ASSERT_TRUE(Write(from, 20 * kPage, Letters(rng_, kPage)).ok());  // a hole before it
+  const uint64_t writes = device_->write_batches();
+  const uint64_t reads = device_->read_batches();
+  ASSERT_TRUE(Copy(from, 5, to, 0, 3 * kPage).ok());
+  ASSERT_TRUE(Copy(from, 2 * kPage, to, 7 * kPage + 1, 19 * kPage).ok());  // the hole too
+  EXPECT_EQ(device_->write_batches(), writes);
+  EXPECT_EQ(device_->read_batches(), reads);
+  EXPECT_TRUE(Intact(to));
+  ASSERT_TRUE(to.data->Flush().ok());
+  EXPECT_GT(device_->write_batches(), writes);
+  EXPECT_TRUE(Intact(to));
+
+  TestFile& large = NewFile();
+  ASSERT_TRUE(Write(large, 0, Letters(rng_, PageCache::kSmallRequest + kPage)).ok());
+  ASSERT_TRUE(Write(large, 3, Letters(rng_, 10)).ok());  // dirty
+  const uint64_t before_large = device_->write_batches();
+  ASSERT_TRUE(Copy(large, 0, to, 2 * kPage, PageCache::kSmallRequest).ok());
+  EXPECT_GT(device_->write_batches(), before_large) << "the source's dirty page was not flushed";
+  EXPECT_TRUE(Intact(to));
+  EXPECT_TRUE(Intact(large));
 }
 
 TEST_F(PageCacheTest, SequentialSmallReadsReadAhead) {
@@ -1347,7 +1378,8 @@ TEST_F(PageCacheTest, RandomDeviceFailuresTouchNothingElse) {
         after.resize(std::max<uint64_t>(after.size(), offset + length), '\0');
         after.replace(offset, length, bytes);
         touched_end = offset + length;
-        status = file.data->CopyFrom(*source.data, in, offset, length);
+        status = file.data->CopyFrom(*source.data, in, source.content.size(), offset, length,
+                                     file.content.size());
         break;
       }
     }
