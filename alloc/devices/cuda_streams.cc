@@ -4,12 +4,12 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "alloc/base/sizes.h"
 #include "alloc/devices/cuda_context.h"
 #include "alloc/devices/cuda_driver.h"
 #include "alloc/devices/device.h"
 
 namespace cudafs {
+
 CudaStreams::CudaStreams(const CudaContext& context) : context_(context) {}
 
 absl::Status CudaStreams::Create(int count) {
