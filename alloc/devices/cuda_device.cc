@@ -136,7 +136,8 @@ void CudaDevice::DestroyContext() {
   pieces_.clear();
   if (base_ != 0) cu_.cuMemAddressFree(base_, gpu_.arena_size);
   base_ = 0;
-  // A lost context is gone with it: the next one starts afresh.
+  // A lost context is gone with it, unless another GPU keeps it for host
+  // memory pinned under it: the next one starts afresh.
   context_.Release();
 }
 
@@ -311,6 +312,13 @@ absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
     ++in_flight_;
   }
   absl::Status status = context_.Enter();
+  // An importer's mapping keeps an exported piece alive, out of the
+  // mount's reach: it shows zeros from now on, not the file's old bytes.
+  std::vector<DeviceRange> zeros;
+  for (const auto& [at, piece] : emptied) {
+    if (piece.exported) zeros.push_back({at, piece.length});
+  }
+  if (status.ok()) status = Zero(zeros);
   for (const auto& [at, piece] : emptied) UnmapPiece(at, piece);
   absl::MutexLock lock(&mu_);
   --in_flight_;

@@ -10,7 +10,9 @@
 // held no physical memory for `idle_release`, a background thread gives all
 // of it back, context included; the next Commit makes it again. Host
 // buffers (AllocateHostBuffer, RegisterHostMemory) are plain memory that is
-// pinned (cuMemHostRegister) while a context lives, so they outlive it.
+// pinned (cuMemHostRegister) while a context that may copy from it lives,
+// so they outlive it; in a pool that may be another GPU's, which keeps the
+// context the memory was pinned under (PinnedHostRanges).
 //
 // Why nothing is released while a request uses it: data operations (Write,
 // Read, Copy, Zero) are only valid on committed ranges (Device's contract),
@@ -30,8 +32,9 @@
 // Physical allocations request POSIX file-descriptor handles, so that
 // ExportShared can hand a block's pieces to another process: a block at
 // least a granule large whose pieces lie inside it is freed only whole, so
-// its pieces are then unmapped and released, and the importer's mapping
-// keeps the memory while the arena gets new pieces.
+// its pieces are then zeroed, unmapped and released, and the importer's
+// mapping keeps the memory (the daemon cannot take it back) while the arena
+// gets new pieces.
 //
 // The device is built of parts a reader can hold one at a time: the
 // context's life and the physical pieces (cuda_device.cc), the context
@@ -47,7 +50,8 @@
 // Any other CUDA error is logged once per call and returned as Internal.
 // After a sticky error (the context is lost) every data operation fails at
 // once with Internal until nothing is stored and the context is released;
-// the next Commit then starts afresh.
+// the next Commit then starts afresh (in a pool, once no other GPU keeps
+// the context for host memory pinned under it).
 #ifndef CUDAFS_ALLOC_DEVICES_CUDA_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_CUDA_DEVICE_H_
 
@@ -141,11 +145,12 @@ class CudaDevice final : public Device {
   void FreeHostBuffer(void* buffer, size_t length) override;
   void RegisterHostMemory(void* memory, size_t length) override;
   void UnregisterHostMemory(void* memory) override;
-  // One allocation of its own, exported as a POSIX file descriptor (where
-  // the GPU supports those handles), holding the context while it lives
-  // (cuda_export.cc).
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
-      uint64_t size, absl::Span<const DeviceToDevice> copies) override;
+  // Into the caller's allocation on this GPU, imported from its POSIX
+  // file descriptor (where the GPU supports those handles) while the copy
+  // runs (cuda_export.cc).
+  absl::StatusOr<CopyPlace> PlanCopy(absl::Span<const DeviceToDevice> copies) const override;
+  absl::Status FillCopy(int memory, uint64_t memory_bytes,
+                        absl::Span<const DeviceToDevice> copies) override;
   // Where the GPU supports POSIX file-descriptor handles.
   bool can_share() const override { return gpu_.shareable; }
   // A range that no piece reaches past.
@@ -175,6 +180,9 @@ class CudaDevice final : public Device {
     uint64_t length = 0;
     // Bit i: granule i of the piece is committed.
     uint64_t committed = 0;
+    // Handed to another process (ExportShared), which keeps it alive:
+    // zeroed before it is released, so it keeps no bytes of the file.
+    bool exported = false;
   };
   // What Create learns of the GPU.
   struct Traits {
@@ -201,13 +209,12 @@ class CudaDevice final : public Device {
     return context_.held() && pieces_.empty() && in_flight_ == 0 && exports_ == 0;
   }
 
-  // ExportCopy's work, with the context held (cuda_export.cc).
+  // FillCopy's work, with the context held (cuda_export.cc).
+  absl::Status FillImported(int memory, uint64_t memory_bytes,
+                            absl::Span<const DeviceToDevice> copies);
   class Export;
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> MakeExport(
-      uint64_t length, uint64_t size, absl::Span<const DeviceToDevice> copies);
-  // Lets go of the context an ExportedMemory held, and frees the
-  // allocation it owned (a copy's).
-  void ReleaseExport(std::optional<PhysicalHandle> owned);
+  // Lets go of the context an ExportedMemory held.
+  void ReleaseExport();
   // Exclusive, and with `committed` also backed whole by committed pieces.
   bool ExclusiveLocked(DeviceRange range, bool committed) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

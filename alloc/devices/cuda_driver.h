@@ -35,7 +35,7 @@ namespace cudafs {
   X(cuMemcpyAsync)                                                                 \
   X(cuMemsetD8Async) X(cuGetErrorName) X(cuGetErrorString)                          \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)   \
-  X(cuMemExportToShareableHandle)
+  X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)
 // Entry points cudafs uses when the driver has them (null otherwise).
 #define CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(X) X(cuMemcpyBatchAsync)
 

@@ -1,7 +1,7 @@
-// CudaDevice::ExportCopy and ExportShared: GPU memory handed to another
-// process as POSIX file descriptors, which it imports and maps
-// (cuMemImportFromShareableHandle, cuMemMap): a copy made inside the GPU
-// into an allocation of its own, or the arena's own pieces.
+// CudaDevice::FillCopy and ExportShared: GPU memory of another process's
+// filled with a copy made inside the GPU, and the arena's own pieces handed
+// to another process as POSIX file descriptors, which it imports and maps
+// (cuMemImportFromShareableHandle, cuMemMap).
 #include <cuda.h>
 #include <unistd.h>
 
@@ -17,15 +17,14 @@
 namespace cudafs {
 
 // Allocations' file descriptors, holding the device's context while they
-// live (ReleaseExport); a copy's allocation, owned, is freed with them. The
-// memory itself lives on while an importer maps it.
+// live (ReleaseExport). The memory itself lives on while an importer maps
+// it.
 class CudaDevice::Export final : public ExportedMemory {
  public:
-  Export(CudaDevice* device, uint64_t size, std::optional<PhysicalHandle> owned)
-      : device_(device), size_(size), owned_(owned) {}
+  Export(CudaDevice* device, uint64_t size) : device_(device), size_(size) {}
   ~Export() override {
     for (const ExportedPiece& piece : pieces_) close(piece.fd);
-    device_->ReleaseExport(owned_);
+    device_->ReleaseExport();
   }
   void Add(int fd, uint64_t length) { pieces_.push_back({fd, length, device_->gpu_.pci_bus_id}); }
 
@@ -36,101 +35,116 @@ class CudaDevice::Export final : public ExportedMemory {
  private:
   CudaDevice* const device_;
   const uint64_t size_;
-  const std::optional<PhysicalHandle> owned_;
   std::vector<ExportedPiece> pieces_;
 };
 
-absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportCopy(
-    uint64_t size, absl::Span<const DeviceToDevice> copies) {
+absl::StatusOr<Device::CopyPlace> CudaDevice::PlanCopy(
+    absl::Span<const DeviceToDevice> /*copies*/) const {
   if (!gpu_.shareable) {
     return absl::UnimplementedError(
-        absl::StrCat(gpu_.description, " cannot export memory as file descriptors"));
+        absl::StrCat(gpu_.description, " cannot import memory from file descriptors"));
+  }
+  CopyPlace place;
+  place.kind = ExportedMemory::Kind::kCuda;
+  place.pci_bus_id = gpu_.pci_bus_id;
+  place.unit = gpu_.granule;
+  return place;
+}
+
+absl::Status CudaDevice::FillCopy(int memory, uint64_t memory_bytes,
+                                  absl::Span<const DeviceToDevice> copies) {
+  if (!gpu_.shareable) {
+    return absl::UnimplementedError(
+        absl::StrCat(gpu_.description, " cannot import memory from file descriptors"));
+  }
+  if (memory_bytes == 0 || memory_bytes % gpu_.granule != 0) {
+    return absl::InvalidArgumentError("the memory for a copy is not whole granules");
   }
   for (const DeviceToDevice& c : copies) {
     if (absl::Status s = InRange(c.source_offset, c.length); !s.ok()) return s;
-    if (c.destination_offset > size || c.length > size - c.destination_offset) {
-      return absl::InternalError("an export copy lies past the exported size");
+    if (c.destination_offset > memory_bytes || c.length > memory_bytes - c.destination_offset) {
+      return absl::InternalError("a copy lies past the memory it fills");
     }
   }
-  const uint64_t length =
-      std::max(gpu_.granule, (size + gpu_.granule - 1) / gpu_.granule * gpu_.granule);
   {
     absl::MutexLock lock(&mu_);
     if (!context_.held()) {
       if (absl::Status s = CreateContext(); !s.ok()) return s;
     }
     ++in_flight_;
-    ++exports_;
   }
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported = MakeExport(length, size, copies);
+  absl::Status status = FillImported(memory, memory_bytes, copies);
   absl::MutexLock lock(&mu_);
   --in_flight_;
-  if (!exported.ok()) --exports_;
-  return exported;
+  return status;
 }
 
-absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::MakeExport(
-    uint64_t length, uint64_t size, absl::Span<const DeviceToDevice> copies) {
+absl::Status CudaDevice::FillImported(int memory, uint64_t memory_bytes,
+                                      absl::Span<const DeviceToDevice> copies) {
   if (absl::Status s = context_.Enter(); !s.ok()) return s;
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = gpu_.device;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   CUmemGenericAllocationHandle handle;
-  if (absl::Status s = context_.Check("cuMemCreate", cu_.cuMemCreate(&handle, length, &prop, 0));
-      !s.ok()) {
-    return s;
+  if (!context_
+           .Check("cuMemImportFromShareableHandle",
+                  cu_.cuMemImportFromShareableHandle(
+                      &handle, reinterpret_cast<void*>(static_cast<intptr_t>(memory)),
+                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+           .ok()) {
+    return absl::InvalidArgumentError("the memory for a copy is no CUDA allocation");
   }
   // Mapped here only while the copy runs: the daemon keeps no view of it.
   CUdeviceptr view = 0;
-  absl::Status status = context_.Check("cuMemAddressReserve",
-                                       cu_.cuMemAddressReserve(&view, length, gpu_.granule, 0, 0));
+  absl::Status status = context_.Check(
+      "cuMemAddressReserve", cu_.cuMemAddressReserve(&view, memory_bytes, gpu_.granule, 0, 0));
   bool mapped = false;
   if (status.ok()) {
-    status = context_.Check("cuMemMap", cu_.cuMemMap(view, length, 0, handle, 0));
+    status = context_.Check("cuMemMap", cu_.cuMemMap(view, memory_bytes, 0, handle, 0));
     mapped = status.ok();
+    if (!mapped) status = absl::InvalidArgumentError("the memory for a copy is too small");
   }
   if (status.ok()) {
     CUmemAccessDesc access = {};
-    access.location = prop.location;
+    access.location = {CU_MEM_LOCATION_TYPE_DEVICE, gpu_.device};
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    status = context_.Check("cuMemSetAccess", cu_.cuMemSetAccess(view, length, &access, 1));
+    status = context_.Check("cuMemSetAccess", cu_.cuMemSetAccess(view, memory_bytes, &access, 1));
+    if (!status.ok()) status = absl::InvalidArgumentError("the memory for a copy is not on " +
+                                                          gpu_.description);
   }
   if (status.ok()) {
-    // Fresh VRAM may hold another program's bytes: all of it is zeroed
-    // before the file's bytes go in (holes and the tail stay zero).
-    // Item 0 zeroes, item i + 1 is copies[i].
-    status =
-        streams_.Run("cuMemsetD8Async, cuMemcpyAsync", copies.size() + 1,
-                     [&](size_t i, CUstream stream) {
-                       if (i == 0)
-                         return static_cast<int>(cu_.cuMemsetD8Async(view, 0, length, stream));
-                       const DeviceToDevice& c = copies[i - 1];
-                       return static_cast<int>(cu_.cuMemcpyAsync(
-                           view + c.destination_offset, base_ + c.source_offset, c.length, stream));
-                     });
+    // The caller's memory reads as the file: zeros where the copies put no
+    // bytes. Every item is disjoint from the others, as streams run them
+    // in any order.
+    std::vector<DeviceToDevice> sorted(copies.begin(), copies.end());
+    std::sort(sorted.begin(), sorted.end(), [](const DeviceToDevice& a, const DeviceToDevice& b) {
+      return a.destination_offset < b.destination_offset;
+    });
+    std::vector<DeviceRange> gaps;
+    uint64_t at = 0;
+    for (const DeviceToDevice& c : sorted) {
+      if (c.destination_offset > at) gaps.push_back({at, c.destination_offset - at});
+      at = std::max(at, c.destination_offset + c.length);
+    }
+    if (at < memory_bytes) gaps.push_back({at, memory_bytes - at});
+    status = streams_.Run("cuMemsetD8Async, cuMemcpyAsync", gaps.size() + sorted.size(),
+                          [&](size_t i, CUstream stream) {
+                            if (i < gaps.size()) {
+                              return static_cast<int>(cu_.cuMemsetD8Async(
+                                  view + gaps[i].offset, 0, gaps[i].length, stream));
+                            }
+                            const DeviceToDevice& c = sorted[i - gaps.size()];
+                            return static_cast<int>(cu_.cuMemcpyAsync(
+                                view + c.destination_offset, base_ + c.source_offset, c.length,
+                                stream));
+                          });
   }
-  if (mapped) context_.Check("cuMemUnmap", cu_.cuMemUnmap(view, length)).IgnoreError();
-  if (view != 0)
-    context_.Check("cuMemAddressFree", cu_.cuMemAddressFree(view, length)).IgnoreError();
-  int fd = -1;
-  if (status.ok()) {
-    status = context_.Check(
-        "cuMemExportToShareableHandle",
-        cu_.cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  if (mapped) context_.Check("cuMemUnmap", cu_.cuMemUnmap(view, memory_bytes)).IgnoreError();
+  if (view != 0) {
+    context_.Check("cuMemAddressFree", cu_.cuMemAddressFree(view, memory_bytes)).IgnoreError();
   }
-  if (!status.ok()) {
-    context_.Check("cuMemRelease", cu_.cuMemRelease(handle)).IgnoreError();
-    return status;
-  }
-  auto exported = std::make_unique<Export>(this, size, handle);
-  exported->Add(fd, length);
-  return exported;
+  context_.Check("cuMemRelease", cu_.cuMemRelease(handle)).IgnoreError();
+  return status;
 }
 
-void CudaDevice::ReleaseExport(std::optional<PhysicalHandle> owned) {
-  if (owned) context_.Check("cuMemRelease", cu_.cuMemRelease(*owned)).IgnoreError();
+void CudaDevice::ReleaseExport() {
   absl::MutexLock lock(&mu_);
   --exports_;
 }
@@ -178,13 +192,14 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportShared(
       for (auto it = pieces_.find(range.offset);
            it != pieces_.end() && it->first < range.offset + range.length; ++it) {
         handles.emplace_back(it->second.handle, it->second.length);
+        it->second.exported = true;
       }
     }
     // The committed ranges hold the context now; the export holds it after.
     ++exports_;
   }
   // The caller keeps the ranges committed meanwhile, so the pieces stay.
-  auto exported = std::make_unique<Export>(this, size, std::nullopt);
+  auto exported = std::make_unique<Export>(this, size);
   if (absl::Status s = context_.Enter(); !s.ok()) return s;
   for (const auto& [handle, length] : handles) {
     int fd = -1;

@@ -1,16 +1,28 @@
 // PinnedHostRanges: host memory handed to one GPU's device (buffers it
-// allocated, ranges registered with it), pinned while the GPU's context
-// lives, so that copies from it run at PCIe speed and the scatter kernel
-// reads it at its host address. The memory outlives the contexts: the page
-// cache's frames live as long as the mount.
+// allocated, ranges registered with it), pinned while the device may copy
+// from it (its context lives), so that copies from it run at PCIe speed and
+// the scatter kernel reads it at its host address. The memory outlives the
+// contexts: the page cache's frames live as long as the mount.
 //
-// Thread-safe. The device serialises Add and Remove against the context's
-// life with its own lock, taken before this one.
+// Pinning is the process's, not a device's: cuMemHostRegister takes a
+// range once, under one context, and PORTABLE makes every context's copies
+// DMA straight from it, while a pool hands each of its GPUs the same
+// ranges. So the devices of one driver share one table of ranges
+// (cuda_host_memory.cc): a range is pinned under the context of the first
+// device that may copy from it and stays pinned, that context retained
+// with it, until none may. Unpinned under another GPU's copy in flight, the
+// DMA would read pages no longer locked; the price is a bare context left
+// on the GPU that pinned it while another GPU works.
+//
+// Thread-safe. The device serialises the calls that change what it uses
+// against its context's life with its own lock, taken before this one (and
+// this one before the shared table's).
 #ifndef CUDAFS_ALLOC_DEVICES_CUDA_HOST_MEMORY_H_
 #define CUDAFS_ALLOC_DEVICES_CUDA_HOST_MEMORY_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
@@ -21,46 +33,56 @@
 namespace cudafs {
 
 class CudaContext;
+class HostPins;
 
 class PinnedHostRanges {
  public:
   // `context` must outlive this.
-  explicit PinnedHostRanges(const CudaContext& context) : context_(context) {}
-  // Unmaps the buffers it allocated.
+  explicit PinnedHostRanges(const CudaContext& context);
+  // Lets go of every range: the buffers it allocated are unmapped once no
+  // other device holds them. REQUIRES: UnpinAll since the last PinAll.
   ~PinnedHostRanges();
 
-  // Plain memory, pinned now when `pin` (the context held and current).
-  // Null when the memory cannot be had.
+  // Plain memory; with `pin` (the context held and current) the device may
+  // copy from it from now on, and it is pinned. Null when the memory cannot
+  // be had.
   void* Allocate(size_t length, bool pin);
-  // A caller's range, pinned now when `pin`.
+  // A caller's range, as Allocate's.
   void Register(void* memory, size_t length, bool pin);
-  // Unpins (the context current) and forgets a range; unmaps it when it
-  // was allocated here.
+  // Forgets a range, unpinning it when no other device may copy from it;
+  // unmaps it when it was allocated here and no other device holds it.
   void Remove(void* memory);
 
   struct Pinned {
     int ranges = 0;
     size_t bytes = 0;
   };
-  // Pins every range. REQUIRES: the context current.
+  // The device may copy from every range from now on: pins those not
+  // pinned. REQUIRES: the context current.
   Pinned PinAll();
-  // Unpins every range. REQUIRES: the context current.
+  // It may no longer: unpins those no other device may copy from.
+  // REQUIRES: the context current.
   void UnpinAll();
 
-  // Every source of `copies` lies in memory this device pinned.
+  // Every source of `copies` lies in memory pinned under this device's
+  // context: the scatter kernel reads only those (another GPU's pin serves
+  // this one's copy engines).
   bool AllPinned(absl::Span<const HostToDevice> copies) const;
 
  private:
   struct Range {
     size_t length = 0;
-    bool owned = false;   // ours (Allocate): unmapped on Remove
-    bool pinned = false;  // under the current context
+    bool used = false;    // counted in the table as a device that may copy from it
+    bool pinned = false;  // under this device's context
   };
-  // Pins a range under the current context; false when the driver declines
-  // (copies from it then go through the driver's staging).
-  bool Pin(void* memory, size_t length) const;
+  void Add(void* memory, size_t length, bool owned, bool pin);
+  // Counts this device in the table as one that may copy from the range;
+  // false when it is not pinned (under any context).
+  bool Use(uintptr_t start, Range& range) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CudaContext& context_;
+  // The table shared by the devices of context_'s driver.
+  const std::shared_ptr<HostPins> pins_;
   mutable absl::Mutex mu_;
   // Start of each range -> what it is.
   absl::btree_map<uintptr_t, Range> ranges_ ABSL_GUARDED_BY(mu_);

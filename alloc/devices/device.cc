@@ -26,9 +26,14 @@ void Device::RegisterHostMemory(void* /*memory*/, size_t /*length*/) {}
 
 void Device::UnregisterHostMemory(void* /*memory*/) {}
 
-absl::StatusOr<std::unique_ptr<ExportedMemory>> Device::ExportCopy(
-    uint64_t /*size*/, absl::Span<const DeviceToDevice> /*copies*/) {
-  return absl::UnimplementedError(Describe() + " cannot hand memory to other processes");
+absl::StatusOr<Device::CopyPlace> Device::PlanCopy(
+    absl::Span<const DeviceToDevice> /*copies*/) const {
+  return absl::UnimplementedError(Describe() + " cannot copy into other processes' memory");
+}
+
+absl::Status Device::FillCopy(int /*memory*/, uint64_t /*memory_bytes*/,
+                              absl::Span<const DeviceToDevice> /*copies*/) {
+  return absl::UnimplementedError(Describe() + " cannot copy into other processes' memory");
 }
 
 bool Device::Exclusive(DeviceRange /*range*/) const { return false; }

@@ -124,14 +124,25 @@ class Device {
   virtual void RegisterHostMemory(void* memory, size_t length);
   virtual void UnregisterHostMemory(void* memory);
 
-  // A copy of arena bytes in memory of its own that another process can
-  // map (ExportedMemory): `size` bytes, zero but where `copies` put arena
-  // bytes (their destination offsets count from the new memory's start,
-  // and lie below `size`). Unimplemented where the device cannot export
-  // memory (the default, the null device); ResourceExhausted for want of
-  // memory.
-  virtual absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
-      uint64_t size, absl::Span<const DeviceToDevice> copies);
+  // A private copy of arena bytes for another process goes into memory that
+  // process allocated, so that it pays for it as for a read(2) into a
+  // buffer of its own: memory of `kind` (on GPU `pci_bus_id` for kCuda),
+  // a multiple of `unit` long.
+  struct CopyPlace {
+    ExportedMemory::Kind kind = ExportedMemory::Kind::kHost;
+    std::string pci_bus_id;
+    uint64_t unit = 4096;
+  };
+  // Where a copy of the bytes `copies` read should be made. Unimplemented
+  // where the device cannot fill another process's memory (the default,
+  // the null device).
+  virtual absl::StatusOr<CopyPlace> PlanCopy(absl::Span<const DeviceToDevice> copies) const;
+  // Fills `memory`, a descriptor of memory of PlanCopy's kind that the
+  // caller checked and `memory_bytes` long, with zeros but where `copies`
+  // put arena bytes (their destination offsets count from the memory's
+  // start, below `memory_bytes`). Unimplemented as PlanCopy.
+  virtual absl::Status FillCopy(int memory, uint64_t memory_bytes,
+                                absl::Span<const DeviceToDevice> copies);
 
   // Whether this device can hand its memory out (ExportShared) at all.
   virtual bool can_share() const { return false; }
@@ -145,8 +156,9 @@ class Device {
   // The physical memory itself behind `ranges` (each committed and
   // Exclusive), in order, for another process to map with no copy: writes
   // on either side show on the other. `size` is the bytes of data, at most
-  // the ranges' sum. The importer's mapping keeps the memory: once the
-  // arena frees a range, the device backs it with other memory, never this.
+  // the ranges' sum. Once the arena frees a range, the device takes back
+  // what it can of that memory (zeroed; host memory released) and backs the
+  // range with other memory, never this.
   // Unimplemented where the device cannot (the default).
   virtual absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
       uint64_t size, absl::Span<const DeviceRange> ranges);

@@ -55,9 +55,12 @@ class DeviceWrapper : public Device {
     target_->RegisterHostMemory(memory, length);
   }
   void UnregisterHostMemory(void* memory) override { target_->UnregisterHostMemory(memory); }
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
-      uint64_t size, absl::Span<const DeviceToDevice> copies) override {
-    return target_->ExportCopy(size, copies);
+  absl::StatusOr<CopyPlace> PlanCopy(absl::Span<const DeviceToDevice> copies) const override {
+    return target_->PlanCopy(copies);
+  }
+  absl::Status FillCopy(int memory, uint64_t memory_bytes,
+                        absl::Span<const DeviceToDevice> copies) override {
+    return target_->FillCopy(memory, memory_bytes, copies);
   }
   bool can_share() const override { return target_->can_share(); }
   bool Exclusive(DeviceRange range) const override { return target_->Exclusive(range); }

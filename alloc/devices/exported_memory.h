@@ -1,5 +1,5 @@
-// ExportedMemory: memory of its own, outside the arena, holding a copy of
-// file data, that another process maps with no copy of its own. It is
+// ExportedMemory: a file's own memory (Device::ExportShared), handed to
+// another process that maps it with no copy of its own. It is
 // handed over as POSIX file descriptors, one per physical piece: memfds for
 // the host device, CUDA allocations exported as file descriptors for the
 // GPU. The importer maps the pieces back to back, in order. The memory

@@ -1,6 +1,7 @@
 #include "alloc/devices/host_device.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -91,8 +92,14 @@ absl::Status HostDevice::Commit(uint64_t offset, uint64_t length) {
 absl::Status HostDevice::Decommit(uint64_t offset, uint64_t length) {
   if (absl::Status s = InRange(offset, length, size_); !s.ok()) return s;
   {
-    // Shared ranges go back to anonymous memory: what importers map stays
-    // theirs, and is never the arena's again.
+    // Shared ranges go back to anonymous memory, and their memfd's pages
+    // are released though importers map them: else they are memory outside
+    // size= (df shows it free), grown without bound by mapping, truncating
+    // and starting again (tmpfs counts a mapped file's pages until the last
+    // unmap, which the daemon cannot see). Punched, not truncated: this
+    // serves a truncate (tmpfs: SIGBUS past the end) but also a removal or
+    // an unmount (tmpfs: the bytes stay), so importers read zeros rather
+    // than crash, and own any page they touch afterwards.
     absl::MutexLock lock(&shared_mu_);
     auto it = shared_.upper_bound(offset);
     if (it != shared_.begin() && std::prev(it)->first + std::prev(it)->second.length > offset) {
@@ -101,6 +108,10 @@ absl::Status HostDevice::Decommit(uint64_t offset, uint64_t length) {
     while (it != shared_.end() && it->first < offset + length) {
       const uint64_t from = std::max(offset, it->first);
       const uint64_t to = std::min(offset + length, it->first + it->second.length);
+      if (fallocate(it->second.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    static_cast<off_t>(from - it->first), static_cast<off_t>(to - from)) != 0) {
+        return absl::ErrnoToStatus(errno, "fallocate(FALLOC_FL_PUNCH_HOLE) of a shared range");
+      }
       if (mmap(base_ + from, to - from, PROT_READ | PROT_WRITE,
                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
         return absl::ErrnoToStatus(errno, "mmap over a shared range");
@@ -155,30 +166,52 @@ absl::Status HostDevice::Zero(absl::Span<const DeviceRange> ranges) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ExportedMemory>> HostDevice::ExportCopy(
-    uint64_t size, absl::Span<const DeviceToDevice> copies) {
+absl::StatusOr<Device::CopyPlace> HostDevice::PlanCopy(
+    absl::Span<const DeviceToDevice> /*copies*/) const {
+  CopyPlace place;
+  place.kind = ExportedMemory::Kind::kHost;
+  place.unit = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return place;
+}
+
+absl::Status HostDevice::FillCopy(int memory, uint64_t memory_bytes,
+                                  absl::Span<const DeviceToDevice> copies) {
   for (const DeviceToDevice& c : copies) {
     if (absl::Status s = InRange(c.source_offset, c.length, size_); !s.ok()) return s;
-    if (c.destination_offset > size || c.length > size - c.destination_offset) {
-      return absl::InternalError("an export copy lies past the exported size");
+    if (c.destination_offset > memory_bytes || c.length > memory_bytes - c.destination_offset) {
+      return absl::InternalError("a copy lies past the memory it fills");
     }
   }
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const uint64_t mapped = std::max<uint64_t>(page, (size + page - 1) / page * page);
-  const int fd = memfd_create("cudafs-export", MFD_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "memfd_create");
-  auto exported = std::make_unique<HostExport>(size);
-  exported->Add(fd, mapped);
-  // A fresh memfd reads as zeros: only the copies need writing.
-  if (ftruncate(fd, static_cast<off_t>(mapped)) != 0) return OutOfMemoryOr(errno, "an export");
-  void* memory = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (memory == MAP_FAILED) return absl::ErrnoToStatus(errno, "mmap of the export");
-  for (const DeviceToDevice& c : copies) {
-    std::memcpy(static_cast<char*>(memory) + c.destination_offset, base_ + c.source_offset,
-                c.length);
+  // pwrite, never a mapping: the memory's owner may shrink it meanwhile,
+  // which a mapping's access would meet as SIGBUS and pwrite as an error.
+  static const char zeros[64 * 1024] = {};
+  const auto put = [memory](const char* from, uint64_t at, uint64_t length,
+                            bool repeat) -> absl::Status {
+    for (uint64_t done = 0; done < length;) {
+      const size_t chunk = repeat ? std::min<uint64_t>(sizeof zeros, length - done)
+                                  : static_cast<size_t>(length - done);
+      const ssize_t wrote =
+          pwrite(memory, repeat ? from : from + done, chunk, static_cast<off_t>(at + done));
+      if (wrote <= 0) return OutOfMemoryOr(wrote < 0 ? errno : ENOSPC, "a copy");
+      done += static_cast<uint64_t>(wrote);
+    }
+    return absl::OkStatus();
+  };
+  std::vector<DeviceToDevice> sorted(copies.begin(), copies.end());
+  std::sort(sorted.begin(), sorted.end(), [](const DeviceToDevice& a, const DeviceToDevice& b) {
+    return a.destination_offset < b.destination_offset;
+  });
+  uint64_t at = 0;
+  for (const DeviceToDevice& c : sorted) {
+    if (c.destination_offset < at) return absl::InternalError("copies overlap");
+    if (absl::Status s = put(zeros, at, c.destination_offset - at, true); !s.ok()) return s;
+    if (absl::Status s = put(base_ + c.source_offset, c.destination_offset, c.length, false);
+        !s.ok()) {
+      return s;
+    }
+    at = c.destination_offset + c.length;
   }
-  munmap(memory, mapped);
-  return exported;
+  return put(zeros, at, memory_bytes - at, true);
 }
 
 bool HostDevice::Exclusive(DeviceRange range) const {

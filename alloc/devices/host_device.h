@@ -4,11 +4,12 @@
 // The arena is one anonymous mapping reserved without backing
 // (MAP_NORESERVE); Commit faults granules in and Decommit hands them back to
 // the kernel, so resident memory follows what is stored, like tmpfs.
-// ExportCopy copies into a memfd, which another process maps. ExportShared
+// FillCopy writes into another process's memfd. ExportShared
 // moves each range into a memfd of its own, mapped over the arena in place
 // of the anonymous pages (once; later exports hand out the same memfd),
 // and the range goes back to anonymous memory when it is decommitted: the
-// memfd then lives on only in the importers' mappings.
+// memfd's pages are released then (importers read zeros), and the memfd
+// lives on only in the importers' mappings.
 #ifndef CUDAFS_ALLOC_DEVICES_HOST_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_HOST_DEVICE_H_
 
@@ -39,8 +40,9 @@ class HostDevice final : public Device {
   absl::Status Read(absl::Span<const DeviceToHost> copies) override;
   absl::Status Copy(absl::Span<const DeviceToDevice> copies) override;
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
-      uint64_t size, absl::Span<const DeviceToDevice> copies) override;
+  absl::StatusOr<CopyPlace> PlanCopy(absl::Span<const DeviceToDevice> copies) const override;
+  absl::Status FillCopy(int memory, uint64_t memory_bytes,
+                        absl::Span<const DeviceToDevice> copies) override;
   bool can_share() const override { return true; }
   bool Exclusive(DeviceRange range) const override;
   absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(

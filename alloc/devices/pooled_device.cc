@@ -204,7 +204,7 @@ size_t PooledDevice::max_batch_copies() const {
   return most;
 }
 
-// The first member owns host buffers; every other one pins them too.
+// The first member maps host buffers; every other one holds them too.
 void* PooledDevice::AllocateHostBuffer(size_t length) {
   void* buffer = members_.front().device->AllocateHostBuffer(length);
   if (buffer == nullptr) return nullptr;
@@ -227,48 +227,36 @@ void PooledDevice::UnregisterHostMemory(void* memory) {
   for (const Member& m : members_) m.device->UnregisterHostMemory(memory);
 }
 
-absl::StatusOr<std::unique_ptr<ExportedMemory>> PooledDevice::ExportCopy(
-    uint64_t size, absl::Span<const DeviceToDevice> copies) {
-  // Cut [0, size) at granule boundaries into runs whose bytes one member
-  // holds; each member copies its run into memory of its own.
-  struct Run {
-    uint64_t start = 0;
-    size_t member = 0;
-    std::vector<DeviceToDevice> copies;  // member offsets, run-relative
-  };
-  std::vector<DeviceToDevice> sorted(copies.begin(), copies.end());
-  std::sort(sorted.begin(), sorted.end(), [](const DeviceToDevice& a, const DeviceToDevice& b) {
-    return a.destination_offset < b.destination_offset;
-  });
-  std::vector<Run> runs(1);
-  uint64_t copied_to = 0;  // end of the last copy placed
-  for (const DeviceToDevice& c : sorted) {
-    const size_t m = MemberOf(c.source_offset, c.length);
-    if (m == members_.size()) return Straddles(c.source_offset, c.length);
-    if (runs.back().copies.empty()) {
-      runs.back().member = m;
-    } else if (runs.back().member != m) {
-      const uint64_t cut = c.destination_offset / granule_ * granule_;
-      if (cut < copied_to) {
-        return absl::UnimplementedError(
-            "the file's bytes on two GPUs meet inside one granule: map it writable, or read it");
-      }
-      runs.push_back(Run{cut, m, {}});
+absl::StatusOr<size_t> PooledDevice::CopySource(absl::Span<const DeviceToDevice> copies) const {
+  size_t source = 0;  // a file of holes alone: the first GPU's memory
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const size_t m = MemberOf(copies[i].source_offset, copies[i].length);
+    if (m == members_.size()) return Straddles(copies[i].source_offset, copies[i].length);
+    if (i > 0 && m != source) {
+      return absl::UnimplementedError(
+          "a private copy of a file whose bytes lie on several GPUs: map it writable, or read it");
     }
-    Run& run = runs.back();
-    run.copies.push_back(
-        {c.destination_offset - run.start, c.source_offset - members_[m].base, c.length});
-    copied_to = c.destination_offset + c.length;
+    source = m;
   }
-  std::vector<std::unique_ptr<ExportedMemory>> parts;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const uint64_t end = i + 1 < runs.size() ? runs[i + 1].start : size;
-    absl::StatusOr<std::unique_ptr<ExportedMemory>> part =
-        members_[runs[i].member].device->ExportCopy(end - runs[i].start, runs[i].copies);
-    if (!part.ok()) return part.status();
-    parts.push_back(std::move(*part));
+  return source;
+}
+
+absl::StatusOr<Device::CopyPlace> PooledDevice::PlanCopy(
+    absl::Span<const DeviceToDevice> copies) const {
+  absl::StatusOr<size_t> m = CopySource(copies);
+  if (!m.ok()) return m.status();
+  return members_[*m].device->PlanCopy({});
+}
+
+absl::Status PooledDevice::FillCopy(int memory, uint64_t memory_bytes,
+                                    absl::Span<const DeviceToDevice> copies) {
+  absl::StatusOr<size_t> m = CopySource(copies);
+  if (!m.ok()) return m.status();
+  std::vector<DeviceToDevice> local;
+  for (const DeviceToDevice& c : copies) {
+    local.push_back({c.destination_offset, c.source_offset - members_[*m].base, c.length});
   }
-  return Combine(size, std::move(parts));
+  return members_[*m].device->FillCopy(memory, memory_bytes, local);
 }
 
 bool PooledDevice::can_share() const {

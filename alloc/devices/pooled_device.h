@@ -11,15 +11,16 @@
 //
 // A copy between two members goes through host memory (a bounce buffer):
 // it serves copy_file_range and a shared mapping's relayout, where the
-// bytes must cross anyway. Host buffers are handed to every member to pin,
-// so requests reach each GPU from pinned memory.
+// bytes must cross anyway. Host buffers are handed to every member, so
+// requests reach each GPU from pinned memory (pinned once for the process,
+// for as long as any member may copy from it: PinnedHostRanges).
 //
 // Memory for other processes: a shared export is each member's export of
-// its own ranges, one after another; a private copy is made by each member
-// for the runs of granules whose bytes it holds, so each piece stays on
-// the GPU that holds those bytes. A private copy of a file whose bytes
-// from two members meet inside one granule (only when a member was full
-// while the file grew) cannot be cut that way: Unimplemented.
+// its own ranges, one after another; a private copy goes into the
+// caller's memory on the GPU holding the file's bytes, made there. A
+// private copy of a file whose bytes lie on several members (only when a
+// member was full while the file grew) would need the caller's memory on
+// each: Unimplemented (a writable mapping serves it).
 #ifndef CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 
@@ -61,8 +62,9 @@ class PooledDevice final : public Device {
   void FreeHostBuffer(void* buffer, size_t length) override;
   void RegisterHostMemory(void* memory, size_t length) override;
   void UnregisterHostMemory(void* memory) override;
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(
-      uint64_t size, absl::Span<const DeviceToDevice> copies) override;
+  absl::StatusOr<CopyPlace> PlanCopy(absl::Span<const DeviceToDevice> copies) const override;
+  absl::Status FillCopy(int memory, uint64_t memory_bytes,
+                        absl::Span<const DeviceToDevice> copies) override;
   bool can_share() const override;
   bool Exclusive(DeviceRange range) const override;
   absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
@@ -90,6 +92,10 @@ class PooledDevice final : public Device {
   template <typename T>
   absl::Status Route(absl::Span<const T> items, uint64_t T::*offset, size_t T::*length,
                      absl::FunctionRef<absl::Status(Device&, absl::Span<const T>)> run) const;
+  // The member holding every byte `copies` read (a private copy goes into
+  // one memory, on that member's GPU); Unimplemented when they lie on
+  // several.
+  absl::StatusOr<size_t> CopySource(absl::Span<const DeviceToDevice> copies) const;
   // A copy from one member to another, through `bounce` (kBounceBytes of
   // host memory).
   absl::Status CopyAcross(const DeviceToDevice& copy, char* bounce) const;

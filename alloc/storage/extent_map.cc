@@ -529,14 +529,16 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
 }
 
 void ExtentMap::Carve(uint64_t start, Block block, uint64_t offset, uint64_t end,
-                      uint64_t zero_end, std::vector<DeviceRange>* zeros, std::vector<Extent>* freed) {
+                      uint64_t zero_end, bool free_shared, std::vector<DeviceRange>* zeros,
+                      std::vector<Extent>* freed) {
   const uint64_t block_end = start + block.size;
-  if (start >= offset && block_end <= end) {
+  // A shared file's large blocks may be mapped elsewhere: never split, and
+  // freed only by Truncate (free_shared).
+  const bool whole = shared_ && block.size >= arena()->device().granule_size();
+  if (start >= offset && block_end <= end && (free_shared || !whole)) {
     freed->push_back({start, block});
     return;
   }
-  // A shared file's large blocks may be mapped elsewhere: never split.
-  const bool whole = shared_ && block.size >= arena()->device().granule_size();
   if (block_end <= offset || start >= end || block.size <= arena()->min_block() || whole) {
     const uint64_t from = std::max(offset, start);
     const uint64_t to = std::min(zero_end, block_end);
@@ -545,14 +547,18 @@ void ExtentMap::Carve(uint64_t start, Block block, uint64_t offset, uint64_t end
     return;
   }
   const auto [lower, upper] = arena()->Split(block);
-  Carve(start, lower, offset, end, zero_end, zeros, freed);
-  Carve(start + lower.size, upper, offset, end, zero_end, zeros, freed);
+  Carve(start, lower, offset, end, zero_end, free_shared, zeros, freed);
+  Carve(start + lower.size, upper, offset, end, zero_end, free_shared, zeros, freed);
 }
 
 absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
   const uint64_t end = length > std::numeric_limits<uint64_t>::max() - offset
                            ? std::numeric_limits<uint64_t>::max()
                            : offset + length;
+  return Cut(offset, end, /*free_shared=*/false);
+}
+
+absl::Status ExtentMap::Cut(uint64_t offset, uint64_t end, bool free_shared) {
   std::vector<std::pair<uint64_t, Block>> touched;
   auto it = extents_.upper_bound(offset);
   if (it != extents_.begin() && std::prev(it)->start + std::prev(it)->block.size > offset) --it;
@@ -568,7 +574,7 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
   // shared file, where a mapping sees them.
   const uint64_t zero_end = shared_ ? end : std::min(end, std::max(offset, data_end_));
   for (const auto& [start, block] : touched) {
-    Carve(start, block, offset, end, zero_end, &zeros, &freed);
+    Carve(start, block, offset, end, zero_end, free_shared, &zeros, &freed);
   }
   // Zero first: if the device fails, the blocks are still all there (split
   // or not, the same bytes) and the caller sees EIO with the file as it was
@@ -584,7 +590,9 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
 absl::Status ExtentMap::Truncate(uint64_t size) {
   reserved_end_ = std::min(reserved_end_, size);
   data_end_ = std::min(data_end_, size);
-  absl::Status status = PunchHole(size, std::numeric_limits<uint64_t>::max() - size);
+  // Past the new end a mapping is the file's no longer: its blocks go, as
+  // tmpfs drops a mapped file's pages past its end.
+  absl::Status status = Cut(size, std::numeric_limits<uint64_t>::max(), /*free_shared=*/true);
   // A shared file's kept blocks are zero past `size`: data a mapping may
   // write, and read(2) must then see.
   if (status.ok() && shared_ && !extents_.empty()) {

@@ -38,9 +38,10 @@
 //
 // Shared files (Share): a file whose memory another process maps keeps its
 // blocks whole from then on, since a mapping holds them: TrimTail leaves
-// them, and Truncate and PunchHole zero what they would have split off,
-// freeing only whole blocks. Every mapped byte of such a file is its own or
-// zero, past the end of the data too, so the mapping shows nothing else.
+// them, Truncate zeroes what it would have split off, freeing only whole
+// blocks, and PunchHole frees none of them, zeroing them in place. Every
+// mapped byte of such a file is its own or zero, past the end of the data
+// too, so the mapping shows nothing else.
 //
 // Placement, where the arena has several parts (GPUs): a file lives in
 // the part with the most free bytes when it first took memory (its home,
@@ -131,8 +132,12 @@ class ExtentMap {
   absl::Status Reserve(uint64_t offset, uint64_t length);
 
   // Makes [offset, offset + length) read as zeros and frees every
-  // min_block wholly inside it (blocks partly inside are split). On a
-  // device error nothing is freed and the bytes read as before.
+  // min_block wholly inside it (blocks partly inside are split), but a
+  // shared file's blocks of a granule or more, which are zeroed in place:
+  // a mapping of them then stays the file's memory, coherent as tmpfs
+  // keeps a shared mapping after a punch (they still count in
+  // allocated_bytes). On a device error nothing is freed and the bytes
+  // read as before.
   absl::Status PunchHole(uint64_t offset, uint64_t length);
 
   // Frees every min_block at or beyond `size` and zeroes the rest of the one
@@ -267,12 +272,16 @@ class ExtentMap {
   // goes to (see Placement above).
   size_t PartFor(uint64_t offset, uint64_t size);
   void Release(Extents::iterator it);
+  // PunchHole's work for [offset, end); with `free_shared` (Truncate) a
+  // shared file's whole blocks inside are freed too.
+  absl::Status Cut(uint64_t offset, uint64_t end, bool free_shared);
   // Puts `block`, mapped at file offset `start` and taken out of extents_,
   // back as the aligned sub-blocks (halving down to min_block) that hold
-  // bytes outside [offset, end); those wholly inside go to `freed`, and
-  // the bytes inside of the sub-blocks kept, below `zero_end`, to `zeros`.
+  // bytes outside [offset, end); those wholly inside go to `freed` (but a
+  // shared file's large blocks without `free_shared`), and the bytes
+  // inside of the sub-blocks kept, below `zero_end`, to `zeros`.
   void Carve(uint64_t start, Block block, uint64_t offset, uint64_t end, uint64_t zero_end,
-             std::vector<DeviceRange>* zeros, std::vector<Extent>* freed);
+             bool free_shared, std::vector<DeviceRange>* zeros, std::vector<Extent>* freed);
 
   Arena* arena() const { return space_->arena; }
   uint64_t max_extent() const { return space_->max_extent; }

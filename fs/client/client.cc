@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,12 +21,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "fs/client/protocol.h"
+#include "fs/wire/descriptor_socket.h"
+#include "fs/wire/share_protocol.h"
 #ifdef CUDAFS_WITH_CUDA
 #include <cuda.h>
 #endif
@@ -94,7 +97,7 @@ int FindMount(dev_t device, std::string* mountpoint) {
 // Connects to the share socket named by the mount root's attribute.
 int Connect(const std::string& mountpoint, int* connection) {
   char name[256];
-  const ssize_t length = getxattr(mountpoint.c_str(), CUDAFS_SOCKET_ATTRIBUTE, name, sizeof name);
+  const ssize_t length = getxattr(mountpoint.c_str(), cudafs::kShareSocketAttribute, name, sizeof name);
   if (length <= 1 || name[0] != '@') {
     return Fail(EXDEV, "%s offers no sharing (%s)", mountpoint.c_str(),
                 length < 0 ? std::strerror(errno) : "no socket named");
@@ -125,13 +128,85 @@ int ConnectFor(int fd, std::string* mountpoint, int* connection) {
   return Connect(*mountpoint, connection);
 }
 
-int Send(int connection, uint32_t op, uint32_t flags, int fd) {
-  const cudafs_share_request request = {CUDAFS_SHARE_MAGIC, op, flags, 0};
-  if (cudafs_share_send(connection, &request, sizeof request, &fd, fd >= 0 ? 1 : 0) !=
-      static_cast<ssize_t>(sizeof request)) {
-    return Fail(EIO, "cannot send to the cudafs daemon: %s", std::strerror(errno));
+using cudafs::kShareBatch;
+using cudafs::ShareMagic;
+using cudafs::ShareReply;
+using cudafs::ShareRequest;
+using cudafs::ShareVersionOf;
+constexpr uint32_t kMagic = ShareMagic(cudafs::kShareVersion);
+
+// Receives exactly `size` bytes and up to `max` descriptors (appended to
+// `fds`); false on anything else.
+bool ReceiveExactly(int connection, void* message, size_t size, size_t max,
+                    std::vector<int>* fds) {
+  bool refused = false;
+  const ssize_t got = cudafs::ReceiveWithDescriptors(connection, message, size, MSG_WAITALL, max,
+                                                     fds, &refused);
+  return got == static_cast<ssize_t>(size) && !refused;
+}
+
+// The daemon's reply; a refusal it sent becomes the error. A daemon of
+// another protocol version refuses in a reply whose layout up to the
+// message is every version's.
+int ReceiveReply(int connection, ShareReply* reply) {
+  std::vector<int> none;
+  bool refused = false;
+  *reply = {};
+  const ssize_t got = cudafs::ReceiveWithDescriptors(connection, reply, sizeof *reply,
+                                                     MSG_WAITALL, 0, &none, &refused);
+  const uint32_t version = got >= 4 ? ShareVersionOf(reply->magic) : 0;
+  const bool framed = got == static_cast<ssize_t>(sizeof *reply) ||
+                      (version != 0 && version != cudafs::kShareVersion &&
+                       got >= static_cast<ssize_t>(offsetof(ShareReply, memory_bytes)));
+  if (!framed || version == 0) return Fail(EIO, "the cudafs daemon sent no valid reply");
+  reply->message[sizeof reply->message - 1] = '\0';
+  for (auto& bus_id : reply->pci_bus_id) bus_id[sizeof bus_id - 1] = '\0';
+  if (version != cudafs::kShareVersion) {
+    if (reply->error != 0) return Fail(reply->error, "%s", reply->message);
+    return Fail(EPROTONOSUPPORT,
+                "the cudafs daemon speaks share protocol %u, this library %u: use the client "
+                "library of the cudafs that mounted",
+                version, cudafs::kShareVersion);
+  }
+  if (reply->error != 0) return Fail(reply->error, "%s", reply->message);
+  if (reply->gpus > cudafs::kShareMaxGpus) {
+    return Fail(EIO, "the cudafs daemon named too many GPUs");
   }
   return 0;
+}
+
+// Sends a request, then receives the reply (into `reply`). A daemon that
+// turned the connection away may have closed it before the request went:
+// its reply, already here, says why.
+int Ask(int connection, uint32_t op, uint32_t flags, uint64_t memory_bytes, int fd,
+        ShareReply* reply) {
+  const ShareRequest request = {kMagic, op, flags, 0, memory_bytes};
+  const ssize_t sent =
+      cudafs::SendWithDescriptors(connection, &request, sizeof request, &fd, fd >= 0 ? 1 : 0, 0);
+  const int error = errno;
+  const int received = ReceiveReply(connection, reply);
+  if (sent != static_cast<ssize_t>(sizeof request) && received == -EIO) {
+    return Fail(EIO, "cannot send to the cudafs daemon: %s", std::strerror(error));
+  }
+  return received;
+}
+
+// Connects to the daemon of the mount holding `file` and asks `op` for it
+// (`*connection` then open, even on failure, or -1). A daemon with too
+// many requests at once says so (EAGAIN): asked again, after growing
+// pauses, for about two seconds.
+int Begin(int file, uint32_t op, uint32_t flags, int* connection, ShareReply* reply) {
+  std::string mountpoint;
+  useconds_t pause = 1000;
+  for (int attempt = 0;; ++attempt) {
+    if (int r = ConnectFor(file, &mountpoint, connection); r != 0) return r;
+    const int result = Ask(*connection, op, flags, 0, file, reply);
+    if (result != -EAGAIN || attempt == 12) return result;
+    close(*connection);
+    *connection = -1;
+    usleep(pause);
+    pause = std::min<useconds_t>(pause * 2, 250'000);
+  }
 }
 
 // The memory a reply hands over: one descriptor and size per piece.
@@ -142,32 +217,20 @@ struct Pieces {
   uint64_t total = 0;
 };
 
-// The reply, then the pieces that follow it (none for a sync).
-int Receive(int connection, cudafs_share_reply* reply, Pieces* pieces) {
-  size_t count = 0;
-  int none;
-  const ssize_t got = cudafs_share_receive(connection, reply, sizeof *reply, &none, 0, &count);
-  if (got != static_cast<ssize_t>(sizeof *reply) || reply->magic != CUDAFS_SHARE_MAGIC) {
-    return Fail(EIO, "the cudafs daemon sent no valid reply");
-  }
-  reply->message[sizeof reply->message - 1] = '\0';
-  for (auto& bus_id : reply->pci_bus_id) bus_id[sizeof bus_id - 1] = '\0';
-  if (reply->error != 0) return Fail(reply->error, "%s", reply->message);
-  if (reply->gpus > CUDAFS_SHARE_MAX_GPUS) {
-    return Fail(EIO, "the cudafs daemon named too many GPUs");
-  }
-  while (pieces->fds.size() < reply->pieces) {
-    cudafs_share_pieces batch;
-    int fds[CUDAFS_SHARE_BATCH];
-    const ssize_t batch_got =
-        cudafs_share_receive(connection, &batch, sizeof batch, fds, CUDAFS_SHARE_BATCH, &count);
-    pieces->fds.insert(pieces->fds.end(), fds, fds + count);
-    if (batch_got != static_cast<ssize_t>(sizeof batch) || batch.magic != CUDAFS_SHARE_MAGIC ||
-        count == 0 || batch.count != count || pieces->fds.size() > reply->pieces) {
+// The pieces that follow a shared mapping's reply.
+int ReceivePieces(int connection, const ShareReply& reply, Pieces* pieces) {
+  while (pieces->fds.size() < reply.pieces) {
+    cudafs::SharePieces batch;
+    const size_t before = pieces->fds.size();
+    const bool whole = ReceiveExactly(connection, &batch, sizeof batch, before + kShareBatch,
+                                      &pieces->fds);
+    const size_t count = pieces->fds.size() - before;
+    if (!whole || batch.magic != kMagic || count == 0 || batch.count != count ||
+        pieces->fds.size() > reply.pieces) {
       return Fail(EIO, "the cudafs daemon sent a malformed list of pieces");
     }
     for (size_t i = 0; i < count; ++i) {
-      if (reply->kind == CUDAFS_SHARE_CUDA && batch.piece_gpu[i] >= reply->gpus) {
+      if (reply.kind == cudafs::kShareCuda && batch.piece_gpu[i] >= reply.gpus) {
         return Fail(EIO, "the cudafs daemon sent a piece of an unnamed GPU");
       }
       pieces->sizes.push_back(batch.piece_size[i]);
@@ -200,6 +263,34 @@ int MapHost(const Pieces& pieces, cudafs_mapping* out) {
   return 0;
 }
 
+// A private copy in host memory: a memfd of this process's, its pages
+// allocated here (so they are this process's memory), filled by the daemon.
+int CopyHost(int connection, const ShareReply& plan, cudafs_mapping* out) {
+  const uint64_t bytes = plan.memory_bytes;
+  const int memory = memfd_create("cudafs-copy", MFD_CLOEXEC);
+  if (memory < 0) return Fail(errno, "memfd_create: %s", std::strerror(errno));
+  int result = 0;
+  if (ftruncate(memory, static_cast<off_t>(bytes)) != 0 ||
+      fallocate(memory, 0, 0, static_cast<off_t>(bytes)) != 0) {
+    result = Fail(errno == ENOSPC ? ENOMEM : errno, "no memory for a copy of %llu bytes: %s",
+                  static_cast<unsigned long long>(bytes), std::strerror(errno));
+  }
+  ShareReply filled;
+  if (result == 0) result = Ask(connection, cudafs::kShareFill, 0, bytes, memory, &filled);
+  void* base = MAP_FAILED;
+  if (result == 0) {
+    base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memory, 0);
+    if (base == MAP_FAILED) result = Fail(errno, "mmap of the copy: %s", std::strerror(errno));
+  }
+  close(memory);
+  if (result != 0) return result;
+  out->memory = CUDAFS_MEMORY_HOST;
+  out->address = reinterpret_cast<uintptr_t>(base);
+  out->mapped = bytes;
+  out->size = filled.size;
+  return 0;
+}
+
 #ifdef CUDAFS_WITH_CUDA
 // The driver entry points the client needs, from libcuda.so.1.
 struct Driver {
@@ -219,6 +310,9 @@ struct Driver {
   decltype(&cuMemUnmap) unmap;
   decltype(&cuMemSetAccess) set_access;
   decltype(&cuMemRelease) memory_release;
+  decltype(&cuMemCreate) create;
+  decltype(&cuMemExportToShareableHandle) export_handle;
+  decltype(&cuMemGetAllocationGranularity) granularity;
 };
 
 template <typename T>
@@ -248,7 +342,10 @@ const Driver* LoadDriver() {
         Find(library, &d->address_free, "cuMemAddressFree") &&
         Find(library, &d->map, "cuMemMap") && Find(library, &d->unmap, "cuMemUnmap") &&
         Find(library, &d->set_access, "cuMemSetAccess") &&
-        Find(library, &d->memory_release, "cuMemRelease");
+        Find(library, &d->memory_release, "cuMemRelease") &&
+        Find(library, &d->create, "cuMemCreate") &&
+        Find(library, &d->export_handle, "cuMemExportToShareableHandle") &&
+        Find(library, &d->granularity, "cuMemGetAllocationGranularity");
     if (!found || d->init(0) != CUDA_SUCCESS) {
       delete d;
       return nullptr;
@@ -273,7 +370,12 @@ CUresult UnmapPieces(const Driver* cu, CUdeviceptr base, const uint64_t* sizes, 
   return first_error;
 }
 
-int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mapping* out) {
+// Maps memory of the GPUs `reply` names, piece by piece as `pieces` says,
+// with the handles `obtain` makes once the context is set (each released
+// here: the mapping holds the memory).
+using Obtain = std::function<int(const Driver*, CUdevice, std::vector<CUmemGenericAllocationHandle>*)>;
+int MapCuda(const ShareReply& reply, const Pieces& pieces, const Obtain& obtain,
+            cudafs_mapping* out) {
   const Driver* cu = LoadDriver();
   if (cu == nullptr) return Fail(ENOSYS, "the file is in GPU memory and libcuda.so.1 is unusable");
   // The GPUs holding the pieces, by bus id: this process may number the
@@ -337,20 +439,23 @@ int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mappin
     if (out->retained_context) cu->release(device);
     return CudaFail(result, "cuMemAddressReserve");
   }
+  std::vector<CUmemGenericAllocationHandle> handles;
+  if (int r = obtain(cu, device, &handles); r != 0) {
+    for (CUmemGenericAllocationHandle handle : handles) cu->memory_release(handle);
+    cu->address_free(base, total);
+    if (out->retained_context) cu->release(device);
+    return r;
+  }
   uint64_t at = 0;
   size_t mapped_pieces = 0;
-  for (size_t i = 0; i < pieces.fds.size() && result == CUDA_SUCCESS; ++i) {
-    CUmemGenericAllocationHandle handle;
-    result = cu->import(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(pieces.fds[i])),
-                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    if (result != CUDA_SUCCESS) break;
-    result = cu->map(base + at, pieces.sizes[i], 0, handle, 0);
-    cu->memory_release(handle);  // the mapping holds the memory now
+  for (size_t i = 0; i < handles.size() && result == CUDA_SUCCESS; ++i) {
+    result = cu->map(base + at, pieces.sizes[i], 0, handles[i], 0);
     if (result == CUDA_SUCCESS) {
       at += pieces.sizes[i];
       ++mapped_pieces;
     }
   }
+  for (CUmemGenericAllocationHandle handle : handles) cu->memory_release(handle);
   if (result == CUDA_SUCCESS) {
     std::vector<CUmemAccessDesc> access;
     for (CUdevice gpu : grantees) {
@@ -362,7 +467,7 @@ int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mappin
     UnmapPieces(cu, base, pieces.sizes.data(), mapped_pieces);
     cu->address_free(base, total);
     if (out->retained_context) cu->release(device);
-    return CudaFail(result, "importing the file's memory");
+    return CudaFail(result, "mapping the file's memory");
   }
   out->memory = CUDAFS_MEMORY_CUDA;
   // Where the driver says the address lives (so where PyTorch puts a
@@ -371,6 +476,74 @@ int MapCuda(const cudafs_share_reply& reply, const Pieces& pieces, cudafs_mappin
   out->address = base;
   out->mapped = total;
   out->piece_sizes = pieces.sizes;
+  return 0;
+}
+
+// A shared mapping: the daemon's pieces, imported.
+int MapCudaShared(const ShareReply& reply, const Pieces& pieces, cudafs_mapping* out) {
+  const Obtain import = [&](const Driver* cu, CUdevice,
+                            std::vector<CUmemGenericAllocationHandle>* handles) {
+    for (int fd : pieces.fds) {
+      CUmemGenericAllocationHandle handle;
+      if (CUresult r = cu->import(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
+                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+          r != CUDA_SUCCESS) {
+        return CudaFail(r, "importing the file's memory");
+      }
+      handles->push_back(handle);
+    }
+    return 0;
+  };
+  return MapCuda(reply, pieces, import, out);
+}
+
+// A private copy: an allocation of this process's on the GPU the daemon
+// names, handed to the daemon to fill.
+int CopyCuda(int connection, const ShareReply& plan, cudafs_mapping* out) {
+  Pieces one;
+  ShareReply filled;
+  const Obtain create = [&](const Driver* cu, CUdevice device,
+                            std::vector<CUmemGenericAllocationHandle>* handles) {
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device};
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemGenericAllocationHandle handle;
+    if (CUresult r = cu->create(&handle, one.sizes[0], &prop, 0); r != CUDA_SUCCESS) {
+      return CudaFail(r, "cuMemCreate");
+    }
+    handles->push_back(handle);
+    int memory = -1;
+    if (CUresult r = cu->export_handle(&memory, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                       0);
+        r != CUDA_SUCCESS) {
+      return CudaFail(r, "cuMemExportToShareableHandle");
+    }
+    const int result = Ask(connection, cudafs::kShareFill, 0, one.sizes[0], memory, &filled);
+    close(memory);
+    return result;
+  };
+  const Driver* cu = LoadDriver();
+  if (cu == nullptr) return Fail(ENOSYS, "the file is in GPU memory and libcuda.so.1 is unusable");
+  CUdevice device;
+  if (cu->device_by_bus_id(&device, plan.pci_bus_id[0]) != CUDA_SUCCESS) {
+    return Fail(ENODEV, "the GPU holding the file (%s) is not visible to this process",
+                plan.pci_bus_id[0]);
+  }
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device};
+  size_t granule = 0;
+  if (CUresult r = cu->granularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+      r != CUDA_SUCCESS || granule == 0) {
+    return CudaFail(r, "cuMemGetAllocationGranularity");
+  }
+  const uint64_t bytes = (plan.memory_bytes + granule - 1) / granule * granule;
+  one.sizes = {bytes};
+  one.gpus = {0};
+  one.total = bytes;
+  if (int r = MapCuda(plan, one, create, out); r != 0) return r;
+  out->size = filled.size;
   return 0;
 }
 #endif
@@ -382,23 +555,27 @@ extern "C" {
 int cudafs_map_fd(int fd, int flags, cudafs_mapping** mapping) {
   if (mapping == nullptr) return Fail(EINVAL, "no place for the mapping");
   *mapping = nullptr;
-  std::string mountpoint;
-  int connection = -1;
-  if (int r = ConnectFor(fd, &mountpoint, &connection); r != 0) return r;
-  cudafs_share_reply reply;
-  Pieces pieces;
+  if (flags & ~CUDAFS_MAP_WRITABLE) return Fail(EINVAL, "unknown flags 0x%x", flags);
   const bool writable = flags & CUDAFS_MAP_WRITABLE;
-  int result = Send(connection, CUDAFS_SHARE_MAP, writable ? CUDAFS_SHARE_WRITABLE : 0, fd);
-  if (result == 0) result = Receive(connection, &reply, &pieces);
-  if (result == 0 && pieces.fds.empty()) result = Fail(EIO, "the cudafs daemon sent no memory");
+  int connection = -1;
+  ShareReply reply;
+  Pieces pieces;
+  int result = Begin(fd, cudafs::kShareMap, writable ? uint32_t{cudafs::kShareWritable} : 0u,
+                     &connection, &reply);
+  if (connection < 0) return result;
+  const bool copy = result == 0 && (reply.flags & cudafs::kReplyProvideMemory);
+  if (result == 0 && !copy) {
+    result = ReceivePieces(connection, reply, &pieces);
+    if (result == 0 && pieces.fds.empty()) result = Fail(EIO, "the cudafs daemon sent no memory");
+  }
   auto* out = new cudafs_mapping;
   if (result == 0) {
     out->size = reply.size;
-    if (reply.kind == CUDAFS_SHARE_HOST) {
-      result = MapHost(pieces, out);
-    } else if (reply.kind == CUDAFS_SHARE_CUDA) {
+    if (reply.kind == cudafs::kShareHost) {
+      result = copy ? CopyHost(connection, reply, out) : MapHost(pieces, out);
+    } else if (reply.kind == cudafs::kShareCuda) {
 #ifdef CUDAFS_WITH_CUDA
-      result = MapCuda(reply, pieces, out);
+      result = copy ? CopyCuda(connection, reply, out) : MapCudaShared(reply, pieces, out);
 #else
       result = Fail(ENOSYS, "the file is in GPU memory and this library was built without CUDA");
 #endif
@@ -408,7 +585,10 @@ int cudafs_map_fd(int fd, int flags, cudafs_mapping** mapping) {
   }
   for (int piece : pieces.fds) close(piece);
   // The daemon lets go of its handles once ours are made.
-  if (result == 0) Send(connection, CUDAFS_SHARE_IMPORTED, 0, -1);
+  if (result == 0 && !copy) {
+    const ShareRequest imported = {kMagic, cudafs::kShareImported, 0, 0, 0};
+    (void)cudafs::SendWithDescriptors(connection, &imported, sizeof imported, nullptr, 0, 0);
+  }
   close(connection);
   if (result == 0 && writable) {
     out->file = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -437,15 +617,10 @@ int cudafs_sync(cudafs_mapping* mapping) {
   // Writes through read(2)'s side first: the kernel's dirty pages reach
   // the file's memory, where the mapping sees them.
   if (fsync(mapping->file) != 0) return Fail(errno, "fsync: %s", std::strerror(errno));
-  std::string mountpoint;
   int connection = -1;
-  if (int r = ConnectFor(mapping->file, &mountpoint, &connection); r != 0) return r;
-  cudafs_share_reply reply;
-  Pieces none;
-  int result = Send(connection, CUDAFS_SHARE_SYNC, 0, mapping->file);
-  if (result == 0) result = Receive(connection, &reply, &none);
-  for (int fd : none.fds) close(fd);
-  close(connection);
+  ShareReply reply;
+  const int result = Begin(mapping->file, cudafs::kShareSync, 0, &connection, &reply);
+  if (connection >= 0) close(connection);
   return result;
 }
 

@@ -5,23 +5,29 @@
  * host-backed mount it is host memory at cudafs_mapping_pointer().
  *
  * Two kinds of mapping:
- *  - without CUDAFS_MAP_WRITABLE, a private copy of the file's bytes, made
- *    inside the device (for a GPU, a copy within VRAM: no PCIe transfer).
- *    It costs memory equal to the file until unmapped, later writes to the
- *    file do not show in it, and writes to it do not reach the file. It is
- *    the default because CUDA cannot make imported memory read-only: a
- *    reader handed the file's own memory could write it.
+ *  - without CUDAFS_MAP_WRITABLE, a private copy of the file's bytes in
+ *    memory this process allocates (on a GPU mount, on the GPU holding the
+ *    file, filled by a copy within VRAM: no PCIe transfer). It is this
+ *    process's memory, as a buffer read(2) into would be, until unmapped;
+ *    later writes to the file do not show in it, and writes to it do not
+ *    reach the file. It is the default because CUDA cannot make imported
+ *    memory read-only: a reader handed the file's own memory could write
+ *    it.
  *  - with CUDAFS_MAP_WRITABLE, the file's own memory: no copy, no memory
  *    of its own. Writes through it are the file's; between writes through
  *    one side (the mapping, or write(2)) and reads through the other, call
  *    cudafs_sync. The file may first move into blocks of its own (a copy
  *    inside the device, once). Files smaller than the device's granule
  *    (2 MiB) are never shared (-EINVAL). The mapping holds the file open,
- *    as mmap(2) does: a removed file's memory goes when it is unmapped.
- *    What a truncate cuts off, and everything when the mount goes away,
- *    stays with the mapping, detached from the file, until unmapped (df
- *    no longer counts it); it never becomes another file's memory.
- * Either stays valid when the file is removed or the mount goes away.
+ *    as mmap(2) does. What a truncate cuts off, and a removed file's
+ *    memory once nothing holds the file open, is taken back: the mapping
+ *    then reads zeros there (host memory: pages written afterwards are
+ *    this process's own; GPU memory: zeroed, but held by the mapping until
+ *    unmapped), and it never becomes another file's memory. A punched or
+ *    zeroed range stays the file's memory, seen through the mapping.
+ * Either stays valid when the file is removed or the mount goes away (a
+ * daemon that exits cleanly zeroes shared mappings; a killed one leaves
+ * them their bytes).
  *
  * Every call returns 0 or a negative errno; cudafs_last_error() then says
  * why, in words, for the calling thread. Thread-safe. */
@@ -61,9 +67,12 @@ enum cudafs_memory {
  *                and writing
  *   -EOPNOTSUPP  a mount whose memory cannot be handed out (backend=null,
  *                a GPU without POSIX-descriptor handles); a private copy
- *                of a file whose bytes on two GPUs meet inside one 2 MiB
- *                granule (map it writable instead)
- *   -ENOSPC      no memory for the copy (or for moving the file)
+ *                of a file whose bytes lie on several GPUs (map it
+ *                writable instead)
+ *   -ENOMEM      no memory of this process's for the copy
+ *   -ENOSPC      no room on the mount for moving the file
+ *   -EAGAIN      the daemon had too many requests at once, for seconds
+ *   -EPROTONOSUPPORT  a daemon of another cudafs version
  *   -ENOSYS      GPU memory, and no usable CUDA driver in this process
  *   -ENODEV      GPU memory of a GPU this process does not see
  *                (CUDA_VISIBLE_DEVICES); a file on GPUs without peer

@@ -204,26 +204,51 @@ absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const
   return size;
 }
 
-absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportCopy(InodeNumber ino) {
+absl::StatusOr<Filesystem::CopyPlan> Filesystem::PlanCopy(InodeNumber ino) {
+  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
+  if (!found.ok()) return found.status();
+  Inode& inode = **found;
+  absl::ReaderMutexLock lock(&inode.mu);
+  if (inode.is_directory()) return PosixError(EISDIR);
+  if (!inode.is_regular() || inode.size == 0) return PosixError(EINVAL, "nothing to map");
+  // The place follows the bytes the arena holds now; bytes still cached
+  // land wherever the flush puts them, which FillCopy copies all the same.
+  std::vector<DeviceToDevice> copies;
+  if (const CachedFile* data = inode.data()) copies = data->CopiesOut(inode.size);
+  absl::StatusOr<Device::CopyPlace> place = state_->arena->device().PlanCopy(copies);
+  if (absl::IsUnimplemented(place.status())) {
+    return PosixError(EOPNOTSUPP, place.status().message());
+  }
+  if (!place.ok()) return place.status();
+  CopyPlan plan;
+  plan.size = inode.size;
+  plan.kind = place->kind;
+  plan.pci_bus_id = place->pci_bus_id;
+  plan.memory_bytes = (inode.size + place->unit - 1) / place->unit * place->unit;
+  return plan;
+}
+
+absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino, int memory,
+                                              uint64_t memory_bytes) {
   absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
   if (!found.ok()) return found.status();
   Inode& inode = **found;
   // Exclusive: the flush changes the arena, and no write may come between
   // it and the copy.
   absl::MutexLock lock(&inode.mu);
-  if (inode.is_directory()) return PosixError(EISDIR);
-  if (!inode.is_regular() || inode.size == 0) return PosixError(EINVAL, "nothing to map");
+  if (!inode.is_regular()) return PosixError(EINVAL, "only regular files can be mapped");
+  // A file that grew since PlanCopy is copied as far as the memory goes,
+  // as a read(2) into a buffer of that size would be.
+  const uint64_t size = std::min<uint64_t>(inode.size, memory_bytes);
   std::vector<DeviceToDevice> copies;
   if (CachedFile* data = inode.data()) {
     if (absl::Status status = data->Flush(); !status.ok()) return status;
-    copies = data->CopiesOut(inode.size);
+    copies = data->CopiesOut(size);
   }
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
-      state_->arena->device().ExportCopy(inode.size, copies);
-  if (absl::IsUnimplemented(exported.status())) {
-    return PosixError(EOPNOTSUPP, exported.status().message());
-  }
-  return exported;
+  absl::Status status = state_->arena->device().FillCopy(memory, memory_bytes, copies);
+  if (absl::IsUnimplemented(status)) return PosixError(EOPNOTSUPP, status.message());
+  if (!status.ok()) return status;
+  return size;
 }
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportShared(InodeNumber ino) {

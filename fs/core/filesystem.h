@@ -175,12 +175,23 @@ class Filesystem {
                         const Caller& caller);
   // Returns once every byte written to `ino` is in the arena (fsync).
   absl::Status Fsync(InodeNumber ino);
-  // A copy of regular file `ino`'s bytes in memory of its own that another
-  // process can map (the share service, fs/share): cached writes are
-  // flushed first, later writes do not show in it. EINVAL for an empty
-  // file or one that is not regular; EOPNOTSUPP where the device cannot
-  // export memory.
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportCopy(InodeNumber ino);
+  // A private copy of regular file `ino`'s bytes for another process (the
+  // share service, fs/share), made in memory that process allocates:
+  // PlanCopy says which and how much, FillCopy copies into it (cached
+  // writes flushed first; later writes do not show in it) and returns the
+  // bytes copied, the file's size or what fits. EINVAL for an empty file or
+  // one that is not regular; EOPNOTSUPP where the device cannot copy into
+  // another process's memory.
+  struct CopyPlan {
+    uint64_t size = 0;  // the file's now
+    ExportedMemory::Kind kind = ExportedMemory::Kind::kHost;
+    std::string pci_bus_id;     // kCuda: the GPU to allocate on
+    uint64_t memory_bytes = 0;  // the least to allocate
+  };
+  absl::StatusOr<CopyPlan> PlanCopy(InodeNumber ino);
+  // `memory`: a descriptor of that memory, checked by the caller (see
+  // Device::FillCopy), `memory_bytes` long.
+  absl::StatusOr<uint64_t> FillCopy(InodeNumber ino, int memory, uint64_t memory_bytes);
   // The memory of regular file `ino` itself, which another process maps
   // and writes with no copy (ExtentMap::Share: the file may move into
   // blocks of its own first, and bypasses the write-back cache from then

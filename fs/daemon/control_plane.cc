@@ -37,7 +37,7 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
   }
   if (faults_ != nullptr) absl::StrAppend(&stats, "faults_injected ", faults_->injected(), "\n");
   if (sharing_ != nullptr) {
-    const ShareServer::Stats shared = sharing_->stats();
+    const ShareHandler::Stats shared = sharing_->stats();
     absl::StrAppend(&stats, "share_requests ", shared.requests, "\nshare_refused ",
                     shared.refused, "\nshare_copies ", shared.copies, "\nshare_copied_bytes ",
                     shared.copied_bytes, "\nshare_mappings ", shared.shared,

@@ -30,7 +30,7 @@ namespace cudafs {
 
 inline constexpr char kStatsAttribute[] = "user.cudafs.stats";
 inline constexpr char kFaultsAttribute[] = "user.cudafs.faults";
-inline constexpr char kSocketAttribute[] = "user.cudafs.socket";  // CUDAFS_SOCKET_ATTRIBUTE
+inline constexpr const char* kSocketAttribute = kShareSocketAttribute;
 
 class ControlPlane final : public ControlAttributes {
  public:

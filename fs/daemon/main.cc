@@ -5,6 +5,7 @@
 // mounted or failed, so `cudafs DIR` returns only once DIR is usable and
 // exits 2 with the child's one-line message when it is not.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -27,9 +28,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "alloc/base/log.h"
 #include "alloc/devices/faulty_device.h"
@@ -40,6 +39,7 @@
 #include "fs/daemon/control_plane.h"
 #include "fs/daemon/manual.h"
 #include "fs/daemon/memory_trimmer.h"
+#include "fs/daemon/mount_info.h"
 #include "fs/daemon/mount_options.h"
 #include "fs/daemon/mount_plan.h"
 #include "fs/daemon/option_table.h"
@@ -120,6 +120,21 @@ uint32_t MountGeneration() {
   uint32_t generation = 0;
   while (generation == 0) generation = random();
   return generation;
+}
+
+// systemd starts services with a soft limit of 1024 open files, for the
+// sake of select(2), which cudafs does not use; the hard limit is what the
+// machine allows. Each connection of the share service, and each
+// descriptor a client sends it, counts against it: the soft limit is raised
+// to the hard one.
+void RaiseOpenFileLimit() {
+  rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur >= files.rlim_max) return;
+  files.rlim_cur = files.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+    LogError(absl::StrCat("cannot raise the open-file limit to ", files.rlim_max, ": ",
+                          std::strerror(errno)));
+  }
 }
 
 // Tells the waiting parent how the mount went (the exit status it should
@@ -239,33 +254,6 @@ uint64_t RequestLimit(uint64_t wanted, std::string& note) {
   return allowed;
 }
 
-// "MAJOR:MINOR" of the cudafs mount at `mountpoint`, from
-// /proc/self/mountinfo, so that the filesystem is not touched before it
-// serves (the newest mount there, if several).
-std::optional<std::string> MountDeviceNumbers(const std::string& mountpoint) {
-  // The kernel writes a space, tab, newline or backslash of a path as an
-  // octal escape (\040 ...).
-  std::string escaped;
-  for (char c : mountpoint) {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\\') {
-      absl::StrAppendFormat(&escaped, "\\%03o", static_cast<unsigned char>(c));
-    } else {
-      escaped += c;
-    }
-  }
-  std::ifstream mounts("/proc/self/mountinfo");
-  std::optional<std::string> device;
-  for (std::string line; std::getline(mounts, line);) {
-    // "ID PARENT MAJOR:MINOR ROOT MOUNTPOINT ... - fuse.cudafs SOURCE ..."
-    const std::vector<std::string> fields = absl::StrSplit(line, ' ');
-    if (fields.size() > 4 && fields[4] == escaped &&
-        absl::StrContains(line, " - fuse.cudafs ")) {
-      device = fields[2];
-    }
-  }
-  return device;
-}
-
 // The kernel reads ahead of mmap and buffered readers by the filesystem's
 // readahead window, which stays at the VM's 128 KiB default whatever
 // max_readahead says (that is only its cap): a safetensors load through
@@ -327,13 +315,16 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   // went to one of them and killed the daemon with the mount left behind.
   // A stop signal during startup now waits for those handlers.
   BlockStopSignals();
+  RaiseOpenFileLimit();
   // Root's auto_unmount is ours (fs/daemon/abandoned_mount_watcher.h); the
-  // watcher is forked before anything is allocated.
-  const bool auto_unmount = absl::c_linear_search(options.fuse_options, "auto_unmount");
-  if (auto_unmount && geteuid() == 0) {
-    if (absl::Status s = WatchForAbandonedMount(options.mountpoint); !s.ok()) {
-      return fail(std::string(s.message()));
-    }
+  // watcher runs before the mount appears, so that no moment leaves it
+  // unwatched.
+  std::optional<AbandonedMountWatcher> watcher;
+  if (absl::c_linear_search(options.fuse_options, "auto_unmount") && geteuid() == 0) {
+    absl::StatusOr<AbandonedMountWatcher> started =
+        AbandonedMountWatcher::Start(options.mountpoint);
+    if (!started.ok()) return fail(std::string(started.status().message()));
+    watcher.emplace(*std::move(started));
   }
 
   // The device may round its arena up further, to its granule; the Arena
@@ -352,6 +343,10 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
       .reserve = [&](uint64_t gpu_memory) { return options.reserve.Resolve(gpu_memory, 0); }});
   if (!opened.ok()) return fail(std::string(opened.status().message()));
   if (!opened->notice.empty()) std::fprintf(stderr, "%s\n", opened->notice.c_str());
+  // backend=auto says when it fell back to host memory, and only then.
+  const BackendKind backend = options.backend != BackendKind::kAuto ? options.backend
+                              : opened->notice.empty()              ? BackendKind::kCuda
+                                                                    : BackendKind::kHost;
   std::unique_ptr<Device> device = std::move(opened->device);
   // A testing aid: device calls that fail on request (kFaultsAttribute).
   FaultyDevice* faults = nullptr;
@@ -365,7 +360,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   }
   Arena arena(device.get(), options.min_block, capacity);
 
-  FilesystemConfig config = plan.FilesystemConfigFor(arena.capacity());
+  FilesystemConfig config = plan.FilesystemConfigFor(arena.capacity(), backend);
   // The glue invalidates what the kernel caches; it exists once the
   // filesystem does, and nothing is cached before the mount.
   const FuseContext* glue = nullptr;
@@ -374,7 +369,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   };
   Filesystem filesystem(&arena, config);
   UringBuffers uring_buffers(device.get());
-  FuseContext context(&filesystem, device.get(), plan.fuse(), &uring_buffers);
+  FuseContext context(&filesystem, device.get(), plan.FuseSettingsFor(backend), &uring_buffers);
   glue = &context;
   ControlPlane control(&context, &arena, getuid(), faults);
   context.control = &control;
@@ -407,6 +402,10 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
     fuse_session_destroy(session);
     return fail(absl::StrFormat("cannot mount on %s", options.mountpoint));
   }
+  // Found without asking the filesystem, which does not serve yet.
+  std::optional<MountInfoEntry> mount = MountAt(options.mountpoint);
+  if (mount && mount->fstype != "fuse.cudafs") mount.reset();
+  if (mount && watcher) watcher->Watch(*mount);
 
   // Detached before the parent exits, so that whoever ran cudafs finds the
   // daemon off their terminal (and pipes) once the command returns.
@@ -415,19 +414,20 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
     DetachStdio();
     LogToSyslog(options.mountpoint);
   }
-  const std::optional<std::string> numbers = MountDeviceNumbers(options.mountpoint);
   // Declared after the filesystem and the device its exports use, so
   // destroyed before them; and after the session is destroyed below, so no
   // request reads its address or stats any more.
   std::unique_ptr<ShareServer> sharing;
-  if (!numbers) {
-    LogError("the mount is not in /proc/self/mountinfo: no readahead change, no sharing");
+  if (!mount) {
+    LogError(absl::StrCat("the mount is not in /proc/self/mountinfo: no readahead change, no "
+                          "sharing",
+                          watcher ? ", no auto_unmount" : ""));
   } else {
-    if (const std::string note = RaiseReadahead(*numbers, context.settings.max_request);
+    if (const std::string note = RaiseReadahead(mount->device, context.settings.max_request);
         !note.empty()) {
       LogInfo(note);
     }
-    sharing = StartSharing(filesystem, context, options, *numbers);
+    sharing = StartSharing(filesystem, context, options, mount->device);
     control.set_sharing(sharing.get());
   }
   ready.Send(0);
@@ -511,4 +511,11 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace cudafs
 
-int main(int argc, char** argv) { return cudafs::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // The auto_unmount watcher is this binary under another name
+  // (fs/daemon/abandoned_mount_watcher.h).
+  if (argc == 2 && std::string_view(argv[0]) == cudafs::kWatcherName) {
+    return cudafs::RunAbandonedMountWatcher();
+  }
+  return cudafs::Main(argc, argv);
+}

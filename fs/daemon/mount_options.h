@@ -93,7 +93,8 @@ struct MountOptions {
   // allow less (see RequestLimit in main.cc).
   uint64_t max_request = kDefaultMaxRequest;
   // cache=: bytes of the host-side write-back page cache; 0 turns it off.
-  uint64_t cache_bytes = 64 * kMiB;
+  // Unset: the backend's default (MountPlan::kDefaultGpuCacheBytes).
+  std::optional<uint64_t> cache_bytes;
   bool read_only = false;
   bool default_permissions = true;  // `nodefault_permissions` is not offered
 

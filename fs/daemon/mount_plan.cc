@@ -27,19 +27,22 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
                                           const MachineFacts& facts) {
   // Pinned memory the kernel cannot page out: a budget beyond half the
   // machine's memory is a typo, not a cache.
-  if (options.cache_bytes > facts.host_memory / 2) {
+  if (options.cache_bytes && *options.cache_bytes > facts.host_memory / 2) {
     return absl::InvalidArgumentError(
         absl::StrFormat("cache=%d exceeds half of this machine's memory (%d bytes)",
-                        options.cache_bytes, facts.host_memory));
+                        *options.cache_bytes, facts.host_memory));
   }
   // Host memory is shared with everything on the machine already: reserve=
-  // is about GPUs other programs need.
-  const bool reserves = options.reserve.bytes || options.reserve.percent;
+  // is about GPUs other programs need. A GPU named where none is used is a
+  // mistake to say, not to ignore.
   const bool gpu_less =
       options.backend == BackendKind::kHost || options.backend == BackendKind::kNull;
-  if (reserves && gpu_less) {
+  if (gpu_less && (options.reserve.bytes || options.reserve.percent)) {
     return absl::InvalidArgumentError(
         "reserve= keeps GPU memory for other programs: this backend has no GPU");
+  }
+  if (gpu_less && !options.device.empty()) {
+    return absl::InvalidArgumentError("device= picks GPUs: this backend has no GPU");
   }
   FuseSettings fuse;
   if (options.uring != MountOptions::Uring::kOff) {
@@ -54,7 +57,6 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
   fuse.workers = options.single_threaded ? 1 : kWorkerThreads;
   fuse.requested_direct_io_min = options.direct_io_min;
   fuse.zero_message_open = options.zero_message_open;
-  fuse.cache = options.cache_bytes > 0;
   fuse.generation = facts.generation;
   return MountPlan(options, facts, std::move(fuse));
 }
@@ -72,7 +74,17 @@ absl::StatusOr<uint64_t> MountPlan::Capacity(uint64_t device_memory) const {
   return (size + options_.min_block - 1) / options_.min_block * options_.min_block;
 }
 
-FilesystemConfig MountPlan::FilesystemConfigFor(uint64_t capacity) const {
+FuseSettings MountPlan::FuseSettingsFor(BackendKind backend) const {
+  FuseSettings fuse = fuse_;
+  fuse.cache = CacheBytes(backend) > 0;
+  return fuse;
+}
+
+uint64_t MountPlan::CacheBytes(BackendKind backend) const {
+  return options_.cache_bytes.value_or(backend == BackendKind::kHost ? 0 : kDefaultGpuCacheBytes);
+}
+
+FilesystemConfig MountPlan::FilesystemConfigFor(uint64_t capacity, BackendKind backend) const {
   FilesystemConfig config;
   config.root_mode = options_.mode;
   config.root_uid = options_.uid.value_or(facts_.uid);
@@ -81,7 +93,7 @@ FilesystemConfig MountPlan::FilesystemConfigFor(uint64_t capacity) const {
       std::max(capacity / kBytesPerDefaultInode, kLeastDefaultInodes));
   config.max_extent = MaxExtent(capacity, options_.min_block);
   config.update_atime = !options_.noatime;
-  config.cache_bytes = options_.cache_bytes;
+  config.cache_bytes = CacheBytes(backend);
   // No RELEASE comes under zero_message_open to say when a writer is done.
   config.trim_growth_when_idle = options_.zero_message_open;
   return config;

@@ -365,8 +365,10 @@ const std::vector<MountOptionSpec>& Table() {
        .forms = {{.syntax = "cache=N[k|m|g]",
                   .help = "host-side write-back cache for small reads and writes, in\n"
                           "pinned memory; 0 turns it off",
-                  .readme = "See *Data path*"}},
-       .default_value = "64m"},
+                  .readme = "On a GPU it saves a trip per small request; in host memory "
+                            "(backend=host, or auto without a GPU) it is one more copy, and "
+                            "slower. See *Data path*"}},
+       .default_text = "64m on a GPU,\nnone in host memory"},
       {.names = "uring",
        .value = kRequired,
        .apply = Into<&MountOptions::uring>(

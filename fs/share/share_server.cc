@@ -1,97 +1,49 @@
 #include "fs/share/share_server.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <random>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "alloc/base/errors.h"
 #include "alloc/base/log.h"
-#include "fs/client/protocol.h"
+#include "fs/share/descriptor_checks.h"
+#include "fs/wire/descriptor_socket.h"
 
 namespace cudafs {
-namespace {
 
-// A client that stalls mid-request holds a connection no longer than this.
-constexpr timeval kReceiveTimeout = {5, 0};
+struct ShareServer::Connection {
+  enum class State { kReading, kWorking, kWriting };
 
-// Receives one request and the descriptor that came with it (-1 if none).
-// False on EOF, a timeout or a malformed message.
-bool ReceiveRequest(int connection, cudafs_share_request* request, int* fd) {
-  size_t count = 0;
-  const ssize_t got = cudafs_share_receive(connection, request, sizeof *request, fd, 1, &count);
-  if (count == 0) *fd = -1;
-  return got == static_cast<ssize_t>(sizeof *request) && request->magic == CUDAFS_SHARE_MAGIC;
-}
-
-void SendReply(int connection, const cudafs_share_reply& reply, const int* fds, size_t count) {
-  (void)cudafs_share_send(connection, &reply, sizeof reply, fds, count);
-}
-
-// A reply: `error` 0 and no words for success, filled in by the caller.
-cudafs_share_reply Reply(int error, absl::string_view why) {
-  cudafs_share_reply reply = {};
-  reply.magic = CUDAFS_SHARE_MAGIC;
-  reply.error = error;
-  absl::SNPrintF(reply.message, sizeof reply.message, "%s", why);
-  return reply;
-}
-
-// The reply to a request that failed with `status` (or succeeded, with
-// nothing more to say).
-cudafs_share_reply Refusal(const absl::Status& status) {
-  if (status.ok()) return Reply(0, "");
-  const int error = ToErrno(status);
-  if (error == EIO) LogError(status.ToString());
-  return Reply(error, status.message());
-}
-
-// Whether the peer of `connection` may use the mount (FUSE's rule).
-bool PeerAllowed(int connection, const ShareSettings& settings) {
-  ucred peer = {};
-  socklen_t length = sizeof peer;
-  if (getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return false;
-  return settings.allow_other || peer.uid == settings.owner ||
-         (settings.allow_root && peer.uid == 0);
-}
-
-// The inode `fd` stands for, after the checks of the class comment.
-absl::StatusOr<InodeNumber> CheckDescriptor(int fd, uint32_t flags, dev_t mount_device) {
-  if (fd < 0) return PosixError(EBADF, "no descriptor came with the request");
-  const int status_flags = fcntl(fd, F_GETFL);
-  if (status_flags < 0) return PosixError(EBADF, "the descriptor is not open");
-  if (status_flags & O_PATH) return PosixError(EBADF, "an O_PATH descriptor grants no access");
-  const int access = status_flags & O_ACCMODE;
-  if (flags & CUDAFS_SHARE_WRITABLE) {
-    if (access != O_RDWR) {
-      return PosixError(EACCES, "a writable mapping needs a descriptor open for reading and "
-                                "writing");
-    }
-  } else if (access == O_WRONLY) {
-    return PosixError(EBADF, "a copy needs a descriptor open for reading");
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) return PosixError(errno, "fstat of the descriptor");
-  if (st.st_dev != mount_device) {
-    return PosixError(EXDEV, "the descriptor is not of a file on this mount");
-  }
-  if (S_ISDIR(st.st_mode)) return PosixError(EISDIR, "a directory cannot be mapped");
-  if (!S_ISREG(st.st_mode)) return PosixError(EINVAL, "only regular files can be mapped");
-  return static_cast<InodeNumber>(st.st_ino);
-}
-
-}  // namespace
+  int socket = -1;
+  uid_t uid = 0;
+  State state = State::kReading;
+  absl::Time deadline;
+  // The request being read: what it may be, its bytes so far and the
+  // descriptor that came with them.
+  ShareNext expected = ShareNext::kClose;
+  ShareRequest request = {};
+  size_t got = 0;
+  std::vector<int> fds;
+  // The last outcome: its messages being written (the current one, its
+  // bytes sent, whether its descriptors went), what it holds and asks for.
+  ShareOutcome outcome;
+  size_t message = 0;
+  size_t sent = 0;
+};
 
 absl::StatusOr<std::unique_ptr<ShareServer>> ShareServer::Start(Filesystem* filesystem,
-                                                                const ShareSettings& settings) {
-  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                                                                ShareSettings settings) {
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (listener < 0) return absl::ErrnoToStatus(errno, "socket");
   std::random_device random;
   const std::string name = absl::StrFormat("cudafs-%d-%08x%08x", getpid(), random(), random());
@@ -100,169 +52,291 @@ absl::StatusOr<std::unique_ptr<ShareServer>> ShareServer::Start(Filesystem* file
   std::memcpy(address.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
   const socklen_t length =
       static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  if (bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
-      listen(listener, static_cast<int>(kMaxWaiting)) != 0) {
+  const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (wake < 0 || spare < 0 ||
+      bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      listen(listener, 64) != 0) {
     const int error = errno;
     close(listener);
+    if (wake >= 0) close(wake);
+    if (spare >= 0) close(spare);
     return absl::ErrnoToStatus(error, "cannot listen on the share socket");
   }
-  std::unique_ptr<ShareServer> server(new ShareServer(filesystem, settings, listener, "@" + name));
-  server->acceptor_ = std::thread([raw = server.get()] { raw->Accept(); });
+  std::unique_ptr<ShareServer> server(
+      new ShareServer(filesystem, std::move(settings), listener, wake, spare, "@" + name));
+  server->loop_ = std::thread([raw = server.get()] { raw->Loop(); });
   for (int i = 0; i < kWorkers; ++i) {
     server->workers_.emplace_back([raw = server.get()] { raw->Work(); });
   }
   return server;
 }
 
+ShareServer::ShareServer(Filesystem* filesystem, ShareSettings settings, int listener, int wake,
+                         int spare, std::string address)
+    : handler_(filesystem, std::move(settings)), listener_(listener), wake_(wake), spare_(spare),
+      address_(std::move(address)) {}
+
 ShareServer::~ShareServer() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    for (int connection : serving_) shutdown(connection, SHUT_RDWR);
   }
-  shutdown(listener_, SHUT_RDWR);  // wakes accept()
-  acceptor_.join();
+  const uint64_t one = 1;
+  (void)!write(wake_, &one, sizeof one);
+  loop_.join();
   for (std::thread& worker : workers_) worker.join();
+  // What the workers finished after the loop ended, and jobs never taken.
   absl::MutexLock lock(&mu_);
-  for (int connection : waiting_) close(connection);
+  for (Job& job : jobs_) {
+    if (job.fd >= 0) Dispose(job.fd, job.uid);
+  }
+  jobs_.clear();
+  done_.clear();
   close(listener_);
+  close(wake_);
+  close(spare_);
 }
 
-ShareServer::Stats ShareServer::stats() const {
-  absl::MutexLock lock(&stats_mu_);
-  return stats_;
-}
-
-void ShareServer::Accept() {
+void ShareServer::Loop() {
+  std::vector<pollfd> polled;
   for (;;) {
-    const int connection = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (connection < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      absl::MutexLock lock(&mu_);
-      if (!stopping_) LogError(absl::StrCat("share socket: accept: ", std::strerror(errno)));
-      return;
+    polled.clear();
+    polled.push_back({wake_, POLLIN, 0});
+    polled.push_back({listener_, POLLIN, 0});
+    absl::Time next_deadline = absl::InfiniteFuture();
+    for (const auto& [socket, connection] : connections_) {
+      short events = 0;
+      if (connection->state == Connection::State::kReading) events = POLLIN;
+      if (connection->state == Connection::State::kWriting) events = POLLOUT;
+      if (events == 0) continue;
+      polled.push_back({socket, events, 0});
+      next_deadline = std::min(next_deadline, connection->deadline);
     }
-    setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &kReceiveTimeout, sizeof kReceiveTimeout);
-    absl::MutexLock lock(&mu_);
-    if (stopping_ || waiting_.size() >= kMaxWaiting) {
-      SendReply(connection, Reply(EAGAIN, "too many requests at once"), nullptr, 0);
-      close(connection);
+    int timeout = -1;
+    if (next_deadline != absl::InfiniteFuture()) {
+      timeout = static_cast<int>(std::clamp<int64_t>(
+          absl::ToInt64Milliseconds(next_deadline - absl::Now()) + 1, 0, 60'000));
+    }
+    if (poll(polled.data(), polled.size(), timeout) < 0 && errno != EINTR) {
+      LogError(absl::StrCat("share socket: poll: ", std::strerror(errno)));
+    }
+    // The wake-up is taken before the results, so that one posted after
+    // them wakes the next poll.
+    uint64_t count;
+    (void)!read(wake_, &count, sizeof count);
+    std::vector<Done> done;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+      done.swap(done_);
+    }
+    for (Done& finished : done) Finish(std::move(finished));
+    if (polled[1].revents & POLLIN) AcceptAll();
+    for (size_t i = 2; i < polled.size(); ++i) {
+      if (polled[i].revents == 0) continue;
+      auto it = connections_.find(polled[i].fd);
+      if (it == connections_.end()) continue;
+      Connection& connection = *it->second;
+      if (connection.state == Connection::State::kReading) Read(connection);
+      else if (connection.state == Connection::State::kWriting) Write(connection);
+    }
+    const absl::Time now = absl::Now();
+    std::vector<int> expired;
+    for (const auto& [socket, connection] : connections_) {
+      if (connection->state != Connection::State::kWorking && connection->deadline <= now) {
+        expired.push_back(socket);
+      }
+    }
+    for (int socket : expired) Drop(socket);
+  }
+  std::vector<int> sockets;
+  for (const auto& [socket, connection] : connections_) sockets.push_back(socket);
+  for (int socket : sockets) Drop(socket, /*stopping=*/true);
+}
+
+void ShareServer::AcceptAll() {
+  for (;;) {
+    int socket = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (socket < 0 && (errno == EMFILE || errno == ENFILE) && spare_ >= 0) {
+      // Out of descriptors: the spare one lets this connection in to hear
+      // so, rather than leave it queued and the listener ready for ever.
+      close(spare_);
+      socket = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (socket >= 0) {
+        TurnAway(socket, EMFILE, "the cudafs daemon is out of file descriptors");
+      }
+      spare_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
       continue;
     }
-    waiting_.push_back(connection);
+    if (socket < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN) LogError(absl::StrCat("share socket: accept: ", std::strerror(errno)));
+      return;
+    }
+    ucred peer = {};
+    socklen_t length = sizeof peer;
+    if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 ||
+        !ShareAllowed(peer.uid, handler_.settings())) {
+      TurnAway(socket, EACCES, "this mount lets only its owner in (allow_other lets others)");
+      continue;
+    }
+    int& held = per_user_[peer.uid];
+    if (connections_.size() >= kMaxConnections ||
+        held + closer_.pending(peer.uid) >= kMaxPerUser) {
+      if (held == 0) per_user_.erase(peer.uid);
+      TurnAway(socket, EAGAIN, "the cudafs daemon has too many requests at once: try again");
+      continue;
+    }
+    ++held;
+    auto connection = std::make_unique<Connection>();
+    connection->socket = socket;
+    connection->uid = peer.uid;
+    connection->deadline = absl::Now() + kRequestDeadline;
+    connections_[socket] = std::move(connection);
   }
+}
+
+void ShareServer::TurnAway(int socket, int error, absl::string_view why) {
+  handler_.CountRefused();
+  const ShareMessage refusal = ShareRefusal(ShareMagic(kShareVersion), error, why);
+  (void)SendWithDescriptors(socket, refusal.bytes.data(), refusal.bytes.size(), nullptr, 0,
+                            MSG_DONTWAIT);
+  close(socket);
+}
+
+void ShareServer::Read(Connection& connection) {
+  char* into = reinterpret_cast<char*>(&connection.request);
+  bool refused = false;
+  const ssize_t got =
+      ReceiveWithDescriptors(connection.socket, into + connection.got,
+                             sizeof connection.request - connection.got, MSG_DONTWAIT,
+                             /*max=*/1, &connection.fds, &refused);
+  if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (got <= 0) return Drop(connection.socket);  // the end, or a broken peer
+  const size_t before = connection.got;
+  connection.got += static_cast<size_t>(got);
+  std::optional<ShareMessage> refusal;
+  if (before < sizeof(uint32_t) && connection.got >= sizeof(uint32_t)) {
+    refusal = RefuseOtherProtocol(connection.request.magic);
+  }
+  if (!refusal && refused) {
+    refusal = ShareRefusal(ShareMagic(kShareVersion), EMFILE,
+                           "the descriptors that came could not be taken: more than one, or "
+                           "the cudafs daemon is out of file descriptors");
+  }
+  if (refusal) {
+    handler_.CountRefused();
+    connection.outcome = ShareOutcome();
+    connection.outcome.messages.push_back(*std::move(refusal));
+    connection.message = connection.sent = 0;
+    connection.state = Connection::State::kWriting;
+    connection.deadline = absl::Now() + kReplyDeadline;
+    return Write(connection);
+  }
+  if (connection.got < sizeof connection.request) return;
+  Job job;
+  job.socket = connection.socket;
+  job.uid = connection.uid;
+  job.request = connection.request;
+  job.fd = connection.fds.empty() ? -1 : connection.fds.front();
+  connection.fds.clear();
+  job.expected = connection.expected;
+  job.previous.ino = connection.outcome.ino;
+  job.previous.kind = connection.outcome.kind;
+  job.previous.memory_bytes = connection.outcome.memory_bytes;
+  connection.state = Connection::State::kWorking;
+  absl::MutexLock lock(&mu_);
+  jobs_.push_back(std::move(job));
+}
+
+void ShareServer::Write(Connection& connection) {
+  std::vector<ShareMessage>& messages = connection.outcome.messages;
+  while (connection.message < messages.size()) {
+    const ShareMessage& message = messages[connection.message];
+    // A message's descriptors go with its first bytes.
+    const bool first = connection.sent == 0;
+    const ssize_t sent = SendWithDescriptors(
+        connection.socket, message.bytes.data() + connection.sent,
+        message.bytes.size() - connection.sent, first ? message.fds.data() : nullptr,
+        first ? message.fds.size() : 0, MSG_DONTWAIT);
+    if (sent < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (sent <= 0) return Drop(connection.socket);
+    connection.sent += static_cast<size_t>(sent);
+    if (connection.sent == message.bytes.size()) {
+      ++connection.message;
+      connection.sent = 0;
+    }
+  }
+  messages.clear();
+  connection.message = 0;
+  if (connection.outcome.next == ShareNext::kClose) return Drop(connection.socket);
+  connection.expected = connection.outcome.next;
+  connection.got = 0;
+  connection.state = Connection::State::kReading;
+  connection.deadline = absl::Now() + (connection.expected == ShareNext::kImported
+                                           ? kImportDeadline
+                                           : kReplyDeadline);
+}
+
+void ShareServer::Finish(Done done) {
+  auto it = connections_.find(done.socket);
+  if (it == connections_.end()) return;  // dropped meanwhile
+  Connection& connection = *it->second;
+  connection.outcome = std::move(done.outcome);
+  connection.message = connection.sent = 0;
+  connection.state = Connection::State::kWriting;
+  connection.deadline = absl::Now() + kReplyDeadline;
+  Write(connection);
+}
+
+void ShareServer::Drop(int socket, bool stopping) {
+  auto it = connections_.find(socket);
+  if (it == connections_.end()) return;
+  Connection& connection = *it->second;
+  if (connection.state == Connection::State::kWorking && !stopping) {
+    // A worker has its request: the socket stays open, so its number
+    // cannot be reused before the worker's result comes back.
+    shutdown(socket, SHUT_RDWR);
+    return;
+  }
+  for (int fd : connection.fds) Dispose(fd, connection.uid);
+  if (--per_user_[connection.uid] == 0) per_user_.erase(connection.uid);
+  close(socket);
+  connections_.erase(it);
 }
 
 void ShareServer::Work() {
   for (;;) {
-    int connection;
+    Job job;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](ShareServer* server) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return server->stopping_ || !server->waiting_.empty();
+            return server->stopping_ || !server->jobs_.empty();
           },
           this));
       if (stopping_) return;
-      connection = waiting_.front();
-      waiting_.pop_front();
-      serving_.insert(connection);
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
     }
-    Serve(connection);
-    absl::MutexLock lock(&mu_);
-    serving_.erase(connection);
-    close(connection);
+    ShareOutcome outcome = handler_.Serve(job.request, job.fd, job.expected, &job.previous);
+    if (job.fd >= 0) Dispose(job.fd, job.uid);
+    {
+      absl::MutexLock lock(&mu_);
+      done_.push_back({job.socket, std::move(outcome)});
+    }
+    const uint64_t one = 1;
+    (void)!write(wake_, &one, sizeof one);
   }
 }
 
-void ShareServer::Serve(int connection) {
-  cudafs_share_request request;
-  int fd = -1;
-  if (!ReceiveRequest(connection, &request, &fd)) {
-    if (fd >= 0) close(fd);
-    return;
+void ShareServer::Dispose(int fd, uid_t uid) {
+  if (ClosesAtOnce(fd, handler_.settings().mount_device)) {
+    close(fd);
+  } else {
+    closer_.Close(fd, uid);
   }
-  const bool sync = request.op == CUDAFS_SHARE_SYNC;
-  // A sync vouches for writes: it needs what a writable mapping needs.
-  const uint32_t flags = sync ? request.flags | CUDAFS_SHARE_WRITABLE : request.flags;
-  absl::StatusOr<InodeNumber> ino =
-      request.op != CUDAFS_SHARE_MAP && !sync ? PosixError(EINVAL, "unknown request")
-      : !PeerAllowed(connection, settings_)
-          ? PosixError(EACCES, "this mount lets only its owner in (allow_other lets others)")
-          : CheckDescriptor(fd, flags, settings_.mount_device);
-  if (fd >= 0) close(fd);
-  if (sync) {
-    absl::Status status = ino.ok() ? filesystem_->NoteMappedWrite(*ino) : ino.status();
-    if (status.ok() && settings_.file_changed) settings_.file_changed(*ino);
-    Count(status.ok(), [](Stats& stats) { ++stats.syncs; });
-    SendReply(connection, Refusal(status), nullptr, 0);
-    return;
-  }
-  const bool shared = flags & CUDAFS_SHARE_WRITABLE;
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
-      !ino.ok() ? ino.status()
-      : shared  ? filesystem_->ExportShared(*ino)
-                : filesystem_->ExportCopy(*ino);
-  if (!exported.ok()) {
-    Count(false, [](Stats&) {});
-    SendReply(connection, Refusal(exported.status()), nullptr, 0);
-    return;
-  }
-  const absl::Span<const ExportedPiece> pieces = (*exported)->pieces();
-  cudafs_share_reply reply = Reply(0, "");
-  reply.kind = (*exported)->kind() == ExportedMemory::Kind::kCuda ? CUDAFS_SHARE_CUDA
-                                                                   : CUDAFS_SHARE_HOST;
-  // Each GPU once, in the order its pieces first come.
-  std::vector<uint8_t> gpu_of(pieces.size(), 0);
-  for (size_t i = 0; i < pieces.size() && reply.kind == CUDAFS_SHARE_CUDA; ++i) {
-    uint32_t g = 0;
-    while (g < reply.gpus && pieces[i].pci_bus_id != reply.pci_bus_id[g]) ++g;
-    if (g == CUDAFS_SHARE_MAX_GPUS) {
-      Count(false, [](Stats&) {});
-      SendReply(connection, Reply(EOPNOTSUPP, "the file lies on more GPUs than a mapping names"),
-                nullptr, 0);
-      return;
-    }
-    if (g == reply.gpus) {
-      absl::SNPrintF(reply.pci_bus_id[g], sizeof reply.pci_bus_id[g], "%s", pieces[i].pci_bus_id);
-      ++reply.gpus;
-    }
-    gpu_of[i] = static_cast<uint8_t>(g);
-  }
-  const uint64_t bytes = (*exported)->size();
-  Count(true, [&](Stats& stats) {
-    ++(shared ? stats.shared : stats.copies);
-    (shared ? stats.shared_bytes : stats.copied_bytes) += bytes;
-  });
-  reply.size = bytes;
-  reply.pieces = static_cast<uint32_t>(pieces.size());
-  SendReply(connection, reply, nullptr, 0);
-  for (size_t first = 0; first < pieces.size(); first += CUDAFS_SHARE_BATCH) {
-    cudafs_share_pieces batch = {};
-    batch.magic = CUDAFS_SHARE_MAGIC;
-    batch.count = static_cast<uint32_t>(std::min<size_t>(CUDAFS_SHARE_BATCH, pieces.size() - first));
-    int fds[CUDAFS_SHARE_BATCH];
-    for (uint32_t i = 0; i < batch.count; ++i) {
-      batch.piece_size[i] = pieces[first + i].size;
-      batch.piece_gpu[i] = gpu_of[first + i];
-      fds[i] = pieces[first + i].fd;
-    }
-    if (cudafs_share_send(connection, &batch, sizeof batch, fds, batch.count) !=
-        static_cast<ssize_t>(sizeof batch)) {
-      return;  // the client went away
-    }
-  }
-  // Our handles go once the client has its own (or gave up).
-  cudafs_share_request imported;
-  int unexpected = -1;
-  if (ReceiveRequest(connection, &imported, &unexpected) && unexpected >= 0) close(unexpected);
-}
-
-void ShareServer::Count(bool ok, absl::FunctionRef<void(Stats&)> count) {
-  absl::MutexLock lock(&stats_mu_);
-  ++stats_.requests;
-  if (!ok) ++stats_.refused;
-  count(stats_);
 }
 
 }  // namespace cudafs

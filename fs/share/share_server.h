@@ -1,112 +1,123 @@
 // ShareServer: the socket through which a program maps a file of the mount
 // into its own memory, GPU memory for the GPU backend, with no copy
-// through FUSE (the wire format: fs/client/protocol.h; the client:
-// fs/client/cudafs.h). A layer beside the FUSE glue, over the same
-// Filesystem.
+// through FUSE (the wire format: fs/wire/share_protocol.h; the client:
+// fs/client/cudafs.h; what each request does: ShareHandler).
 //
-// A request proves access with an open descriptor of the file (SCM_RIGHTS),
-// which must be of this mount, of a regular file, not O_PATH, and open for
-// reading (a private copy, Filesystem::ExportCopy) or for reading and
-// writing (a shared mapping of the file's own memory,
-// Filesystem::ExportShared, and the sync after writing through one); the
-// peer's uid must be one the mount lets in, as FUSE decides: the mounting
-// user, anyone with allow_other, root with allow_root.
+// No peer can stall it: the peer's uid is checked at accept, before it
+// costs anything (FUSE's rule: the mounting user, anyone with allow_other,
+// root with allow_root); one thread reads and writes every connection
+// without blocking, each with a deadline, and hands complete requests to
+// workers that touch no socket; each user holds a bounded number of
+// connections; descriptors whose close may wait on another filesystem are
+// closed by a DescriptorCloser, and count against their sender meanwhile.
 //
 // The socket is abstract ("@cudafs-PID-RANDOM"): nothing on disk to clean
-// up, gone with the daemon, and its unguessable name is published only
-// through the mount root's CUDAFS_SOCKET_ATTRIBUTE.
+// up, gone with the daemon, and its name is published through the mount
+// root's kShareSocketAttribute.
 #ifndef CUDAFS_FS_SHARE_SHARE_SERVER_H_
 #define CUDAFS_FS_SHARE_SHARE_SERVER_H_
 
 #include <sys/types.h>
 
-#include <cstdint>
+#include <cstddef>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/functional/function_ref.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "fs/core/filesystem.h"
+#include "fs/share/descriptor_closer.h"
+#include "fs/share/share_handler.h"
 
 namespace cudafs {
 
-struct ShareSettings {
-  dev_t mount_device = 0;  // st_dev of the mount's files
-  uid_t owner = 0;         // the mounting user
-  bool allow_other = false;
-  bool allow_root = false;
-  // Called after a process wrote file `ino` through a shared mapping, so
-  // that the kernel drops what it caches of it.
-  std::function<void(InodeNumber ino)> file_changed;
-};
-
 class ShareServer {
  public:
-  // Connections served at once (the workers), and accepted ones that may
-  // wait for a worker; more are refused with EAGAIN.
+  // Threads serving requests at once.
   static constexpr int kWorkers = 4;
-  static constexpr size_t kMaxWaiting = 16;
+  // Connections open at once, in all and per user (a user's descriptors
+  // still being closed count as connections); more are refused with
+  // EAGAIN.
+  static constexpr size_t kMaxConnections = 256;
+  static constexpr int kMaxPerUser = 16;
+  // How long a peer may take to send a request after connecting or after
+  // a reply asked for memory, to read what is sent, and to import a
+  // shared mapping's pieces.
+  static constexpr absl::Duration kRequestDeadline = absl::Seconds(2);
+  static constexpr absl::Duration kReplyDeadline = absl::Seconds(10);
+  static constexpr absl::Duration kImportDeadline = absl::Seconds(30);
 
-  // Listens on a fresh abstract socket and serves from a thread of its own.
+  // Listens on a fresh abstract socket and serves from threads of its own.
   // `filesystem` must outlive the server.
   static absl::StatusOr<std::unique_ptr<ShareServer>> Start(Filesystem* filesystem,
-                                                            const ShareSettings& settings);
-  // Stops listening, ends the connections and waits for them.
+                                                            ShareSettings settings);
+  // Stops listening, ends the connections and waits for the workers.
   ~ShareServer();
 
   ShareServer(const ShareServer&) = delete;
   ShareServer& operator=(const ShareServer&) = delete;
 
-  // "@NAME": what the mount root's CUDAFS_SOCKET_ATTRIBUTE says.
+  // "@NAME": what the mount root's kShareSocketAttribute says.
   const std::string& address() const { return address_; }
-
-  // For --stats: requests answered, those refused (an errno), copies and
-  // shared mappings handed out and their bytes, syncs after mapped writes.
-  struct Stats {
-    uint64_t requests = 0;
-    uint64_t refused = 0;
-    uint64_t copies = 0;
-    uint64_t copied_bytes = 0;
-    uint64_t shared = 0;
-    uint64_t shared_bytes = 0;
-    uint64_t syncs = 0;
-  };
-  Stats stats() const;
+  ShareHandler::Stats stats() const { return handler_.stats(); }
 
  private:
-  ShareServer(Filesystem* filesystem, const ShareSettings& settings, int listener,
-              std::string address)
-      : filesystem_(filesystem), settings_(settings), listener_(listener),
-        address_(std::move(address)) {}
+  struct Connection;
+  // A complete request for a worker, and what it made of it.
+  struct Job {
+    int socket;
+    uid_t uid;
+    ShareRequest request;
+    int fd;
+    ShareNext expected;
+    ShareOutcome previous;  // the plan a kFill answers
+  };
+  struct Done {
+    int socket;
+    ShareOutcome outcome;
+  };
 
-  void Accept();
-  // A worker: serves waiting connections until the server stops.
+  ShareServer(Filesystem* filesystem, ShareSettings settings, int listener, int wake,
+              int spare, std::string address);
+
+  // The connections' thread: accepts, reads, writes, expires.
+  void Loop();
+  void AcceptAll();
+  // Sends `refusal` on a connection being turned away and closes it.
+  void TurnAway(int socket, int error, absl::string_view why);
+  void Read(Connection& connection);
+  void Write(Connection& connection);
+  void Finish(Done done);
+  // Ends a connection; one a worker serves only once its result is back,
+  // unless the server is `stopping`.
+  void Drop(int socket, bool stopping = false);
+  // A worker: serves jobs until the server stops.
   void Work();
-  // Serves one connection (the caller closes it).
-  void Serve(int connection);
-  // Counts a request, refused unless `ok`, and what `count` adds.
-  void Count(bool ok, absl::FunctionRef<void(Stats&)> count);
+  // Closes a descriptor a peer sent, where its close cannot stall us.
+  void Dispose(int fd, uid_t uid);
 
-  Filesystem* const filesystem_;
-  const ShareSettings settings_;
+  ShareHandler handler_;
   const int listener_;
+  const int wake_;  // an eventfd: workers' results, or the stop
+  int spare_;       // a descriptor kept to accept with when out of them
   const std::string address_;
+  DescriptorCloser closer_;
+
+  // The loop thread's own.
+  absl::flat_hash_map<int, std::unique_ptr<Connection>> connections_;
+  absl::flat_hash_map<uid_t, int> per_user_;
+
   absl::Mutex mu_;
-  // Accepted, waiting for a worker.
-  std::deque<int> waiting_ ABSL_GUARDED_BY(mu_);
-  // Being served (shut down on destruction, so that workers stop at once).
-  absl::flat_hash_set<int> serving_ ABSL_GUARDED_BY(mu_);
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<Done> done_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  mutable absl::Mutex stats_mu_;
-  Stats stats_ ABSL_GUARDED_BY(stats_mu_);
-  std::thread acceptor_;
+  std::thread loop_;
   std::vector<std::thread> workers_;
 };
 

@@ -225,6 +225,18 @@ TEST(CliTest, MalformedValuesAreRefused) {
   }
 }
 
+// Like reserve=, device= means GPUs: said where there are none, it is
+// refused, not ignored.
+TEST(CliTest, DeviceWithoutAGpuBackendIsRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  for (const char* options : {"backend=host,device=0", "backend=null,device=all"}) {
+    SCOPED_TRACE(options);
+    EXPECT_TRUE(Refused({kBinary, dir.path(), "-o", options}, kExitUsage,
+                        "device= picks GPUs: this backend has no GPU", dir.path()));
+  }
+}
+
 TEST(CliTest, MissingMountpointIsRefused) {
   EXPECT_TRUE(Refused({kBinary}, kExitUsage, "MOUNTPOINT", ""));
   EXPECT_TRUE(Refused({kBinary, "-o", "backend=host"}, kExitUsage, "MOUNTPOINT", ""));
@@ -476,8 +488,11 @@ TEST_P(CliMountTest, SizeSetsCapacityAndDefaultInodeCount) {
 TEST_P(CliMountTest, SizeAsPercentageOfDeviceMemory) {
   ScratchDir dir;
   ASSERT_FALSE(dir.path().empty());
-  // Of GPU 0 alone (device=all would make it of the sum).
-  const CommandResult result = MountOn(dir, {"size=1%", "device=0"});
+  // Of GPU 0 alone (device=all would make it of the sum); host memory has
+  // no devices to name.
+  std::vector<std::string> options = {"size=1%"};
+  if (backend() != "host") options.push_back("device=0");
+  const CommandResult result = MountOn(dir, options);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const std::optional<struct statvfs> st = StatFs(dir.path());
   ASSERT_TRUE(st.has_value());
@@ -893,6 +908,124 @@ TEST_P(CliMountTest, AutoUnmountLeavesALaterMountAlone) {
   EXPECT_TRUE(WriteFile(dir.path() + "/file", "x"));
 }
 
+// The children of `pid` named `comm`.
+std::vector<pid_t> ChildrenNamed(pid_t pid, const std::string& comm) {
+  std::vector<pid_t> children;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string dir = entry.path().string();
+    std::ifstream stat_file(dir + "/stat");
+    std::string stat;
+    if (!std::getline(stat_file, stat)) continue;
+    // pid (comm) state ppid ...
+    const size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    char state = 0;
+    pid_t parent = 0;
+    fields >> state >> parent;
+    if (parent == pid && stat.substr(open + 1, close - open - 1) == comm) {
+      children.push_back(atoi(entry.path().filename().c_str()));
+    }
+  }
+  return children;
+}
+
+// Root's watcher shows as `cudafs-unmount MOUNTPOINT`, so that pkill -f
+// "cudafs MOUNTPOINT" finds the daemon alone (killing the watcher with it
+// left the mount dead).
+TEST_P(CliMountTest, AutoUnmountWatcherHasACommandLineOfItsOwn) {
+  if (geteuid() != 0) GTEST_SKIP() << "the watcher is root's";
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(MountOn(dir, {"size=64m", "auto_unmount"}).exit_code, 0);
+  const std::optional<pid_t> daemon = FindDaemon(dir.path());
+  ASSERT_TRUE(daemon.has_value());
+  const std::vector<pid_t> watchers = ChildrenNamed(*daemon, "cudafs-unmount");
+  ASSERT_EQ(watchers.size(), 1u);
+  std::ifstream cmdline_file("/proc/" + std::to_string(watchers[0]) + "/cmdline");
+  std::stringstream cmdline;
+  cmdline << cmdline_file.rdbuf();
+  EXPECT_EQ(cmdline.str(), "cudafs-unmount" + std::string(1, '\0') + dir.path() + '\0');
+  const CommandResult pgrep =
+      RunCommand({"pgrep", "-f", std::string(kBinary) + " " + dir.path()});
+  EXPECT_EQ(pgrep.out, std::to_string(*daemon) + "\n");
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
+// Two mounts on one directory: the watcher detaches its own daemon's
+// mount, never the other. The top one goes at once; a dead one below
+// another cannot be reached until the one above is gone, and then goes.
+TEST_P(CliMountTest, AutoUnmountDetachesItsOwnMountOfAStack) {
+  if (geteuid() != 0) GTEST_SKIP() << "the watcher is root's";
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  // Each mount has a file named after it, and an nr_inodes= of its own
+  // that tells its daemon from the others.
+  int mounts = 0;
+  const auto mount_and_mark = [&](const std::string& options, const std::string& name) {
+    const std::string tag = "nr_inodes=" + std::to_string(1000 + ++mounts);
+    const CommandResult result = MountOn(dir, {"size=64m", tag, options});
+    std::optional<pid_t> daemon;
+    if (result.exit_code != 0 || !WriteFile(dir.path() + "/" + name, name)) return daemon;
+    const CommandResult pgrep = RunCommand({"pgrep", "-f", dir.path() + " .*" + tag});
+    for (const std::string& pid : Lines(pgrep.out)) {
+      std::ifstream comm_file("/proc/" + pid + "/comm");
+      std::string comm;
+      if (std::getline(comm_file, comm) && comm == "cudafs") daemon = std::stoi(pid);
+    }
+    return daemon;
+  };
+  const std::optional<pid_t> lower = mount_and_mark("auto_unmount", "lower");
+  ASSERT_TRUE(lower.has_value());
+  const std::optional<pid_t> upper = mount_and_mark("auto_unmount", "upper");
+  ASSERT_TRUE(upper.has_value());
+
+  ASSERT_SYS_OK(kill(*upper, SIGKILL));
+  EXPECT_TRUE(Eventually([&] { return ReadFile(dir.path() + "/lower") == "lower"; }, 10s))
+      << "the upper mount's watcher did not uncover the lower mount";
+  ASSERT_TRUE(IsMounted(dir.path()));
+
+  // Now the dead one is below: its watcher must leave the live one on top.
+  const std::optional<pid_t> top = mount_and_mark("rw", "top");
+  ASSERT_TRUE(top.has_value());
+  ASSERT_SYS_OK(kill(*lower, SIGKILL));
+  ASSERT_TRUE(Eventually([&] { return !ProcessAlive(*lower); }, 10s));
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(ReadFile(dir.path() + "/top"), "top") << "the live mount on top went";
+  ASSERT_TRUE(UnmountNow(dir.path()));
+  EXPECT_TRUE(Eventually([&] { return !IsMounted(dir.path()); }, 10s))
+      << "the dead mount below was left behind";
+  struct stat st;
+  EXPECT_SYS_OK(stat(dir.path().c_str(), &st));
+}
+
+// systemd starts services with a soft limit of 1024 descriptors: the
+// daemon raises its soft limit to the hard one.
+TEST_P(CliMountTest, OpenFileLimitIsRaisedToTheHardLimit) {
+  if (!HaveTool("prlimit")) GTEST_SKIP() << "no prlimit";
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = RunCommand(
+      {"prlimit", "--nofile=128:4096", kBinary, dir.path(), "-o",
+       Join(MountOptions({"size=64m"}), ",")},
+      60s);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  const std::optional<pid_t> daemon = FindDaemon(dir.path());
+  ASSERT_TRUE(daemon.has_value());
+  std::ifstream limits("/proc/" + std::to_string(*daemon) + "/limits");
+  std::string line;
+  while (std::getline(limits, line) && !line.starts_with("Max open files")) {
+  }
+  std::istringstream fields(line.substr(std::string("Max open files").size()));
+  std::string soft, hard;
+  fields >> soft >> hard;
+  EXPECT_EQ(soft, "4096") << line;
+  EXPECT_EQ(hard, "4096") << line;
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
 // What auto_unmount relies on: fusermount3 unmounts a dead daemon's mount
 // only when opening its root fails with ENOTCONN, so that open must reach
 // the daemon, however warm the kernel's caches. A stopped daemon shows it:
@@ -1283,6 +1416,46 @@ TEST_P(CliMountTest, FileHandlesOfAnEarlierMountAreStale) {
   Fd root(open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   EXPECT_ERRNO(open_by_handle_at(root.get(), h, O_RDONLY | O_CLOEXEC), ESTALE);
   root.Reset();
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
+// A mount that the user may not enter (no allow_other) is not said to be
+// something else.
+TEST_P(CliMountTest, StatsOfAMountTheUserMayNotEnterSayPermissionDenied) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run as another user";
+  if (!HaveTool("setpriv")) GTEST_SKIP() << "no setpriv";
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(RunCommand({kBinary, dir.path(), "-o", "backend=" + backend() + ",size=64m"}, 60s)
+                .exit_code,
+            0);
+  for (const char* format : {"--json", "--all"}) {
+    SCOPED_TRACE(format);
+    const CommandResult result =
+        RunCommand({"setpriv", "--reuid=" + std::to_string(kOtherUid),
+                    "--regid=" + std::to_string(kOtherGid), "--clear-groups", kBinary, "--stats",
+                    format, dir.path()});
+    EXPECT_EQ(result.exit_code, kExitUsage);
+    EXPECT_EQ(result.err, "cudafs: " + dir.path() + ": " + strerror(EACCES) + "\n");
+  }
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
+// The write-back cache saves GPU trips; in host memory it is one more copy
+// and slower, so there it is off unless cache= asks for it.
+TEST_P(CliMountTest, WriteBackCacheByDefaultOnlyOnTheGpu) {
+  if (const char* options = getenv("CUDAFS_TEST_MOUNT_OPTIONS");
+      options != nullptr && std::string_view(options).find("cache=") != std::string_view::npos) {
+    GTEST_SKIP() << "CUDAFS_TEST_MOUNT_OPTIONS sets cache=";
+  }
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(MountOn(dir, {"size=64m"}).exit_code, 0);
+  EXPECT_EQ(StatsOf(dir.path())["cache_budget_bytes"],
+            backend() == "host" ? "0" : std::to_string(64 * kMiB));
+  const CommandResult summary = RunCommand({kBinary, "--stats", dir.path()});
+  EXPECT_EQ(summary.out.find("no write-back cache") != std::string::npos, backend() == "host")
+      << summary.out;
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
 

@@ -4,6 +4,8 @@
 // refused. The CUDA instance checks what can be seen without touching GPU
 // memory; the bytes on the GPU are checked by bench/share_gpu.py on the
 // GPU machine.
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/xattr.h>
@@ -11,12 +13,14 @@
 #include <atomic>
 #include <csignal>
 #include <cstring>
+#include <fstream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "fs/client/cudafs.h"
-#include "fs/client/protocol.h"
 #include "tests/mount/mount_fixture.h"
+#include "tests/support/raw_share_client.h"
 
 namespace cudafs_test {
 namespace {
@@ -32,50 +36,6 @@ struct Mapped {
             static_cast<size_t>(cudafs_mapping_size(mapping))};
   }
 };
-
-// The share socket's address ("@NAME") of the mount at `root`.
-std::string SocketOf(const std::string& root) {
-  char name[256];
-  const ssize_t length = getxattr(root.c_str(), CUDAFS_SOCKET_ATTRIBUTE, name, sizeof name);
-  return length > 1 ? std::string(name, length) : "";
-}
-
-// Sends a MAP request with `fd` straight to the share socket at `socket`,
-// as a client other than the library might: the daemon's answer (an
-// errno), or a negative number when it gave none.
-int RawMap(const std::string& socket_address, int fd, uint32_t flags) {
-  if (socket_address.size() < 2) return -1;
-  sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, socket_address.data() + 1, socket_address.size() - 1);
-  Fd connection(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (connect(connection.get(), reinterpret_cast<sockaddr*>(&address),
-              offsetof(sockaddr_un, sun_path) + socket_address.size()) != 0) {
-    return -2;
-  }
-  const cudafs_share_request request = {CUDAFS_SHARE_MAGIC, CUDAFS_SHARE_MAP, flags, 0};
-  if (cudafs_share_send(connection.get(), &request, sizeof request, &fd, 1) != sizeof request) {
-    return -3;
-  }
-  cudafs_share_reply reply = {};
-  int none;
-  size_t count = 0;
-  if (cudafs_share_receive(connection.get(), &reply, sizeof reply, &none, 0, &count) !=
-      sizeof reply) {
-    return -4;
-  }
-  for (uint32_t received = 0; received < reply.pieces; received += count) {
-    cudafs_share_pieces batch;
-    int pieces[CUDAFS_SHARE_BATCH];
-    if (cudafs_share_receive(connection.get(), &batch, sizeof batch, pieces, CUDAFS_SHARE_BATCH,
-                             &count) != sizeof batch ||
-        count == 0) {
-      return -5;
-    }
-    for (size_t i = 0; i < count; ++i) close(pieces[i]);
-  }
-  return reply.error;
-}
 
 TEST_P(ShareTest, MapsACopyOfWhatWasWrittenHolesAndCachedWritesIncluded) {
   SKIP_UNLESS_CUDAFS();
@@ -182,11 +142,11 @@ TEST_P(ShareTest, DescriptorsThatProveNothingAreRefused) {
   Fd write_only(open(Path("f").c_str(), O_WRONLY | O_CLOEXEC));
   EXPECT_EQ(cudafs_map_fd(write_only.get(), 0, &m.mapping), -EBADF) << cudafs_last_error();
   Fd other_filesystem(open("/proc/self/status", O_RDONLY | O_CLOEXEC));
-  EXPECT_EQ(RawMap(SocketOf(root()), other_filesystem.get(), 0), EXDEV)
+  EXPECT_EQ(RawMap(ShareSocketOf(root()), other_filesystem.get(), 0), EXDEV)
       << "checked by the daemon itself";
   EXPECT_EQ(cudafs_map_fd(other_filesystem.get(), 0, &m.mapping), -EXDEV);
   Fd directory(open(root().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  EXPECT_EQ(RawMap(SocketOf(root()), directory.get(), 0), EISDIR);
+  EXPECT_EQ(RawMap(ShareSocketOf(root()), directory.get(), 0), EISDIR);
   ASSERT_TRUE(WriteFile(Path("empty"), ""));
   EXPECT_EQ(cudafs_map(Path("empty").c_str(), 0, &m.mapping), -EINVAL);
   // Shared: only with a descriptor open for reading and writing, and only
@@ -194,7 +154,7 @@ TEST_P(ShareTest, DescriptorsThatProveNothingAreRefused) {
   EXPECT_EQ(cudafs_map(Path("f").c_str(), CUDAFS_MAP_WRITABLE, &m.mapping), -EINVAL);
   ASSERT_SYS_OK(truncate(Path("f").c_str(), 2 << 20));
   Fd read_only(open(Path("f").c_str(), O_RDONLY | O_CLOEXEC));
-  EXPECT_EQ(RawMap(SocketOf(root()), read_only.get(), CUDAFS_SHARE_WRITABLE), EACCES)
+  EXPECT_EQ(RawMap(ShareSocketOf(root()), read_only.get(), cudafs::kShareWritable), EACCES)
       << "a writable mapping needs a descriptor open for writing";
   EXPECT_EQ(cudafs_map_fd(read_only.get(), CUDAFS_MAP_WRITABLE, &m.mapping), -EACCES);
   EXPECT_EQ(cudafs_map_fd(write_only.get(), CUDAFS_MAP_WRITABLE, &m.mapping), -EACCES);
@@ -221,7 +181,7 @@ TEST_P(ShareTest, OtherUsersOnlyWithAllowOther) {
     ASSERT_TRUE(fd.valid());
     // Another user without allow_other cannot even read the root's
     // attribute: the socket's address comes from the owner.
-    const std::string address = SocketOf(mount.path());
+    const std::string address = ShareSocketOf(mount.path());
     const Errno answer = RunAs(kOtherUid, kOtherUid, [&] {
       return Errno{RawMap(address, fd.get(), 0)};
     });
@@ -435,10 +395,10 @@ TEST_P(ShareTest, SharedMappingsAreTheFilesOwnMemory) {
   EXPECT_TRUE(BytesEqual(ReadFile(path).value_or(""), data));
 }
 
-// Truncate and unlink while mapped: what a truncate cuts off stays with the
-// mapping, detached, and never becomes another file's memory; what the
-// file keeps stays shared and reads as zeros past the new end. A removed
-// file lives while mapped.
+// Truncate and unlink while mapped: what a truncate cuts off goes back,
+// reading as zeros in the mapping, and never becomes another file's
+// memory; what the file keeps stays shared and reads as zeros past the new
+// end. A removed file lives while mapped.
 TEST_P(ShareTest, SharedMemoryTheFileGivesUpNeverBecomesAnotherFiles) {
   SKIP_UNLESS_CUDAFS();
   if (backend() == "cuda") GTEST_SKIP() << "host memory only (see the file comment)";
@@ -462,12 +422,12 @@ TEST_P(ShareTest, SharedMemoryTheFileGivesUpNeverBecomesAnotherFiles) {
                          std::string_view(data).substr(0, 1 << 20)));
   EXPECT_TRUE(BytesEqual(std::string_view(memory + (1 << 20), kept - (1 << 20)),
                          std::string(kept - (1 << 20), '\0')));
-  // Given up: the old bytes, whatever else is written now.
+  // Given up: zeros, whatever else is written now.
   const std::string other = RandomBytes(16 << 20, 10);
   ASSERT_TRUE(WriteFile(Path("g"), other));
   ASSERT_TRUE(WriteFile(Path("h"), std::string_view(other).substr(0, 6 << 20)));
   EXPECT_TRUE(BytesEqual(std::string_view(memory + kept, data.size() - kept),
-                         std::string_view(data).substr(kept)));
+                         std::string(data.size() - kept, '\0')));
   // Removed: the mapping holds the file open, as mmap(2) does, so its
   // memory stays the file's, and goes (df shows it) once unmapped.
   const uint64_t free_before = FreeBytes(root());
@@ -477,6 +437,121 @@ TEST_P(ShareTest, SharedMemoryTheFileGivesUpNeverBecomesAnotherFiles) {
   ASSERT_EQ(cudafs_unmap(m.mapping), 0);
   m.mapping = nullptr;
   EXPECT_TRUE(Eventually([&] { return FreeBytes(root()) >= free_before + kept; }, 10s));
+}
+
+// A punch keeps a shared file's whole blocks, zeroed in place, so that the
+// mapping stays the file's memory, as a shared mapping of a tmpfs file
+// stays coherent: both sides see the hole, then each other's writes after
+// a sync. The blocks stay allocated (st_blocks), unlike tmpfs's.
+TEST_P(ShareTest, PunchingASharedFileKeepsTheMappingCoherent) {
+  SKIP_UNLESS_CUDAFS();
+  if (backend() == "cuda") GTEST_SKIP() << "host memory only (see the file comment)";
+  const std::string path = Path("f");
+  ASSERT_TRUE(WriteFile(path, RandomBytes(10 << 20, 11)));
+  Fd fd(open(path.c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  Mapped m;
+  ASSERT_EQ(cudafs_map_fd(fd.get(), CUDAFS_MAP_WRITABLE, &m.mapping), 0) << cudafs_last_error();
+  char* memory = static_cast<char*>(cudafs_mapping_pointer(m.mapping));
+  std::string data = RandomBytes(10 << 20, 12);
+  std::memcpy(memory, data.data(), data.size());
+  ASSERT_EQ(cudafs_sync(m.mapping), 0) << cudafs_last_error();
+  ASSERT_TRUE(BytesEqual(ReadFile(path).value_or(""), data));
+  struct stat before;
+  ASSERT_SYS_OK(fstat(fd.get(), &before));
+
+  // Whole blocks and more: [2 MiB, 10 MiB), half punched, half zeroed.
+  ASSERT_SYS_OK(fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2 << 20, 4 << 20));
+  ASSERT_SYS_OK(fallocate(fd.get(), FALLOC_FL_ZERO_RANGE, 6 << 20, 4 << 20));
+  std::memset(data.data() + (2 << 20), 0, 8 << 20);
+  ASSERT_EQ(cudafs_sync(m.mapping), 0) << cudafs_last_error();
+  EXPECT_TRUE(BytesEqual(ReadFile(path).value_or(""), data));
+  EXPECT_TRUE(BytesEqual(m.bytes(), data)) << "the mapping sees the hole";
+  struct stat after;
+  ASSERT_SYS_OK(fstat(fd.get(), &after));
+  EXPECT_EQ(after.st_blocks, before.st_blocks) << "zeroed in place, not freed";
+
+  // write(2) into the hole -> mapping.
+  ASSERT_TRUE(WriteAll(fd.get(), "into the hole", 3 << 20));
+  ASSERT_TRUE(WriteAll(fd.get(), "into the zeros", 8 << 20));
+  data.replace(3 << 20, 13, "into the hole");
+  data.replace(8 << 20, 14, "into the zeros");
+  ASSERT_EQ(cudafs_sync(m.mapping), 0) << cudafs_last_error();
+  EXPECT_TRUE(BytesEqual(m.bytes(), data));
+  // Mapping -> read(2).
+  std::memcpy(memory + (5 << 20), "through the mapping", 19);
+  std::memcpy(memory + (9 << 20), "and here", 8);
+  data.replace(5 << 20, 19, "through the mapping");
+  data.replace(9 << 20, 8, "and here");
+  ASSERT_EQ(cudafs_sync(m.mapping), 0) << cudafs_last_error();
+  EXPECT_TRUE(BytesEqual(ReadFile(path).value_or(""), data));
+}
+
+// KiB of `field` in /proc/meminfo ("Shmem"), or -1.
+int64_t MeminfoKiB(std::string_view field) {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.starts_with(field) && line.size() > field.size() && line[field.size()] == ':') {
+      return std::stoll(line.substr(field.size() + 1));
+    }
+  }
+  return -1;
+}
+
+// Memory a shared mapping kept after a truncate would lie outside size=
+// (df shows it free), so a user who writes, maps and truncates, again and
+// again, would hold it without bound (tmpfs counts a mapped file's pages
+// until the last unmap). The daemon takes it back: the mapping reads zeros
+// past the new end, and the system's shared memory does not grow.
+TEST_P(ShareTest, TruncatedSharedMemoryGoesBackThoughStillMapped) {
+  SKIP_UNLESS_CUDAFS();
+  if (backend() == "cuda") GTEST_SKIP() << "host memory only (see the file comment)";
+  Mount small;
+  StartOrSkip(small, MountOptions({"size=64m"}));
+  if (HasFatalFailure() || IsSkipped()) return;
+  const std::string path = small.path() + "/f";
+  ASSERT_TRUE(WriteFile(path, ""));
+  ASSERT_SYS_OK(chmod(path.c_str(), 0666));
+  constexpr size_t kSize = 32 << 20;
+  constexpr int kRounds = 8;
+  int report[2];
+  ASSERT_SYS_OK(pipe2(report, O_CLOEXEC));
+  Fd report_read(report[0]);
+  Fd report_write(report[1]);
+  const Errno result = RunAs(kOtherUid, kOtherGid, [&] {
+    const int64_t shmem_before = MeminfoKiB("Shmem");
+    const std::string data(kSize, 'x');
+    std::vector<cudafs_mapping*> mappings;
+    for (int round = 0; round < kRounds; ++round) {
+      Fd fd(open(path.c_str(), O_RDWR | O_CLOEXEC));
+      if (!fd.valid()) return Errno{errno};
+      if (!WriteAll(fd.get(), data, 0)) return Errno{EIO};
+      cudafs_mapping* mapping = nullptr;
+      if (const int error = cudafs_map_fd(fd.get(), CUDAFS_MAP_WRITABLE, &mapping); error != 0) {
+        return Errno{-error};
+      }
+      mappings.push_back(mapping);
+      if (ftruncate(fd.get(), 0) != 0) return Errno{errno};
+    }
+    const int64_t grown_kib = MeminfoKiB("Shmem") - shmem_before;
+    if (write(report_write.get(), &grown_kib, sizeof grown_kib) !=
+        static_cast<ssize_t>(sizeof grown_kib)) {
+      return Errno{errno};
+    }
+    const std::string_view first(static_cast<const char*>(cudafs_mapping_pointer(mappings[0])),
+                                 kSize);
+    const bool zeros = first.find_first_not_of('\0') == std::string_view::npos;
+    for (cudafs_mapping* mapping : mappings) cudafs_unmap(mapping);
+    return Errno{zeros ? 0 : EBADMSG};
+  });
+  EXPECT_EQ(result, Errno{0}) << "EBADMSG: the mapping kept the bytes the truncate cut off";
+  report_write.Close();  // so that a child that wrote nothing leaves the read at EOF
+  int64_t grown_kib = 0;
+  ASSERT_EQ(read(report_read.get(), &grown_kib, sizeof grown_kib),
+            static_cast<ssize_t>(sizeof grown_kib));
+  EXPECT_LT(grown_kib, static_cast<int64_t>(kRounds * kSize / 1024 / 4))
+      << "Shmem grew by " << grown_kib << " KiB over " << kRounds << " rounds of "
+      << (kSize >> 20) << " MiB on a 64 MiB mount";
 }
 
 CUDAFS_INSTANTIATE_BACKENDS(ShareTest);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,6 +83,7 @@ struct Gpu {
   int contexts_created = 0;
   int leaked_at_destroy = 0;
   uint64_t largest_create = 0;
+  int pageable_host_copies = 0;
 };
 
 // A reservation or a range of host memory, and the device whose context
@@ -109,6 +111,9 @@ struct Physical {
   bool exportable = false;  // made for POSIX file-descriptor handles
   int mappings = 0;
   bool released = false;  // freed once released and unmapped
+  // Another handle of memory made elsewhere (an importer's): counts on the
+  // maker's side only.
+  bool imported = false;
 };
 
 struct Failure {
@@ -293,6 +298,20 @@ class State {
     return false;
   }
 
+  // Counts a copy on `device` between `to` and `from` that the driver
+  // would stage through pinned memory of its own: one whose host operand
+  // the device's context does not hold pinned.
+  void CountPageableCopy(uintptr_t to, uintptr_t from, uint64_t length, int device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    for (const uintptr_t start : {to, from}) {
+      if (length != 0 && !Overlaps(reservations, start, length) &&
+          !KernelOperandOk(start, length, PROT_READ, device)) {
+        ++gpus_[device].pageable_host_copies;
+        return;
+      }
+    }
+  }
+
   // The mappings making up exactly [start, +length), or nothing when the
   // range is not whole mappings end to end.
   std::vector<uintptr_t> WholeMappings(uintptr_t start, uint64_t length) const
@@ -355,13 +374,14 @@ class State {
     stats.registered_host_bytes = BytesMadeUnder(registered, device);
     stats.leaked_at_destroy = of.leaked_at_destroy;
     stats.largest_create = of.largest_create;
+    stats.pageable_host_copies = of.pageable_host_copies;
     return stats;
   }
 
   uint64_t PhysicalBytesOn(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     uint64_t bytes = 0;
     for (const auto& [handle, allocation] : physical) {
-      if (allocation.device == device) bytes += allocation.size;
+      if (allocation.device == device && !allocation.imported) bytes += allocation.size;
     }
     return bytes;
   }
@@ -772,6 +792,37 @@ CUresult FakeMemExportToShareableHandle(void* shareable, CUmemGenericAllocationH
   return CUDA_SUCCESS;
 }
 
+// Only the fake's own exports import: their memfd names the allocation.
+CUresult FakeMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* shareable,
+                                          CUmemAllocationHandleType type) {
+  CUDAFS_FAKE_ENTER("cuMemImportFromShareableHandle");
+  CUDAFS_FAKE_NEED_CONTEXT();
+  const int given = static_cast<int>(reinterpret_cast<intptr_t>(shareable));
+  struct stat theirs;
+  if (handle == nullptr || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+      fstat(given, &theirs) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const Physical* made = nullptr;
+  for (const auto& [h, allocation] : s.physical) {
+    struct stat ours;
+    if (!allocation.imported && fstat(allocation.fd, &ours) == 0 &&
+        ours.st_ino == theirs.st_ino && ours.st_dev == theirs.st_dev) {
+      made = &allocation;
+      break;
+    }
+  }
+  if (made == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const int fd = fcntl(given, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  Physical imported{fd, made->size, made->device, current, false};
+  imported.imported = true;
+  const CUmemGenericAllocationHandle handle_made = NewHandle();
+  s.physical.emplace(handle_made, imported);
+  *handle = handle_made;
+  return CUDA_SUCCESS;
+}
+
 CUresult FakeMemMap(CUdeviceptr address, size_t size, size_t offset,
                     CUmemGenericAllocationHandle handle, unsigned long long flags) {
   CUDAFS_FAKE_ENTER("cuMemMap");
@@ -933,6 +984,7 @@ CUresult FakeMemcpyAsync(CUdeviceptr to, CUdeviceptr from, size_t length, CUstre
       !s.CopyOperandOk(to, length, PROT_READ | PROT_WRITE, current)) {
     return s.Fault(current);
   }
+  s.CountPageableCopy(to, from, length, current);
   if (length != 0) {
     std::memmove(reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from), length);
   }
@@ -978,6 +1030,7 @@ CUresult FakeMemcpyBatchAsync(CUdeviceptr* to, CUdeviceptr* from, size_t* length
     }
   }
   for (size_t i = 0; i < count; ++i) {
+    s.CountPageableCopy(to[i], from[i], lengths[i], current);
     if (lengths[i] == 0) continue;
     std::memmove(reinterpret_cast<void*>(to[i]), reinterpret_cast<const void*>(from[i]),
                  lengths[i]);
@@ -1131,6 +1184,7 @@ CudaDriver MakeDriver() {
   driver.cuMemCreate = FakeMemCreate;
   driver.cuMemRelease = FakeMemRelease;
   driver.cuMemExportToShareableHandle = FakeMemExportToShareableHandle;
+  driver.cuMemImportFromShareableHandle = FakeMemImportFromShareableHandle;
   driver.cuMemMap = FakeMemMap;
   driver.cuMemUnmap = FakeMemUnmap;
   driver.cuMemSetAccess = FakeMemSetAccess;
@@ -1226,6 +1280,7 @@ FakeCudaDriver::Stats FakeCudaDriver::stats() const {
     sum.registered_host_bytes += one.registered_host_bytes;
     sum.leaked_at_destroy += one.leaked_at_destroy;
     sum.largest_create = std::max(sum.largest_create, one.largest_create);
+    sum.pageable_host_copies += one.pageable_host_copies;
   }
   return sum;
 }

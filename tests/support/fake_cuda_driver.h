@@ -126,6 +126,10 @@ class FakeCudaDriver {
     // registered host memory still alive when a context was destroyed.
     int leaked_at_destroy = 0;
     uint64_t largest_create = 0;  // the largest size cuMemCreate was asked for
+    // Copies made in its context whose host memory (source or destination)
+    // the context does not hold pinned: pageable, or registered only
+    // without PORTABLE by another context. The driver stages those.
+    int pageable_host_copies = 0;
   };
   // The sum over all devices (largest_create: the largest of theirs).
   Stats stats() const;

@@ -272,44 +272,60 @@ TEST_F(CudaContextLifetimeTest, ConcurrentUseWhileTheContextComesAndGoes) {
   ExpectNothingHeld();
 }
 
-// ExportCopy: the copy lands in an allocation of its own, zero but for the
-// copies, exported as a descriptor an importer maps (the fake's is the
-// memfd behind it); the export keeps the context until it is gone.
-TEST_F(CudaContextLifetimeTest, AnExportIsACopyOfItsOwnThatKeepsTheContext) {
+// FillCopy: the copy lands in the caller's allocation (here made through
+// the fake by hand, as the client library makes it), zero but for the
+// copies; the device imports it only while copying.
+TEST_F(CudaContextLifetimeTest, ACopyFillsTheCallersAllocation) {
   std::unique_ptr<CudaDevice> device = Open(absl::Milliseconds(20));
   ASSERT_NE(device, nullptr);
   ASSERT_TRUE(device->Commit(0, kGranule).ok());
   const std::string data(100000, 'd');
   ASSERT_TRUE(device->Write({{4096, data.data(), data.size()}}).ok());
-  constexpr uint64_t kSize = 3 * kMiB + 5;
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
-      device->ExportCopy(kSize, {{kMiB, 4096, data.size()}});
-  ASSERT_TRUE(exported.ok()) << exported.status();
-  ASSERT_TRUE(device->Decommit(0, kGranule).ok());
-  EXPECT_EQ((*exported)->kind(), ExportedMemory::Kind::kCuda);
-  EXPECT_EQ((*exported)->pieces()[0].pci_bus_id, "0000:65:00.0")
-      << "how the importer finds the GPU";
-  EXPECT_EQ((*exported)->size(), kSize);
-  ASSERT_EQ((*exported)->pieces().size(), 1u);
-  const ExportedPiece piece = (*exported)->pieces()[0];
-  EXPECT_EQ(piece.size, 2 * kGranule) << "whole granules";
-  void* view = mmap(nullptr, piece.size, PROT_READ, MAP_SHARED, piece.fd, 0);
+  absl::StatusOr<Device::CopyPlace> place = device->PlanCopy({});
+  ASSERT_TRUE(place.ok()) << place.status();
+  EXPECT_EQ(place->kind, ExportedMemory::Kind::kCuda);
+  EXPECT_EQ(place->pci_bus_id, "0000:65:00.0") << "where the caller allocates";
+  EXPECT_EQ(place->unit, kGranule);
+
+  const CudaDriver& cu = fake_.driver();
+  CUcontext caller;
+  ASSERT_EQ(cu.cuDevicePrimaryCtxRetain(&caller, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuCtxSetCurrent(caller), CUDA_SUCCESS);
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle handle;
+  ASSERT_EQ(cu.cuMemCreate(&handle, 2 * kGranule, &prop, 0), CUDA_SUCCESS);
+  int memory = -1;
+  ASSERT_EQ(cu.cuMemExportToShareableHandle(&memory, handle,
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            CUDA_SUCCESS);
+  ASSERT_EQ(pwrite(memory, "stale", 5, 0), 5);
+  ASSERT_TRUE(device->FillCopy(memory, 2 * kGranule, {{kMiB, 4096, data.size()}}).ok());
+  void* view = mmap(nullptr, 2 * kGranule, PROT_READ, MAP_SHARED, memory, 0);
   ASSERT_NE(view, MAP_FAILED);
-  const std::string_view bytes(static_cast<const char*>(view), piece.size);
+  const std::string_view bytes(static_cast<const char*>(view), 2 * kGranule);
   EXPECT_EQ(bytes.substr(kMiB, data.size()), data);
-  EXPECT_EQ(bytes.substr(0, kMiB), std::string(kMiB, '\0')) << "fresh memory is zeroed";
-  EXPECT_EQ(bytes.substr(kMiB + data.size()), std::string(piece.size - kMiB - data.size(), '\0'));
-  munmap(view, piece.size);
-  absl::SleepFor(absl::Milliseconds(100));
-  EXPECT_TRUE(device->stats().has_context) << "the export holds it, though nothing is stored";
-  exported->reset();
+  EXPECT_EQ(bytes.substr(0, kMiB), std::string(kMiB, '\0')) << "the caller's bytes are zeroed";
+  EXPECT_EQ(bytes.substr(kMiB + data.size()),
+            std::string(2 * kGranule - kMiB - data.size(), '\0'));
+  munmap(view, 2 * kGranule);
+  // Too small, not whole granules, out of range, or not a CUDA allocation:
+  // refused.
+  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy(memory, 4 * kGranule, {})));
+  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy(memory, kMiB, {})));
+  EXPECT_FALSE(device->FillCopy(memory, 2 * kGranule, {{0, 2 * kGiB, 10}}).ok());
+  const int not_cuda = memfd_create("not-cuda", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(not_cuda, 2 * kGranule), 0);
+  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy(not_cuda, 2 * kGranule, {})));
+  close(not_cuda);
+  close(memory);
+  ASSERT_EQ(cu.cuMemRelease(handle), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  ASSERT_TRUE(device->Decommit(0, kGranule).ok());
   EXPECT_TRUE(AwaitRelease(*device));
   ExpectNothingHeld();
-  // Out of range, or past the size: refused, nothing made.
-  EXPECT_FALSE(device->ExportCopy(kMiB, {{0, 2 * kGiB, 10}}).ok());
-  EXPECT_FALSE(device->ExportCopy(kMiB, {{kMiB - 5, 0, 10}}).ok());
-  fake_.set_vram_limit(kGranule);
-  EXPECT_TRUE(absl::IsResourceExhausted(device->ExportCopy(2 * kGranule, {}).status()));
 }
 
 // ExportShared hands out the pieces themselves, only for ranges whose
@@ -354,6 +370,32 @@ TEST_F(CudaContextLifetimeTest, SharedExportsAreThePiecesOfARangeOfItsOwn) {
   EXPECT_TRUE(absl::IsFailedPrecondition(
       device->ExportShared(1, {{kLength / 2, kLength / 2}}).status()));
   ASSERT_TRUE(device->Decommit(0, kLength).ok());
+  EXPECT_TRUE(AwaitRelease(*device));
+  ExpectNothingHeld();
+}
+
+// A piece handed out is zeroed when the arena releases it: the importer's
+// mapping keeps the memory (the daemon cannot take it back), but not the
+// file's bytes, which a truncate or removal took from the file.
+TEST_F(CudaContextLifetimeTest, SharedPiecesAreZeroedWhenReleased) {
+  std::unique_ptr<CudaDevice> device = Open(absl::Milliseconds(20));
+  ASSERT_NE(device, nullptr);
+  constexpr uint64_t kLength = 2 * kGranule;
+  ASSERT_TRUE(device->Commit(0, kLength).ok());
+  ASSERT_TRUE(device->Write({{kGranule + 7, "file", 4}}).ok());
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
+      device->ExportShared(kLength, {{0, kLength}});
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  ASSERT_EQ((*exported)->pieces().size(), 1u);
+  const ExportedPiece piece = (*exported)->pieces()[0];
+  char* view = static_cast<char*>(mmap(nullptr, piece.size, PROT_READ, MAP_SHARED, piece.fd, 0));
+  ASSERT_NE(view, MAP_FAILED);
+  exported->reset();
+  ASSERT_TRUE(device->Decommit(0, kGranule).ok());
+  EXPECT_EQ(std::string_view(view + kGranule + 7, 4), "file") << "the piece still backs a granule";
+  ASSERT_TRUE(device->Decommit(kGranule, kGranule).ok());
+  EXPECT_TRUE(std::string_view(view, piece.size) == std::string(piece.size, '\0'));
+  munmap(view, piece.size);
   EXPECT_TRUE(AwaitRelease(*device));
   ExpectNothingHeld();
 }

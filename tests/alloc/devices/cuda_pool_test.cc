@@ -1,8 +1,8 @@
 // Several CudaDevices pooled (PooledDevice) on the fake driver with two
 // GPUs, so that CI checks what a device=all mount relies on: each GPU's
-// context comes and goes on its own, reserve= is honoured per GPU, a
-// sticky error on one GPU leaves the other working, and exports name the
-// GPU of each piece.
+// context comes and goes on its own, host memory stays pinned while any GPU
+// may copy from it, reserve= is honoured per GPU, a sticky error on one GPU
+// leaves the other working, and exports name the GPU of each piece.
 #include "gtest/gtest.h"
 
 #ifdef CUDAFS_WITH_CUDA
@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "alloc/devices/cuda_device.h"
 #include "alloc/devices/pooled_device.h"
 #include "tests/support/fake_cuda_driver.h"
@@ -28,12 +30,13 @@ class CudaPoolTest : public testing::Test {
                FakeGpuOptions{.name = "Fake GPU B", .pci_bus_id = "0000:66:00.0"}}) {}
 
   // Both GPUs pooled; `reserve` bytes of each kept free.
-  std::unique_ptr<PooledDevice> Open(uint64_t reserve = 0) {
+  std::unique_ptr<PooledDevice> Open(uint64_t reserve = 0,
+                                     absl::Duration idle_release = absl::InfiniteDuration()) {
     std::vector<std::unique_ptr<Device>> gpus;
     for (int index = 0; index < 2; ++index) {
       absl::StatusOr<std::unique_ptr<CudaDevice>> gpu = CudaDevice::Create(
           fake_.driver(), index, kGiB,
-          CudaDeviceOptions{.idle_release = absl::InfiniteDuration(), .reserve_bytes = reserve});
+          CudaDeviceOptions{.idle_release = idle_release, .reserve_bytes = reserve});
       EXPECT_TRUE(gpu.ok()) << gpu.status();
       if (!gpu.ok()) return nullptr;
       gpus.push_back(std::move(*gpu));
@@ -44,6 +47,17 @@ class CudaPoolTest : public testing::Test {
   }
 
   static uint64_t SecondBase(const PooledDevice& pool) { return pool.parts()[1].offset; }
+
+  // Waits up to 5 s for GPU `index` of `pool` to drop its context.
+  static bool AwaitRelease(const PooledDevice& pool, int index) {
+    const auto& gpu = static_cast<const CudaDevice&>(pool.member(index));
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (gpu.stats().has_context) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return true;
+  }
 
   FakeCudaDriver fake_;
 };
@@ -71,6 +85,57 @@ TEST_F(CudaPoolTest, EachGpuHoldsOnlyWhatIsStoredOnIt) {
   pool->FreeHostBuffer(buffer, kMiB);
   ASSERT_TRUE(pool->Decommit(0, kGranule).ok());
   ASSERT_TRUE(pool->Decommit(second, 2 * kGranule).ok());
+}
+
+// Host memory is pinned once for the process, under the context of the GPU
+// that pinned it first, and the other GPU's copies take it as pinned (the
+// driver's PORTABLE): so it stays pinned, that GPU's context with it, until
+// no GPU that may copy from it holds a context. Unpinned under a copy in
+// flight on the other GPU, it would be DMA from pageable memory.
+TEST_F(CudaPoolTest, HostMemoryStaysPinnedWhileAnyGpuMayCopyFromIt) {
+  std::unique_ptr<PooledDevice> pool = Open(/*reserve=*/0, /*idle_release=*/absl::Milliseconds(20));
+  ASSERT_NE(pool, nullptr);
+  const uint64_t second = SecondBase(*pool);
+  ASSERT_TRUE(pool->Commit(0, kGranule).ok());
+  char* buffer = static_cast<char*>(pool->AllocateHostBuffer(kMiB));
+  ASSERT_NE(buffer, nullptr);
+  std::vector<char> frames(kMiB);
+  pool->RegisterHostMemory(frames.data(), frames.size());
+  EXPECT_EQ(fake_.stats(0).registered_host_bytes, 2 * kMiB) << "pinned under GPU A's context";
+  ASSERT_TRUE(pool->Commit(second, kGranule).ok());
+  std::memset(buffer, 'b', kMiB);
+  std::memset(frames.data(), 'f', kMiB);
+  ASSERT_TRUE(pool->Write({{second, buffer, kMiB}, {second + kMiB, frames.data(), kMiB}}).ok());
+  EXPECT_EQ(fake_.stats(1).pageable_host_copies, 0);
+
+  // GPU A stores nothing and goes idle while GPU B goes on copying.
+  ASSERT_TRUE(pool->Decommit(0, kGranule).ok());
+  ASSERT_TRUE(AwaitRelease(*pool, 0));
+  EXPECT_EQ(fake_.stats(0).physical_bytes, 0u);
+  EXPECT_EQ(fake_.stats().registered_host_bytes, 2 * kMiB) << "GPU B may be copying from it";
+  ASSERT_TRUE(pool->Write({{second + 5, frames.data(), kMiB}}).ok());
+  ASSERT_TRUE(pool->Read({{buffer, second + 5, kMiB}}).ok());
+  EXPECT_EQ(std::string(buffer, kMiB), std::string(kMiB, 'f'));
+  EXPECT_EQ(fake_.stats(1).pageable_host_copies, 0) << "copies from pinned memory only";
+
+  // GPU A comes back, B goes: the pins stay for A.
+  ASSERT_TRUE(pool->Commit(0, kGranule).ok());
+  ASSERT_TRUE(pool->Decommit(second, kGranule).ok());
+  ASSERT_TRUE(AwaitRelease(*pool, 1));
+  EXPECT_EQ(fake_.stats().registered_host_bytes, 2 * kMiB);
+  ASSERT_TRUE(pool->Write({{7, buffer, kMiB}}).ok());
+  ASSERT_TRUE(pool->Read({{frames.data(), 7, kMiB}}).ok());
+  EXPECT_EQ(fake_.stats(0).pageable_host_copies, 0);
+
+  // No GPU holds a context: nothing is pinned, nothing is left.
+  ASSERT_TRUE(pool->Decommit(0, kGranule).ok());
+  ASSERT_TRUE(AwaitRelease(*pool, 0));
+  const FakeCudaDriver::Stats stats = fake_.stats();
+  EXPECT_EQ(stats.live_contexts, 0);
+  EXPECT_EQ(stats.registered_host_bytes, 0u);
+  EXPECT_EQ(stats.leaked_at_destroy, 0);
+  pool->UnregisterHostMemory(frames.data());
+  pool->FreeHostBuffer(buffer, kMiB);
 }
 
 TEST_F(CudaPoolTest, ReserveKeepsEachGpusLastBytesForOtherPrograms) {
@@ -128,13 +193,12 @@ TEST_F(CudaPoolTest, ExportsNameTheGpuOfEachPiece) {
     EXPECT_EQ((*shared)->pieces()[0].pci_bus_id, "0000:65:00.0");
     EXPECT_EQ((*shared)->pieces()[1].pci_bus_id, "0000:66:00.0");
 
-    const DeviceToDevice copies[] = {{0, 0, kGranule}, {kGranule, second, 100}};
-    absl::StatusOr<std::unique_ptr<ExportedMemory>> copy =
-        pool->ExportCopy(kGranule + 100, copies);
+    const DeviceToDevice copies[] = {{0, second, 100}};
+    absl::StatusOr<Device::CopyPlace> copy = pool->PlanCopy(copies);
     ASSERT_TRUE(copy.ok()) << copy.status();
-    ASSERT_EQ((*copy)->pieces().size(), 2u);
-    EXPECT_EQ((*copy)->pieces()[1].pci_bus_id, "0000:66:00.0")
-        << "each piece copied on the GPU holding its bytes";
+    EXPECT_EQ(copy->pci_bus_id, "0000:66:00.0") << "a copy is made on the GPU holding its bytes";
+    const DeviceToDevice mixed[] = {{0, 0, kGranule}, {kGranule, second, 100}};
+    EXPECT_TRUE(absl::IsUnimplemented(pool->PlanCopy(mixed).status()));
   }
   ASSERT_TRUE(pool->Decommit(0, kGranule).ok());
   ASSERT_TRUE(pool->Decommit(second, kGranule).ok());

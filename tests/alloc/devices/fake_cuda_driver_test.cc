@@ -714,6 +714,36 @@ TEST_F(FakeCudaDriverTwoGpusTest, PeerMemoryCopiesUnderTheOtherContext) {
   EXPECT_EQ(fake_.stats(0).leaked_at_destroy, 1);  // the stream
 }
 
+// Copies count as staged where the copying context does not hold the host
+// memory pinned: pageable, or registered without PORTABLE by another
+// context. A registration goes with the context that made it.
+TEST_F(FakeCudaDriverTwoGpusTest, CopiesFromHostMemoryNotPinnedForTheirContextAreCounted) {
+  const CUcontext second = Enter(1);
+  const CUdeviceptr base = Reserve(kGranule);
+  ASSERT_EQ(MapReadWrite(base, Create(kGranule, 1), 0, 1), CUDA_SUCCESS);
+  ASSERT_EQ(SetAccess(base, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
+  Enter(0);
+  std::vector<char> portable(8192), own(8192), pageable(8192);
+  ASSERT_EQ(cu_.cuMemHostRegister(portable.data(), portable.size(), CU_MEMHOSTREGISTER_PORTABLE),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuMemHostRegister(own.data(), own.size(), 0), CUDA_SUCCESS);
+  for (const std::vector<char>* host : {&portable, &own, &pageable}) {
+    ASSERT_EQ(cu_.cuMemcpyAsync(base, Ptr(host->data()), host->size(), nullptr), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(fake_.stats(0).pageable_host_copies, 1);
+  ASSERT_EQ(cu_.cuCtxSetCurrent(second), CUDA_SUCCESS);
+  for (const std::vector<char>* host : {&portable, &own, &pageable}) {
+    ASSERT_EQ(cu_.cuMemcpyAsync(Ptr(host->data()), base, host->size(), nullptr), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(fake_.stats(1).pageable_host_copies, 2) << "device 0's own, and the pageable";
+
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuMemcpyAsync(base, Ptr(portable.data()), portable.size(), nullptr),
+            CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats(1).pageable_host_copies, 3);
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+}
+
 }  // namespace
 }  // namespace cudafs
 

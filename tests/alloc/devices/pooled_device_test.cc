@@ -49,19 +49,6 @@ void WriteAt(Device& device, uint64_t offset, const std::string& bytes) {
   ASSERT_TRUE(device.Write({&write, 1}).ok());
 }
 
-// Each piece of a host export mapped in turn, back to back.
-std::string ExportedBytes(const ExportedMemory& exported) {
-  std::string bytes;
-  for (const ExportedPiece& piece : exported.pieces()) {
-    void* view = mmap(nullptr, piece.size, PROT_READ, MAP_SHARED, piece.fd, 0);
-    EXPECT_NE(view, MAP_FAILED);
-    if (view == MAP_FAILED) return bytes;
-    bytes.append(static_cast<const char*>(view), piece.size);
-    munmap(view, piece.size);
-  }
-  return bytes.substr(0, exported.size());
-}
-
 TEST(PooledDeviceTest, MembersAreDisjointPartsOnGibBoundaries) {
   Pool pool;
   const std::vector<DeviceRange> parts = pool.device->parts();
@@ -154,28 +141,30 @@ TEST(PooledDeviceTest, AFailingMemberFailsOnlyWhatTouchesIt) {
   EXPECT_TRUE(pool.device->Write({&write, 1}).ok());
 }
 
-TEST(PooledDeviceTest, PrivateCopiesArePiecesOfEachMemberInFileOrder) {
+// A private copy goes into one memory of the caller's, filled by the
+// member holding the file's bytes; bytes on two members cannot be.
+TEST(PooledDeviceTest, PrivateCopiesAreFilledByTheMemberHoldingTheBytes) {
   Pool pool;
-  ASSERT_TRUE(pool.device->Commit(0, 2 * kGranule).ok());
   ASSERT_TRUE(pool.device->Commit(pool.second_base, 2 * kGranule).ok());
-  const std::string head(kGranule, 'h');
   const std::string tail(kGranule + 100, 't');
-  WriteAt(*pool.device, kGranule, head);
   WriteAt(*pool.device, pool.second_base, tail);
-  // A file: [0, G) from the first member, a hole, then [2G, 3G + 100)
-  // from the second.
-  const uint64_t size = 3 * kGranule + 100;
-  const DeviceToDevice copies[] = {{2 * kGranule, pool.second_base, tail.size()},
-                                   {0, kGranule, head.size()}};
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported = pool.device->ExportCopy(size, copies);
-  ASSERT_TRUE(exported.ok()) << exported.status();
-  EXPECT_EQ((*exported)->size(), size);
-  EXPECT_EQ((*exported)->pieces().size(), 2u);
-  EXPECT_EQ(ExportedBytes(**exported), head + std::string(kGranule, '\0') + tail);
+  // A file: a granule of hole, then [G, 2G + 100) from the second member.
+  const DeviceToDevice copies[] = {{kGranule, pool.second_base, tail.size()}};
+  absl::StatusOr<Device::CopyPlace> place = pool.device->PlanCopy(copies);
+  ASSERT_TRUE(place.ok()) << place.status();
+  EXPECT_EQ(place->kind, ExportedMemory::Kind::kHost);
+  const uint64_t bytes = 3 * kGranule;
+  const int memory = memfd_create("copy", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(memory, bytes), 0);
+  ASSERT_EQ(pwrite(memory, "stale", 5, 0), 5);
+  ASSERT_TRUE(pool.device->FillCopy(memory, bytes, copies).ok());
+  std::string filled(bytes, '?');
+  ASSERT_EQ(pread(memory, filled.data(), bytes, 0), static_cast<ssize_t>(bytes));
+  close(memory);
+  EXPECT_EQ(filled, std::string(kGranule, '\0') + tail + std::string(bytes - kGranule - tail.size(), '\0'));
 
-  // Bytes of both inside one granule cannot be cut apart.
   const DeviceToDevice mixed[] = {{0, kGranule, 100}, {100, pool.second_base, 100}};
-  EXPECT_TRUE(absl::IsUnimplemented(pool.device->ExportCopy(200, mixed).status()));
+  EXPECT_TRUE(absl::IsUnimplemented(pool.device->PlanCopy(mixed).status()));
 }
 
 TEST(PooledDeviceTest, SharedExportsAreEachMembersOwnMemory) {

@@ -988,6 +988,35 @@ TEST_F(ExtentMapTest, SharedFilesKeepTheirBlocksWhole) {
   EXPECT_EQ(ReadAll(map, 3 * MiB, 6), "mapped");
 }
 
+// A punch in a shared file zeroes the blocks it covers whole in place
+// rather than freeing them: a mapping of them stays the file's memory, as
+// a shared mapping of a tmpfs file stays coherent after a punch. They
+// still count as allocated; a truncate frees them.
+TEST_F(ExtentMapTest, PunchesZeroASharedFilesWholeBlocksInPlace) {
+  ExtentMap map(SpaceOf(arena_.get(), 4 * MiB));
+  std::mt19937_64 rng(25);
+  const std::string data = RandomBytes(rng, 8 * MiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  absl::StatusOr<std::vector<DeviceRange>> ranges = map.Share(data.size());
+  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  ASSERT_EQ(ranges->size(), 2u);
+  const DeviceRange second = (*ranges)[1];
+  ASSERT_TRUE(map.PunchHole(4 * MiB, 4 * MiB).ok());  // the whole second block
+  EXPECT_EQ(map.allocated_bytes(), 8 * MiB);
+  EXPECT_EQ(Used(), 8 * MiB);
+  EXPECT_TRUE(AllZero(SharedBytes(*device_, {second})));
+  EXPECT_TRUE(AllZero(ReadAll(map, 4 * MiB, 4 * MiB)));
+  EXPECT_EQ(ReadAll(map, 0, 4 * MiB), data.substr(0, 4 * MiB));
+  // Writes on either side still show on the other.
+  ASSERT_TRUE(map.Write(5 * MiB, "written", 7).ok());
+  EXPECT_EQ(SharedBytes(*device_, {second}).substr(1 * MiB, 7), "written");
+  ASSERT_TRUE(device_->Write({{second.offset + 2 * MiB, "mapped", 6}}).ok());
+  EXPECT_EQ(ReadAll(map, 6 * MiB, 6), "mapped");
+  ASSERT_TRUE(map.Truncate(4 * MiB).ok());
+  EXPECT_EQ(map.allocated_bytes(), 4 * MiB);
+  EXPECT_EQ(Used(), 4 * MiB);
+}
+
 // Without room for the blocks a move needs, nothing changes.
 TEST_F(ExtentMapTest, ShareWithoutRoomChangesNothing) {
   MakeArena(4 * MiB);

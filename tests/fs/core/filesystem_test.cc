@@ -2056,5 +2056,51 @@ TEST_F(FilesystemTest, SharedFilesAreTheExportedMemoryWithNoCacheBetween) {
   EXPECT_EQ(ToErrno(fs_->ExportShared(kRootInode).status()), EISDIR);
 }
 
+// A punch or a zeroed range in a shared file zeroes its blocks in place, so
+// that the mapping stays the file's memory, as tmpfs keeps a shared mapping
+// coherent: both sides see zeros, then each other's writes. The blocks
+// stay allocated (st_blocks).
+TEST_F(FilesystemTest, PunchAndZeroRangeKeepASharedFilesMemory) {
+  const InodeNumber ino = NewFile(kRootInode, "f");
+  const std::string data(8 * kMiB, 'd');
+  for (uint64_t at = 0; at < data.size(); at += kMiB) WriteAt(ino, at, data.substr(at, kMiB));
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported = fs_->ExportShared(ino);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  // The mapping: each piece mapped, found by file offset.
+  std::vector<std::pair<char*, uint64_t>> views;
+  for (const ExportedPiece& piece : (*exported)->pieces()) {
+    char* view = static_cast<char*>(
+        mmap(nullptr, piece.size, PROT_READ | PROT_WRITE, MAP_SHARED, piece.fd, 0));
+    ASSERT_NE(view, MAP_FAILED);
+    views.emplace_back(view, piece.size);
+  }
+  const auto at = [&](uint64_t offset) -> char* {
+    for (const auto& [view, size] : views) {
+      if (offset < size) return view + offset;
+      offset -= size;
+    }
+    return nullptr;
+  };
+  const auto mapped = [&](uint64_t offset, size_t length) {
+    std::string bytes;
+    for (uint64_t i = offset; i < offset + length; ++i) bytes += *at(i);
+    return bytes;
+  };
+  const blkcnt_t blocks = Stat(ino).st_blocks;
+  ASSERT_OK(fs_->Allocate(ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2 * kMiB, 2 * kMiB,
+                          root_));
+  ASSERT_OK(fs_->Allocate(ino, FALLOC_FL_ZERO_RANGE, 4 * kMiB, 4 * kMiB, root_));
+  const std::string zeros(6 * kMiB, '\0');
+  EXPECT_TRUE(ReadAt(ino, 2 * kMiB, zeros.size()) == zeros);
+  EXPECT_TRUE(mapped(2 * kMiB, zeros.size()) == zeros);
+  EXPECT_TRUE(mapped(0, 2 * kMiB) == data.substr(0, 2 * kMiB));
+  EXPECT_EQ(Stat(ino).st_blocks, blocks) << "zeroed in place, not freed";
+  WriteAt(ino, 3 * kMiB, "written");
+  EXPECT_EQ(mapped(3 * kMiB, 7), "written");
+  std::memcpy(at(5 * kMiB), "mapped", 6);
+  EXPECT_EQ(ReadAt(ino, 5 * kMiB, 6), "mapped");
+  for (size_t i = 0; i < views.size(); ++i) munmap(views[i].first, views[i].second);
+}
+
 }  // namespace
 }  // namespace cudafs

@@ -564,7 +564,7 @@ TEST(MountOptionTest, MaxRequest) {
 TEST(MountOptionTest, CacheBudget) {
   absl::StatusOr<MountOptions> options = ParseOption("size=1g");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_EQ(options->cache_bytes, uint64_t{64} << 20);
+  EXPECT_EQ(options->cache_bytes, std::nullopt) << "the backend's default (MountPlan)";
   options = ParseOption("cache=0");
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->cache_bytes, 0u);

@@ -42,22 +42,22 @@ TEST(MountPlanTest, CapacityIsSizeRoundedToMinBlockWithinTheDevice) {
 TEST(MountPlanTest, FilesystemSettingsFollowTheCapacity) {
   absl::StatusOr<MountPlan> plan = MountPlan::Make(Options(), Facts());
   ASSERT_TRUE(plan.ok()) << plan.status();
-  FilesystemConfig config = plan->FilesystemConfigFor(64 * kGiB);
+  FilesystemConfig config = plan->FilesystemConfigFor(64 * kGiB, BackendKind::kCuda);
   EXPECT_EQ(config.max_inodes, 16u << 20);
   EXPECT_EQ(config.max_extent, 32 * kMiB) << "a 128th of the capacity, at most 32 MiB";
   EXPECT_EQ(config.root_uid, 1000u);
   EXPECT_EQ(config.root_gid, 100u);
   EXPECT_EQ(config.cache_bytes, 64 * kMiB);
   EXPECT_FALSE(config.trim_growth_when_idle);
-  config = plan->FilesystemConfigFor(256 * kMiB);
+  config = plan->FilesystemConfigFor(256 * kMiB, BackendKind::kCuda);
   EXPECT_EQ(config.max_extent, 2 * kMiB);
-  config = plan->FilesystemConfigFor(4096);
+  config = plan->FilesystemConfigFor(4096, BackendKind::kCuda);
   EXPECT_EQ(config.max_extent, kMiB) << "at least 1 MiB";
   EXPECT_EQ(config.max_inodes, MountPlan::kLeastDefaultInodes) << "a tiny mount still has inodes";
 
   plan = MountPlan::Make(Options("nr_inodes=7,min_block=64m,uid=5,zero_message_open"), Facts());
   ASSERT_TRUE(plan.ok()) << plan.status();
-  config = plan->FilesystemConfigFor(kGiB);
+  config = plan->FilesystemConfigFor(kGiB, BackendKind::kCuda);
   EXPECT_EQ(config.max_inodes, 7u);
   EXPECT_EQ(config.max_extent, 64 * kMiB) << "never below min_block";
   EXPECT_EQ(config.root_uid, 5u);
@@ -82,15 +82,47 @@ TEST(MountPlanTest, ReserveIsForGpus) {
   }
 }
 
+TEST(MountPlanTest, DeviceIsForGpus) {
+  EXPECT_TRUE(MountPlan::Make(Options("device=1"), Facts()).ok());
+  EXPECT_TRUE(MountPlan::Make(Options("device=all,backend=cuda"), Facts()).ok());
+  for (const char* options : {"device=0,backend=host", "device=all,backend=null"}) {
+    SCOPED_TRACE(options);
+    const absl::Status status = MountPlan::Make(Options(options), Facts()).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_EQ(status.message(), "device= picks GPUs: this backend has no GPU");
+  }
+}
+
+// In host memory the cache is one more copy (and measured slower): none
+// unless asked for. On a GPU, and on null, which stands in for one, 64 MiB.
+TEST(MountPlanTest, CacheByDefaultOnlyWhereTheDataIsOnAGpu) {
+  absl::StatusOr<MountPlan> plan = MountPlan::Make(Options(), Facts());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->FilesystemConfigFor(kGiB, BackendKind::kCuda).cache_bytes, 64 * kMiB);
+  EXPECT_TRUE(plan->FuseSettingsFor(BackendKind::kCuda).cache);
+  EXPECT_EQ(plan->FilesystemConfigFor(kGiB, BackendKind::kNull).cache_bytes, 64 * kMiB);
+  EXPECT_EQ(plan->FilesystemConfigFor(kGiB, BackendKind::kHost).cache_bytes, 0u)
+      << "backend=host, or auto without a GPU";
+  EXPECT_FALSE(plan->FuseSettingsFor(BackendKind::kHost).cache);
+
+  plan = MountPlan::Make(Options("backend=host,cache=8m"), Facts());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->FilesystemConfigFor(kGiB, BackendKind::kHost).cache_bytes, 8 * kMiB);
+  EXPECT_TRUE(plan->FuseSettingsFor(BackendKind::kHost).cache);
+  plan = MountPlan::Make(Options("cache=0"), Facts());
+  EXPECT_EQ(plan->FilesystemConfigFor(kGiB, BackendKind::kCuda).cache_bytes, 0u);
+  EXPECT_FALSE(plan->FuseSettingsFor(BackendKind::kCuda).cache);
+}
+
 TEST(MountPlanTest, IoUringWhereOfferedAndRequiredByUringOn) {
   MachineFacts facts = Facts();
   absl::StatusOr<MountPlan> plan = MountPlan::Make(Options(), facts);
-  EXPECT_TRUE(plan->fuse().uring);
+  EXPECT_TRUE(plan->FuseSettingsFor(BackendKind::kCuda).uring);
   plan = MountPlan::Make(Options("uring=off"), facts);
-  EXPECT_FALSE(plan->fuse().uring);
+  EXPECT_FALSE(plan->FuseSettingsFor(BackendKind::kCuda).uring);
   facts.no_uring_reason = "no io_uring here";
   plan = MountPlan::Make(Options(), facts);
-  EXPECT_FALSE(plan->fuse().uring) << "auto falls back to /dev/fuse";
+  EXPECT_FALSE(plan->FuseSettingsFor(BackendKind::kCuda).uring) << "auto falls back to /dev/fuse";
   plan = MountPlan::Make(Options("uring=on"), facts);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().message(), "uring=on: no io_uring here");
@@ -103,7 +135,7 @@ TEST(MountPlanTest, GlueSettings) {
   absl::StatusOr<MountPlan> plan =
       MountPlan::Make(Options("max_request=4m,cache=0,direct_io_min=2m"), facts);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  const FuseSettings& fuse = plan->fuse();
+  const FuseSettings fuse = plan->FuseSettingsFor(BackendKind::kCuda);
   EXPECT_EQ(fuse.max_request, kMiB) << "what the kernel allows";
   EXPECT_EQ(fuse.request_limit_note, "capped");
   EXPECT_EQ(fuse.uring_depth, 2u) << "the default for the 4 MiB asked for";
@@ -113,8 +145,8 @@ TEST(MountPlanTest, GlueSettings) {
   EXPECT_FALSE(fuse.zero_message_open);
   std::vector<const char*> argv = {"cudafs", "/mnt/x", "-s"};
   plan = MountPlan::Make(ParseCommandLine(argv).value(), facts);
-  EXPECT_EQ(plan->fuse().workers, 1u);
-  EXPECT_TRUE(plan->fuse().cache);
+  EXPECT_EQ(plan->FuseSettingsFor(BackendKind::kCuda).workers, 1u);
+  EXPECT_TRUE(plan->FuseSettingsFor(BackendKind::kCuda).cache);
 }
 
 }  // namespace

@@ -1,0 +1,104 @@
+#include "fs/daemon/mount_info.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace cudafs {
+namespace {
+
+// The kernel writes a space, tab, newline or backslash of a path as an
+// octal escape (\040 ...).
+std::string Unescape(absl::string_view field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    const auto octal = [&](size_t at) { return field[at] >= '0' && field[at] <= '7'; };
+    if (field[i] == '\\' && i + 3 < field.size() && octal(i + 1) && octal(i + 2) &&
+        octal(i + 3)) {
+      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
+                               (field[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<MountInfoEntry> ParseMountInfo(absl::string_view text) {
+  std::vector<MountInfoEntry> mounts;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    const std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
+    // Optional fields ("shared:1") follow the mount's options, up to a "-".
+    const auto separator = absl::c_find(fields, "-");
+    MountInfoEntry mount;
+    if (separator - fields.begin() < 6 || fields.end() - separator < 2 ||
+        !absl::SimpleAtoi(fields[0], &mount.id) || !absl::SimpleAtoi(fields[1], &mount.parent)) {
+      continue;
+    }
+    mount.device = std::string(fields[2]);
+    mount.mountpoint = Unescape(fields[4]);
+    mount.fstype = Unescape(*(separator + 1));
+    mounts.push_back(std::move(mount));
+  }
+  return mounts;
+}
+
+std::string ReadFromStart(int fd) {
+  std::string text;
+  char buffer[8192];
+  for (;;) {
+    const ssize_t got = pread(fd, buffer, sizeof buffer, static_cast<off_t>(text.size()));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return text;
+    text.append(buffer, static_cast<size_t>(got));
+  }
+}
+
+bool IsCovered(absl::Span<const MountInfoEntry> mounts, const MountInfoEntry& mount) {
+  return absl::c_any_of(mounts, [&](const MountInfoEntry& other) {
+    return other.parent == mount.id && other.mountpoint == mount.mountpoint;
+  });
+}
+
+std::optional<int> MountIdOf(int fd) {
+  std::ifstream fdinfo(absl::StrCat("/proc/self/fdinfo/", fd));
+  for (std::string line; std::getline(fdinfo, line);) {
+    absl::string_view value = line;
+    int id;
+    if (absl::ConsumePrefix(&value, "mnt_id:") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(value), &id)) {
+      return id;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<MountInfoEntry> MountAt(const std::string& path) {
+  const int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  const std::optional<int> id = MountIdOf(fd);
+  close(fd);
+  if (!id) return std::nullopt;
+  const int mountinfo = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+  if (mountinfo < 0) return std::nullopt;
+  const std::string text = ReadFromStart(mountinfo);
+  close(mountinfo);
+  for (MountInfoEntry& mount : ParseMountInfo(text)) {
+    if (mount.id == *id) return std::move(mount);
+  }
+  return std::nullopt;
+}
+
+}  // namespace cudafs
