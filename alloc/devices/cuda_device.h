@@ -148,8 +148,9 @@ class CudaDevice final : public Device {
   // Into the caller's allocation on this GPU, imported from its POSIX
   // file descriptor (where the GPU supports those handles) while the copy
   // runs (cuda_export.cc).
-  absl::StatusOr<CopyPlace> PlanCopy(absl::Span<const DeviceToDevice> copies) const override;
-  absl::Status FillCopy(int memory, uint64_t memory_bytes,
+  absl::StatusOr<std::vector<CopyPiece>> PlanCopy(
+      uint64_t size, absl::Span<const DeviceToDevice> copies) const override;
+  absl::Status FillCopy(absl::Span<const CopyMemory> memory,
                         absl::Span<const DeviceToDevice> copies) override;
   // Where the GPU supports POSIX file-descriptor handles.
   bool can_share() const override { return gpu_.shareable; }

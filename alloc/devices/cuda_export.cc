@@ -38,25 +38,28 @@ class CudaDevice::Export final : public ExportedMemory {
   std::vector<ExportedPiece> pieces_;
 };
 
-absl::StatusOr<Device::CopyPlace> CudaDevice::PlanCopy(
-    absl::Span<const DeviceToDevice> /*copies*/) const {
+absl::StatusOr<std::vector<Device::CopyPiece>> CudaDevice::PlanCopy(
+    uint64_t size, absl::Span<const DeviceToDevice> /*copies*/) const {
   if (!gpu_.shareable) {
     return absl::UnimplementedError(
         absl::StrCat(gpu_.description, " cannot import memory from file descriptors"));
   }
-  CopyPlace place;
-  place.kind = ExportedMemory::Kind::kCuda;
-  place.pci_bus_id = gpu_.pci_bus_id;
-  place.unit = gpu_.granule;
-  return place;
+  CopyPiece piece;
+  piece.kind = ExportedMemory::Kind::kCuda;
+  piece.pci_bus_id = gpu_.pci_bus_id;
+  piece.bytes = std::max(gpu_.granule, (size + gpu_.granule - 1) / gpu_.granule * gpu_.granule);
+  return std::vector<CopyPiece>{piece};
 }
 
-absl::Status CudaDevice::FillCopy(int memory, uint64_t memory_bytes,
+absl::Status CudaDevice::FillCopy(absl::Span<const CopyMemory> pieces,
                                   absl::Span<const DeviceToDevice> copies) {
   if (!gpu_.shareable) {
     return absl::UnimplementedError(
         absl::StrCat(gpu_.description, " cannot import memory from file descriptors"));
   }
+  if (pieces.size() != 1) return absl::FailedPreconditionError("a copy here is one piece");
+  const int memory = pieces[0].fd;
+  const uint64_t memory_bytes = pieces[0].bytes;
   if (memory_bytes == 0 || memory_bytes % gpu_.granule != 0) {
     return absl::InvalidArgumentError("the memory for a copy is not whole granules");
   }

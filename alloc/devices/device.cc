@@ -26,12 +26,12 @@ void Device::RegisterHostMemory(void* /*memory*/, size_t /*length*/) {}
 
 void Device::UnregisterHostMemory(void* /*memory*/) {}
 
-absl::StatusOr<Device::CopyPlace> Device::PlanCopy(
-    absl::Span<const DeviceToDevice> /*copies*/) const {
+absl::StatusOr<std::vector<Device::CopyPiece>> Device::PlanCopy(
+    uint64_t /*size*/, absl::Span<const DeviceToDevice> /*copies*/) const {
   return absl::UnimplementedError(Describe() + " cannot copy into other processes' memory");
 }
 
-absl::Status Device::FillCopy(int /*memory*/, uint64_t /*memory_bytes*/,
+absl::Status Device::FillCopy(absl::Span<const CopyMemory> /*memory*/,
                               absl::Span<const DeviceToDevice> /*copies*/) {
   return absl::UnimplementedError(Describe() + " cannot copy into other processes' memory");
 }

@@ -126,22 +126,30 @@ class Device {
 
   // A private copy of arena bytes for another process goes into memory that
   // process allocated, so that it pays for it as for a read(2) into a
-  // buffer of its own: memory of `kind` (on GPU `pci_bus_id` for kCuda),
-  // a multiple of `unit` long.
-  struct CopyPlace {
+  // buffer of its own: pieces of memory, back to back, each of `kind` (on
+  // GPU `pci_bus_id` for kCuda) and `bytes` long.
+  struct CopyPiece {
     ExportedMemory::Kind kind = ExportedMemory::Kind::kHost;
     std::string pci_bus_id;
-    uint64_t unit = 4096;
+    uint64_t bytes = 0;
   };
-  // Where a copy of the bytes `copies` read should be made. Unimplemented
-  // where the device cannot fill another process's memory (the default,
-  // the null device).
-  virtual absl::StatusOr<CopyPlace> PlanCopy(absl::Span<const DeviceToDevice> copies) const;
-  // Fills `memory`, a descriptor of memory of PlanCopy's kind that the
-  // caller checked and `memory_bytes` long, with zeros but where `copies`
-  // put arena bytes (their destination offsets count from the memory's
-  // start, below `memory_bytes`). Unimplemented as PlanCopy.
-  virtual absl::Status FillCopy(int memory, uint64_t memory_bytes,
+  // A piece of memory brought for a copy: its descriptor, which the caller
+  // checked cannot block, and its length.
+  struct CopyMemory {
+    int fd = -1;
+    uint64_t bytes = 0;
+  };
+  // The pieces a copy of `size` bytes (> 0), read by `copies`, goes into.
+  // Unimplemented where the device cannot fill another process's memory
+  // (the default, the null device).
+  virtual absl::StatusOr<std::vector<CopyPiece>> PlanCopy(
+      uint64_t size, absl::Span<const DeviceToDevice> copies) const;
+  // Fills `memory`, the pieces PlanCopy asked for, with zeros but where
+  // `copies` put arena bytes (their destination offsets count from the
+  // first piece's start, below the pieces' sum). FailedPrecondition when
+  // the pieces are not what PlanCopy asks for these copies (the bytes
+  // moved since); Unimplemented as PlanCopy.
+  virtual absl::Status FillCopy(absl::Span<const CopyMemory> memory,
                                 absl::Span<const DeviceToDevice> copies);
 
   // Whether this device can hand its memory out (ExportShared) at all.

@@ -55,12 +55,13 @@ class DeviceWrapper : public Device {
     target_->RegisterHostMemory(memory, length);
   }
   void UnregisterHostMemory(void* memory) override { target_->UnregisterHostMemory(memory); }
-  absl::StatusOr<CopyPlace> PlanCopy(absl::Span<const DeviceToDevice> copies) const override {
-    return target_->PlanCopy(copies);
+  absl::StatusOr<std::vector<CopyPiece>> PlanCopy(
+      uint64_t size, absl::Span<const DeviceToDevice> copies) const override {
+    return target_->PlanCopy(size, copies);
   }
-  absl::Status FillCopy(int memory, uint64_t memory_bytes,
+  absl::Status FillCopy(absl::Span<const CopyMemory> memory,
                         absl::Span<const DeviceToDevice> copies) override {
-    return target_->FillCopy(memory, memory_bytes, copies);
+    return target_->FillCopy(memory, copies);
   }
   bool can_share() const override { return target_->can_share(); }
   bool Exclusive(DeviceRange range) const override { return target_->Exclusive(range); }

@@ -166,16 +166,20 @@ absl::Status HostDevice::Zero(absl::Span<const DeviceRange> ranges) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Device::CopyPlace> HostDevice::PlanCopy(
-    absl::Span<const DeviceToDevice> /*copies*/) const {
-  CopyPlace place;
-  place.kind = ExportedMemory::Kind::kHost;
-  place.unit = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  return place;
+absl::StatusOr<std::vector<Device::CopyPiece>> HostDevice::PlanCopy(
+    uint64_t size, absl::Span<const DeviceToDevice> /*copies*/) const {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  CopyPiece piece;
+  piece.kind = ExportedMemory::Kind::kHost;
+  piece.bytes = std::max<uint64_t>(page, (size + page - 1) / page * page);
+  return std::vector<CopyPiece>{piece};
 }
 
-absl::Status HostDevice::FillCopy(int memory, uint64_t memory_bytes,
+absl::Status HostDevice::FillCopy(absl::Span<const CopyMemory> pieces,
                                   absl::Span<const DeviceToDevice> copies) {
+  if (pieces.size() != 1) return absl::FailedPreconditionError("a copy here is one piece");
+  const int memory = pieces[0].fd;
+  const uint64_t memory_bytes = pieces[0].bytes;
   for (const DeviceToDevice& c : copies) {
     if (absl::Status s = InRange(c.source_offset, c.length, size_); !s.ok()) return s;
     if (c.destination_offset > memory_bytes || c.length > memory_bytes - c.destination_offset) {

@@ -40,8 +40,9 @@ class HostDevice final : public Device {
   absl::Status Read(absl::Span<const DeviceToHost> copies) override;
   absl::Status Copy(absl::Span<const DeviceToDevice> copies) override;
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
-  absl::StatusOr<CopyPlace> PlanCopy(absl::Span<const DeviceToDevice> copies) const override;
-  absl::Status FillCopy(int memory, uint64_t memory_bytes,
+  absl::StatusOr<std::vector<CopyPiece>> PlanCopy(
+      uint64_t size, absl::Span<const DeviceToDevice> copies) const override;
+  absl::Status FillCopy(absl::Span<const CopyMemory> memory,
                         absl::Span<const DeviceToDevice> copies) override;
   bool can_share() const override { return true; }
   bool Exclusive(DeviceRange range) const override;

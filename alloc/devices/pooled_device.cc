@@ -227,36 +227,71 @@ void PooledDevice::UnregisterHostMemory(void* memory) {
   for (const Member& m : members_) m.device->UnregisterHostMemory(memory);
 }
 
-absl::StatusOr<size_t> PooledDevice::CopySource(absl::Span<const DeviceToDevice> copies) const {
-  size_t source = 0;  // a file of holes alone: the first GPU's memory
-  for (size_t i = 0; i < copies.size(); ++i) {
-    const size_t m = MemberOf(copies[i].source_offset, copies[i].length);
-    if (m == members_.size()) return Straddles(copies[i].source_offset, copies[i].length);
-    if (i > 0 && m != source) {
-      return absl::UnimplementedError(
-          "a private copy of a file whose bytes lie on several GPUs: map it writable, or read it");
-    }
-    source = m;
-  }
-  return source;
-}
-
-absl::StatusOr<Device::CopyPlace> PooledDevice::PlanCopy(
+absl::StatusOr<std::vector<PooledDevice::CopyRun>> PooledDevice::CopyRuns(
     absl::Span<const DeviceToDevice> copies) const {
-  absl::StatusOr<size_t> m = CopySource(copies);
-  if (!m.ok()) return m.status();
-  return members_[*m].device->PlanCopy({});
+  std::vector<DeviceToDevice> sorted(copies.begin(), copies.end());
+  std::sort(sorted.begin(), sorted.end(), [](const DeviceToDevice& a, const DeviceToDevice& b) {
+    return a.destination_offset < b.destination_offset;
+  });
+  std::vector<CopyRun> runs(1);
+  uint64_t copied_to = 0;  // end of the last copy placed
+  for (const DeviceToDevice& c : sorted) {
+    const size_t m = MemberOf(c.source_offset, c.length);
+    if (m == members_.size()) return Straddles(c.source_offset, c.length);
+    if (runs.back().copies.empty()) {
+      runs.back().member = m;
+    } else if (runs.back().member != m) {
+      const uint64_t cut = c.destination_offset / granule_ * granule_;
+      if (cut < copied_to) {
+        return absl::UnimplementedError(
+            "the file's bytes on two GPUs meet inside one granule: map it writable, or read it");
+      }
+      runs.push_back(CopyRun{cut, m, {}});
+    }
+    CopyRun& run = runs.back();
+    run.copies.push_back(
+        {c.destination_offset - run.start, c.source_offset - members_[m].base, c.length});
+    copied_to = c.destination_offset + c.length;
+  }
+  return runs;
 }
 
-absl::Status PooledDevice::FillCopy(int memory, uint64_t memory_bytes,
-                                    absl::Span<const DeviceToDevice> copies) {
-  absl::StatusOr<size_t> m = CopySource(copies);
-  if (!m.ok()) return m.status();
-  std::vector<DeviceToDevice> local;
-  for (const DeviceToDevice& c : copies) {
-    local.push_back({c.destination_offset, c.source_offset - members_[*m].base, c.length});
+absl::StatusOr<std::vector<Device::CopyPiece>> PooledDevice::PlanCopy(
+    uint64_t size, absl::Span<const DeviceToDevice> copies) const {
+  absl::StatusOr<std::vector<CopyRun>> runs = CopyRuns(copies);
+  if (!runs.ok()) return runs.status();
+  std::vector<CopyPiece> pieces;
+  for (size_t i = 0; i < runs->size(); ++i) {
+    const CopyRun& run = (*runs)[i];
+    const uint64_t end = i + 1 < runs->size() ? (*runs)[i + 1].start : size;
+    absl::StatusOr<std::vector<CopyPiece>> piece =
+        members_[run.member].device->PlanCopy(end - run.start, run.copies);
+    if (!piece.ok()) return piece.status();
+    pieces.insert(pieces.end(), piece->begin(), piece->end());
   }
-  return members_[*m].device->FillCopy(memory, memory_bytes, local);
+  return pieces;
+}
+
+absl::Status PooledDevice::FillCopy(absl::Span<const CopyMemory> memory,
+                                    absl::Span<const DeviceToDevice> copies) {
+  absl::StatusOr<std::vector<CopyRun>> runs = CopyRuns(copies);
+  if (!runs.ok()) return runs.status();
+  if (runs->size() != memory.size()) {
+    return absl::FailedPreconditionError("the file's bytes moved between GPUs since the plan");
+  }
+  uint64_t start = 0;
+  for (size_t i = 0; i < runs->size(); ++i) {
+    const CopyRun& run = (*runs)[i];
+    if (run.start != start) {
+      return absl::FailedPreconditionError("the file's bytes moved between GPUs since the plan");
+    }
+    if (absl::Status s = members_[run.member].device->FillCopy({&memory[i], 1}, run.copies);
+        !s.ok()) {
+      return s;
+    }
+    start += memory[i].bytes;
+  }
+  return absl::OkStatus();
 }
 
 bool PooledDevice::can_share() const {

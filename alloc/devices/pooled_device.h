@@ -16,11 +16,9 @@
 // for as long as any member may copy from it: PinnedHostRanges).
 //
 // Memory for other processes: a shared export is each member's export of
-// its own ranges, one after another; a private copy goes into the
-// caller's memory on the GPU holding the file's bytes, made there. A
-// private copy of a file whose bytes lie on several members (only when a
-// member was full while the file grew) would need the caller's memory on
-// each: Unimplemented (a writable mapping serves it).
+// its own ranges, one after another; a private copy goes into pieces of
+// the caller's memory, one per run of granules whose bytes one member
+// holds, each on that member's GPU and filled there (CopyRuns).
 #ifndef CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 
@@ -62,8 +60,9 @@ class PooledDevice final : public Device {
   void FreeHostBuffer(void* buffer, size_t length) override;
   void RegisterHostMemory(void* memory, size_t length) override;
   void UnregisterHostMemory(void* memory) override;
-  absl::StatusOr<CopyPlace> PlanCopy(absl::Span<const DeviceToDevice> copies) const override;
-  absl::Status FillCopy(int memory, uint64_t memory_bytes,
+  absl::StatusOr<std::vector<CopyPiece>> PlanCopy(
+      uint64_t size, absl::Span<const DeviceToDevice> copies) const override;
+  absl::Status FillCopy(absl::Span<const CopyMemory> memory,
                         absl::Span<const DeviceToDevice> copies) override;
   bool can_share() const override;
   bool Exclusive(DeviceRange range) const override;
@@ -92,10 +91,16 @@ class PooledDevice final : public Device {
   template <typename T>
   absl::Status Route(absl::Span<const T> items, uint64_t T::*offset, size_t T::*length,
                      absl::FunctionRef<absl::Status(Device&, absl::Span<const T>)> run) const;
-  // The member holding every byte `copies` read (a private copy goes into
-  // one memory, on that member's GPU); Unimplemented when they lie on
-  // several.
-  absl::StatusOr<size_t> CopySource(absl::Span<const DeviceToDevice> copies) const;
+  // A private copy cut at granule boundaries into runs whose bytes one
+  // member holds: each goes into a piece of the caller's memory on that
+  // member's GPU, filled there. Unimplemented where bytes of two members
+  // meet inside one granule (only when a member was full as the file grew).
+  struct CopyRun {
+    uint64_t start = 0;  // in the copy
+    size_t member = 0;
+    std::vector<DeviceToDevice> copies;  // member offsets, run-relative
+  };
+  absl::StatusOr<std::vector<CopyRun>> CopyRuns(absl::Span<const DeviceToDevice> copies) const;
   // A copy from one member to another, through `bounce` (kBounceBytes of
   // host memory).
   absl::Status CopyAcross(const DeviceToDevice& copy, char* bounce) const;

@@ -178,11 +178,11 @@ int ReceiveReply(int connection, ShareReply* reply) {
 // Sends a request, then receives the reply (into `reply`). A daemon that
 // turned the connection away may have closed it before the request went:
 // its reply, already here, says why.
-int Ask(int connection, uint32_t op, uint32_t flags, uint64_t memory_bytes, int fd,
-        ShareReply* reply) {
+int Ask(int connection, uint32_t op, uint32_t flags, uint64_t memory_bytes,
+        const std::vector<int>& fds, ShareReply* reply) {
   const ShareRequest request = {kMagic, op, flags, 0, memory_bytes};
   const ssize_t sent =
-      cudafs::SendWithDescriptors(connection, &request, sizeof request, &fd, fd >= 0 ? 1 : 0, 0);
+      cudafs::SendWithDescriptors(connection, &request, sizeof request, fds.data(), fds.size(), 0);
   const int error = errno;
   const int received = ReceiveReply(connection, reply);
   if (sent != static_cast<ssize_t>(sizeof request) && received == -EIO) {
@@ -200,7 +200,7 @@ int Begin(int file, uint32_t op, uint32_t flags, int* connection, ShareReply* re
   useconds_t pause = 1000;
   for (int attempt = 0;; ++attempt) {
     if (int r = ConnectFor(file, &mountpoint, connection); r != 0) return r;
-    const int result = Ask(*connection, op, flags, 0, file, reply);
+    const int result = Ask(*connection, op, flags, 0, {file}, reply);
     if (result != -EAGAIN || attempt == 12) return result;
     close(*connection);
     *connection = -1;
@@ -218,15 +218,17 @@ struct Pieces {
 };
 
 // The pieces that follow a shared mapping's reply.
-int ReceivePieces(int connection, const ShareReply& reply, Pieces* pieces) {
-  while (pieces->fds.size() < reply.pieces) {
+// The pieces that follow a reply: a shared mapping's, each with its
+// descriptor, or the pieces of memory a copy asks for (`plan`), with none.
+int ReceivePieces(int connection, const ShareReply& reply, bool plan, Pieces* pieces) {
+  while (pieces->sizes.size() < reply.pieces) {
     cudafs::SharePieces batch;
     const size_t before = pieces->fds.size();
-    const bool whole = ReceiveExactly(connection, &batch, sizeof batch, before + kShareBatch,
-                                      &pieces->fds);
-    const size_t count = pieces->fds.size() - before;
+    const bool whole = ReceiveExactly(connection, &batch, sizeof batch,
+                                      plan ? 0 : before + kShareBatch, &pieces->fds);
+    const size_t count = plan ? batch.count : pieces->fds.size() - before;
     if (!whole || batch.magic != kMagic || count == 0 || batch.count != count ||
-        pieces->fds.size() > reply.pieces) {
+        count > kShareBatch || pieces->sizes.size() + count > reply.pieces) {
       return Fail(EIO, "the cudafs daemon sent a malformed list of pieces");
     }
     for (size_t i = 0; i < count; ++i) {
@@ -263,30 +265,34 @@ int MapHost(const Pieces& pieces, cudafs_mapping* out) {
   return 0;
 }
 
-// A private copy in host memory: a memfd of this process's, its pages
-// allocated here (so they are this process's memory), filled by the daemon.
-int CopyHost(int connection, const ShareReply& plan, cudafs_mapping* out) {
-  const uint64_t bytes = plan.memory_bytes;
-  const int memory = memfd_create("cudafs-copy", MFD_CLOEXEC);
-  if (memory < 0) return Fail(errno, "memfd_create: %s", std::strerror(errno));
+// A private copy in host memory: memfds of this process's, their pages
+// allocated here (so they are this process's memory), filled by the
+// daemon, mapped back to back.
+int CopyHost(int connection, const Pieces& plan, cudafs_mapping* out) {
+  std::vector<int> memory;
   int result = 0;
-  if (ftruncate(memory, static_cast<off_t>(bytes)) != 0 ||
-      fallocate(memory, 0, 0, static_cast<off_t>(bytes)) != 0) {
-    result = Fail(errno == ENOSPC ? ENOMEM : errno, "no memory for a copy of %llu bytes: %s",
-                  static_cast<unsigned long long>(bytes), std::strerror(errno));
+  for (size_t i = 0; i < plan.sizes.size() && result == 0; ++i) {
+    const int fd = memfd_create("cudafs-copy", MFD_CLOEXEC);
+    if (fd < 0) {
+      result = Fail(errno, "memfd_create: %s", std::strerror(errno));
+      break;
+    }
+    memory.push_back(fd);
+    if (ftruncate(fd, static_cast<off_t>(plan.sizes[i])) != 0 ||
+        fallocate(fd, 0, 0, static_cast<off_t>(plan.sizes[i])) != 0) {
+      result = Fail(errno == ENOSPC ? ENOMEM : errno, "no memory for a copy of %llu bytes: %s",
+                    static_cast<unsigned long long>(plan.total), std::strerror(errno));
+    }
   }
   ShareReply filled;
-  if (result == 0) result = Ask(connection, cudafs::kShareFill, 0, bytes, memory, &filled);
-  void* base = MAP_FAILED;
+  if (result == 0) result = Ask(connection, cudafs::kShareFill, 0, plan.total, memory, &filled);
   if (result == 0) {
-    base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memory, 0);
-    if (base == MAP_FAILED) result = Fail(errno, "mmap of the copy: %s", std::strerror(errno));
+    Pieces pieces = plan;
+    pieces.fds = memory;
+    result = MapHost(pieces, out);
   }
-  close(memory);
+  for (int fd : memory) close(fd);
   if (result != 0) return result;
-  out->memory = CUDAFS_MEMORY_HOST;
-  out->address = reinterpret_cast<uintptr_t>(base);
-  out->mapped = bytes;
   out->size = filled.size;
   return 0;
 }
@@ -497,52 +503,45 @@ int MapCudaShared(const ShareReply& reply, const Pieces& pieces, cudafs_mapping*
   return MapCuda(reply, pieces, import, out);
 }
 
-// A private copy: an allocation of this process's on the GPU the daemon
-// names, handed to the daemon to fill.
-int CopyCuda(int connection, const ShareReply& plan, cudafs_mapping* out) {
-  Pieces one;
+// A private copy: allocations of this process's, one per piece on the GPU
+// the daemon names, handed to the daemon to fill.
+int CopyCuda(int connection, const ShareReply& reply, const Pieces& plan, cudafs_mapping* out) {
   ShareReply filled;
-  const Obtain create = [&](const Driver* cu, CUdevice device,
+  const Obtain create = [&](const Driver* cu, CUdevice,
                             std::vector<CUmemGenericAllocationHandle>* handles) {
-    CUmemAllocationProp prop = {};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device};
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    CUmemGenericAllocationHandle handle;
-    if (CUresult r = cu->create(&handle, one.sizes[0], &prop, 0); r != CUDA_SUCCESS) {
-      return CudaFail(r, "cuMemCreate");
+    std::vector<int> memory;
+    int result = 0;
+    for (size_t i = 0; i < plan.sizes.size() && result == 0; ++i) {
+      CUdevice gpu;
+      CUmemAllocationProp prop = {};
+      prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+      prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      size_t granule = 0;
+      CUmemGenericAllocationHandle handle;
+      int fd = -1;
+      if (cu->device_by_bus_id(&gpu, reply.pci_bus_id[plan.gpus[i]]) != CUDA_SUCCESS) {
+        result = Fail(ENODEV, "the GPU holding the file (%s) is not visible to this process",
+                      reply.pci_bus_id[plan.gpus[i]]);
+      } else if (prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, gpu};
+                 cu->granularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) !=
+                     CUDA_SUCCESS ||
+                 granule == 0 || plan.sizes[i] % granule != 0) {
+        result = Fail(EIO, "the cudafs daemon asked for memory that is not whole granules");
+      } else if (CUresult r = cu->create(&handle, plan.sizes[i], &prop, 0); r != CUDA_SUCCESS) {
+        result = CudaFail(r, "cuMemCreate");
+      } else if (handles->push_back(handle);
+                 (r = cu->export_handle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                        0)) != CUDA_SUCCESS) {
+        result = CudaFail(r, "cuMemExportToShareableHandle");
+      } else {
+        memory.push_back(fd);
+      }
     }
-    handles->push_back(handle);
-    int memory = -1;
-    if (CUresult r = cu->export_handle(&memory, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                       0);
-        r != CUDA_SUCCESS) {
-      return CudaFail(r, "cuMemExportToShareableHandle");
-    }
-    const int result = Ask(connection, cudafs::kShareFill, 0, one.sizes[0], memory, &filled);
-    close(memory);
+    if (result == 0) result = Ask(connection, cudafs::kShareFill, 0, plan.total, memory, &filled);
+    for (int fd : memory) close(fd);
     return result;
   };
-  const Driver* cu = LoadDriver();
-  if (cu == nullptr) return Fail(ENOSYS, "the file is in GPU memory and libcuda.so.1 is unusable");
-  CUdevice device;
-  if (cu->device_by_bus_id(&device, plan.pci_bus_id[0]) != CUDA_SUCCESS) {
-    return Fail(ENODEV, "the GPU holding the file (%s) is not visible to this process",
-                plan.pci_bus_id[0]);
-  }
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device};
-  size_t granule = 0;
-  if (CUresult r = cu->granularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-      r != CUDA_SUCCESS || granule == 0) {
-    return CudaFail(r, "cuMemGetAllocationGranularity");
-  }
-  const uint64_t bytes = (plan.memory_bytes + granule - 1) / granule * granule;
-  one.sizes = {bytes};
-  one.gpus = {0};
-  one.total = bytes;
-  if (int r = MapCuda(plan, one, create, out); r != 0) return r;
+  if (int r = MapCuda(reply, plan, create, out); r != 0) return r;
   out->size = filled.size;
   return 0;
 }
@@ -564,18 +563,20 @@ int cudafs_map_fd(int fd, int flags, cudafs_mapping** mapping) {
                      &connection, &reply);
   if (connection < 0) return result;
   const bool copy = result == 0 && (reply.flags & cudafs::kReplyProvideMemory);
-  if (result == 0 && !copy) {
-    result = ReceivePieces(connection, reply, &pieces);
-    if (result == 0 && pieces.fds.empty()) result = Fail(EIO, "the cudafs daemon sent no memory");
+  if (result == 0) {
+    result = ReceivePieces(connection, reply, copy, &pieces);
+    if (result == 0 && pieces.sizes.empty()) {
+      result = Fail(EIO, "the cudafs daemon sent no memory");
+    }
   }
   auto* out = new cudafs_mapping;
   if (result == 0) {
     out->size = reply.size;
     if (reply.kind == cudafs::kShareHost) {
-      result = copy ? CopyHost(connection, reply, out) : MapHost(pieces, out);
+      result = copy ? CopyHost(connection, pieces, out) : MapHost(pieces, out);
     } else if (reply.kind == cudafs::kShareCuda) {
 #ifdef CUDAFS_WITH_CUDA
-      result = copy ? CopyCuda(connection, reply, out) : MapCudaShared(reply, pieces, out);
+      result = copy ? CopyCuda(connection, reply, pieces, out) : MapCudaShared(reply, pieces, out);
 #else
       result = Fail(ENOSYS, "the file is in GPU memory and this library was built without CUDA");
 #endif

@@ -6,7 +6,7 @@
  *
  * Two kinds of mapping:
  *  - without CUDAFS_MAP_WRITABLE, a private copy of the file's bytes in
- *    memory this process allocates (on a GPU mount, on the GPU holding the
+ *    memory this process allocates (on a GPU mount, on the GPUs holding the
  *    file, filled by a copy within VRAM: no PCIe transfer). It is this
  *    process's memory, as a buffer read(2) into would be, until unmapped;
  *    later writes to the file do not show in it, and writes to it do not
@@ -67,11 +67,12 @@ enum cudafs_memory {
  *                and writing
  *   -EOPNOTSUPP  a mount whose memory cannot be handed out (backend=null,
  *                a GPU without POSIX-descriptor handles); a private copy
- *                of a file whose bytes lie on several GPUs (map it
- *                writable instead)
+ *                of a file whose bytes on two GPUs meet inside one 2 MiB
+ *                granule (map it writable instead)
  *   -ENOMEM      no memory of this process's for the copy
  *   -ENOSPC      no room on the mount for moving the file
- *   -EAGAIN      the daemon had too many requests at once, for seconds
+ *   -EAGAIN      the daemon had too many requests at once, for seconds;
+ *                or a copy's bytes moved between GPUs meanwhile
  *   -EPROTONOSUPPORT  a daemon of another cudafs version
  *   -ENOSYS      GPU memory, and no usable CUDA driver in this process
  *   -ENODEV      GPU memory of a GPU this process does not see

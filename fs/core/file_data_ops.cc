@@ -208,28 +208,27 @@ absl::StatusOr<Filesystem::CopyPlan> Filesystem::PlanCopy(InodeNumber ino) {
   absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
   if (!found.ok()) return found.status();
   Inode& inode = **found;
-  absl::ReaderMutexLock lock(&inode.mu);
+  // Exclusive: the flush places cached bytes, and the plan follows where
+  // they lie.
+  absl::MutexLock lock(&inode.mu);
   if (inode.is_directory()) return PosixError(EISDIR);
   if (!inode.is_regular() || inode.size == 0) return PosixError(EINVAL, "nothing to map");
-  // The place follows the bytes the arena holds now; bytes still cached
-  // land wherever the flush puts them, which FillCopy copies all the same.
   std::vector<DeviceToDevice> copies;
-  if (const CachedFile* data = inode.data()) copies = data->CopiesOut(inode.size);
-  absl::StatusOr<Device::CopyPlace> place = state_->arena->device().PlanCopy(copies);
-  if (absl::IsUnimplemented(place.status())) {
-    return PosixError(EOPNOTSUPP, place.status().message());
+  if (CachedFile* data = inode.data()) {
+    if (absl::Status status = data->Flush(); !status.ok()) return status;
+    copies = data->CopiesOut(inode.size);
   }
-  if (!place.ok()) return place.status();
-  CopyPlan plan;
-  plan.size = inode.size;
-  plan.kind = place->kind;
-  plan.pci_bus_id = place->pci_bus_id;
-  plan.memory_bytes = (inode.size + place->unit - 1) / place->unit * place->unit;
-  return plan;
+  absl::StatusOr<std::vector<Device::CopyPiece>> pieces =
+      state_->arena->device().PlanCopy(inode.size, copies);
+  if (absl::IsUnimplemented(pieces.status())) {
+    return PosixError(EOPNOTSUPP, pieces.status().message());
+  }
+  if (!pieces.ok()) return pieces.status();
+  return CopyPlan{inode.size, *std::move(pieces)};
 }
 
-absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino, int memory,
-                                              uint64_t memory_bytes) {
+absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino,
+                                              absl::Span<const Device::CopyMemory> memory) {
   absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
   if (!found.ok()) return found.status();
   Inode& inode = **found;
@@ -237,6 +236,8 @@ absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino, int memory,
   // it and the copy.
   absl::MutexLock lock(&inode.mu);
   if (!inode.is_regular()) return PosixError(EINVAL, "only regular files can be mapped");
+  uint64_t memory_bytes = 0;
+  for (const Device::CopyMemory& piece : memory) memory_bytes += piece.bytes;
   // A file that grew since PlanCopy is copied as far as the memory goes,
   // as a read(2) into a buffer of that size would be.
   const uint64_t size = std::min<uint64_t>(inode.size, memory_bytes);
@@ -245,8 +246,12 @@ absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino, int memory,
     if (absl::Status status = data->Flush(); !status.ok()) return status;
     copies = data->CopiesOut(size);
   }
-  absl::Status status = state_->arena->device().FillCopy(memory, memory_bytes, copies);
+  absl::Status status = state_->arena->device().FillCopy(memory, copies);
   if (absl::IsUnimplemented(status)) return PosixError(EOPNOTSUPP, status.message());
+  if (absl::IsFailedPrecondition(status)) {
+    return PosixError(EAGAIN, absl::StrCat("the file changed while it was copied (",
+                                           status.message(), "): map it again"));
+  }
   if (!status.ok()) return status;
   return size;
 }

@@ -177,21 +177,19 @@ class Filesystem {
   absl::Status Fsync(InodeNumber ino);
   // A private copy of regular file `ino`'s bytes for another process (the
   // share service, fs/share), made in memory that process allocates:
-  // PlanCopy says which and how much, FillCopy copies into it (cached
-  // writes flushed first; later writes do not show in it) and returns the
-  // bytes copied, the file's size or what fits. EINVAL for an empty file or
-  // one that is not regular; EOPNOTSUPP where the device cannot copy into
-  // another process's memory.
+  // PlanCopy says which pieces of memory (Device::PlanCopy), FillCopy
+  // copies into them (cached writes flushed first; later writes do not show
+  // in it) and returns the bytes copied, the file's size or what fits.
+  // EINVAL for an empty file or one that is not regular; EOPNOTSUPP where
+  // the device cannot copy into another process's memory; EAGAIN when the
+  // file's bytes moved between the two so that the pieces no longer fit.
   struct CopyPlan {
     uint64_t size = 0;  // the file's now
-    ExportedMemory::Kind kind = ExportedMemory::Kind::kHost;
-    std::string pci_bus_id;     // kCuda: the GPU to allocate on
-    uint64_t memory_bytes = 0;  // the least to allocate
+    std::vector<Device::CopyPiece> pieces;
   };
   absl::StatusOr<CopyPlan> PlanCopy(InodeNumber ino);
-  // `memory`: a descriptor of that memory, checked by the caller (see
-  // Device::FillCopy), `memory_bytes` long.
-  absl::StatusOr<uint64_t> FillCopy(InodeNumber ino, int memory, uint64_t memory_bytes);
+  // `memory`: the pieces, whose descriptors the caller checked.
+  absl::StatusOr<uint64_t> FillCopy(InodeNumber ino, absl::Span<const Device::CopyMemory> memory);
   // The memory of regular file `ino` itself, which another process maps
   // and writes with no copy (ExtentMap::Share: the file may move into
   // blocks of its own first, and bypasses the write-back cache from then

@@ -94,14 +94,18 @@ std::optional<ShareMessage> RefuseOtherProtocol(uint32_t magic) {
                       kShareVersion, version));
 }
 
-ShareOutcome ShareHandler::Serve(const ShareRequest& request, int fd, ShareNext expected,
-                                 const ShareOutcome* previous) {
+ShareOutcome ShareHandler::Serve(const ShareRequest& request, absl::Span<const int> fds,
+                                 ShareNext expected, const ShareOutcome& previous) {
   if (absl::Status status = Validate(request, expected); !status.ok()) return Answer(status);
+  if (request.op != kShareFill && fds.size() > 1) {
+    return Answer(PosixError(EINVAL, "more than one descriptor came with the request"));
+  }
+  const int fd = fds.empty() ? -1 : fds.front();
   switch (request.op) {
     case kShareMap:
       return Map(fd, request.flags & kShareWritable);
     case kShareFill:
-      return Fill(fd, request.memory_bytes, *previous);
+      return Fill(fds, request.memory_bytes, previous);
     case kShareSync:
       return Sync(fd);
     default:  // kShareImported: the connection ends, and `held` with it
@@ -115,21 +119,42 @@ ShareOutcome ShareHandler::Map(int fd, bool writable) {
   if (!writable) {
     absl::StatusOr<Filesystem::CopyPlan> plan = filesystem_->PlanCopy(*ino);
     if (!plan.ok()) return Answer(plan.status());
+    if (plan->pieces.empty() || plan->pieces.size() > kShareBatch) {
+      return Answer(PosixError(EOPNOTSUPP, "the file lies in too many pieces for a copy: map it "
+                                           "writable, or read it"));
+    }
     ShareReply reply = Reply(kMagic, 0, "");
     reply.flags = kReplyProvideMemory;
-    reply.kind = plan->kind == ExportedMemory::Kind::kCuda ? kShareCuda : kShareHost;
+    reply.kind = plan->pieces.front().kind == ExportedMemory::Kind::kCuda ? kShareCuda : kShareHost;
     reply.size = plan->size;
-    reply.memory_bytes = plan->memory_bytes;
-    if (reply.kind == kShareCuda) {
-      absl::SNPrintF(reply.pci_bus_id[0], sizeof reply.pci_bus_id[0], "%s", plan->pci_bus_id);
-      reply.gpus = 1;
-    }
+    reply.pieces = static_cast<uint32_t>(plan->pieces.size());
+    // The pieces' lengths and GPUs follow, as a shared mapping's do, with
+    // no descriptors: the client brings those.
+    SharePieces sizes = {};
+    sizes.magic = kMagic;
+    sizes.count = reply.pieces;
     ShareOutcome outcome;
+    for (size_t i = 0; i < plan->pieces.size(); ++i) {
+      const Device::CopyPiece& piece = plan->pieces[i];
+      uint32_t g = 0;
+      while (g < reply.gpus && piece.pci_bus_id != reply.pci_bus_id[g]) ++g;
+      if (g == reply.gpus && reply.kind == kShareCuda) {
+        if (g == kShareMaxGpus) {
+          return Answer(PosixError(EOPNOTSUPP, "the file lies on more GPUs than a copy names"));
+        }
+        absl::SNPrintF(reply.pci_bus_id[g], sizeof reply.pci_bus_id[g], "%s", piece.pci_bus_id);
+        ++reply.gpus;
+      }
+      sizes.piece_size[i] = piece.bytes;
+      sizes.piece_gpu[i] = static_cast<uint8_t>(reply.kind == kShareCuda ? g : 0);
+      reply.memory_bytes += piece.bytes;
+      outcome.piece_bytes.push_back(piece.bytes);
+    }
     outcome.messages.push_back(MessageOf(reply));
+    outcome.messages.push_back(MessageOf(sizes));
     outcome.next = ShareNext::kFill;
     outcome.ino = *ino;
     outcome.kind = static_cast<ShareMemoryKind>(reply.kind);
-    outcome.memory_bytes = plan->memory_bytes;
     return outcome;
   }
   absl::StatusOr<std::unique_ptr<ExportedMemory>> exported = filesystem_->ExportShared(*ino);
@@ -178,15 +203,27 @@ ShareOutcome ShareHandler::Map(int fd, bool writable) {
   return outcome;
 }
 
-ShareOutcome ShareHandler::Fill(int fd, uint64_t memory_bytes, const ShareOutcome& planned) {
-  if (memory_bytes < planned.memory_bytes) {
+ShareOutcome ShareHandler::Fill(absl::Span<const int> fds, uint64_t memory_bytes,
+                                const ShareOutcome& planned) {
+  if (fds.size() != planned.piece_bytes.size()) {
+    return Answer(PosixError(EINVAL, absl::StrFormat("the copy needs %d pieces of memory, %d came",
+                                                     planned.piece_bytes.size(), fds.size())));
+  }
+  uint64_t planned_bytes = 0;
+  for (uint64_t bytes : planned.piece_bytes) planned_bytes += bytes;
+  if (memory_bytes != planned_bytes) {
     return Answer(PosixError(EINVAL, absl::StrFormat("the copy needs %d bytes of memory, %d came",
-                                                     planned.memory_bytes, memory_bytes)));
+                                                     planned_bytes, memory_bytes)));
   }
-  if (absl::Status status = CheckMemoryDescriptor(fd, planned.kind, memory_bytes); !status.ok()) {
-    return Answer(status);
+  std::vector<Device::CopyMemory> memory;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (absl::Status status = CheckMemoryDescriptor(fds[i], planned.kind, planned.piece_bytes[i]);
+        !status.ok()) {
+      return Answer(status);
+    }
+    memory.push_back({fds[i], planned.piece_bytes[i]});
   }
-  absl::StatusOr<uint64_t> copied = filesystem_->FillCopy(planned.ino, fd, memory_bytes);
+  absl::StatusOr<uint64_t> copied = filesystem_->FillCopy(planned.ino, memory);
   if (!copied.ok()) return Answer(copied.status());
   {
     absl::MutexLock lock(&mu_);

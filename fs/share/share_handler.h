@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
 #include "fs/core/filesystem.h"
 #include "fs/wire/share_protocol.h"
@@ -54,10 +55,11 @@ struct ShareOutcome {
   std::vector<ShareMessage> messages;
   std::unique_ptr<ExportedMemory> held;
   ShareNext next = ShareNext::kClose;
-  // kFill: the copy the client provides memory for.
+  // kFill: the copy the client provides memory for, in pieces of these
+  // lengths.
   InodeNumber ino = 0;
   ShareMemoryKind kind = kShareHost;
-  uint64_t memory_bytes = 0;
+  std::vector<uint64_t> piece_bytes;
 };
 
 // The reply refusing with `error` and `why`, in the framing of the
@@ -76,12 +78,13 @@ class ShareHandler {
   ShareHandler(Filesystem* filesystem, ShareSettings settings)
       : filesystem_(filesystem), settings_(std::move(settings)) {}
 
-  // Serves `request` (its magic this protocol's) with descriptor `fd` (-1
-  // when none came; the caller keeps it), arriving when the connection
-  // waits for `expected` (kClose: a fresh connection). `previous`: what
-  // the last outcome of the connection asked for (kFill's copy).
-  ShareOutcome Serve(const ShareRequest& request, int fd, ShareNext expected,
-                     const ShareOutcome* previous);
+  // Serves `request` (its magic this protocol's) with the descriptors
+  // `fds` that came with it (the caller keeps them), arriving when the
+  // connection waits for `expected` (kClose: a fresh connection).
+  // `previous`: what the last outcome of the connection asked for (kFill's
+  // copy).
+  ShareOutcome Serve(const ShareRequest& request, absl::Span<const int> fds, ShareNext expected,
+                     const ShareOutcome& previous);
 
   // For --stats: requests answered, those refused (an errno), copies and
   // shared mappings handed out and their bytes, syncs after mapped writes.
@@ -103,7 +106,8 @@ class ShareHandler {
 
  private:
   ShareOutcome Map(int fd, bool writable);
-  ShareOutcome Fill(int fd, uint64_t memory_bytes, const ShareOutcome& planned);
+  ShareOutcome Fill(absl::Span<const int> fds, uint64_t memory_bytes,
+                    const ShareOutcome& planned);
   ShareOutcome Sync(int fd);
   // A reply carrying `status` (success, with nothing more to say, if ok),
   // counted.

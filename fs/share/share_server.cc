@@ -89,7 +89,7 @@ ShareServer::~ShareServer() {
   // What the workers finished after the loop ended, and jobs never taken.
   absl::MutexLock lock(&mu_);
   for (Job& job : jobs_) {
-    if (job.fd >= 0) Dispose(job.fd, job.uid);
+    for (int fd : job.fds) Dispose(fd, job.uid);
   }
   jobs_.clear();
   done_.clear();
@@ -211,7 +211,7 @@ void ShareServer::Read(Connection& connection) {
   const ssize_t got =
       ReceiveWithDescriptors(connection.socket, into + connection.got,
                              sizeof connection.request - connection.got, MSG_DONTWAIT,
-                             /*max=*/1, &connection.fds, &refused);
+                             kShareBatch, &connection.fds, &refused);
   if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (got <= 0) return Drop(connection.socket);  // the end, or a broken peer
   const size_t before = connection.got;
@@ -222,8 +222,8 @@ void ShareServer::Read(Connection& connection) {
   }
   if (!refusal && refused) {
     refusal = ShareRefusal(ShareMagic(kShareVersion), EMFILE,
-                           "the descriptors that came could not be taken: more than one, or "
-                           "the cudafs daemon is out of file descriptors");
+                           "the descriptors that came could not be taken: too many, or the "
+                           "cudafs daemon is out of file descriptors");
   }
   if (refusal) {
     handler_.CountRefused();
@@ -239,12 +239,11 @@ void ShareServer::Read(Connection& connection) {
   job.socket = connection.socket;
   job.uid = connection.uid;
   job.request = connection.request;
-  job.fd = connection.fds.empty() ? -1 : connection.fds.front();
-  connection.fds.clear();
+  job.fds.swap(connection.fds);
   job.expected = connection.expected;
   job.previous.ino = connection.outcome.ino;
   job.previous.kind = connection.outcome.kind;
-  job.previous.memory_bytes = connection.outcome.memory_bytes;
+  job.previous.piece_bytes = connection.outcome.piece_bytes;
   connection.state = Connection::State::kWorking;
   absl::MutexLock lock(&mu_);
   jobs_.push_back(std::move(job));
@@ -320,8 +319,8 @@ void ShareServer::Work() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    ShareOutcome outcome = handler_.Serve(job.request, job.fd, job.expected, &job.previous);
-    if (job.fd >= 0) Dispose(job.fd, job.uid);
+    ShareOutcome outcome = handler_.Serve(job.request, job.fds, job.expected, job.previous);
+    for (int fd : job.fds) Dispose(fd, job.uid);
     {
       absl::MutexLock lock(&mu_);
       done_.push_back({job.socket, std::move(outcome)});

@@ -74,7 +74,7 @@ class ShareServer {
     int socket;
     uid_t uid;
     ShareRequest request;
-    int fd;
+    std::vector<int> fds;
     ShareNext expected;
     ShareOutcome previous;  // the plan a kFill answers
   };

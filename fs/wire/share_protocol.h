@@ -6,14 +6,16 @@
 // A private copy (the caller pays for it with memory of its own):
 //   client -> daemon  ShareRequest kMap, with the file's descriptor
 //   daemon -> client  ShareReply with kReplyProvideMemory: the kind of
-//                     memory to allocate, `size` (the file's) and
-//                     `memory_bytes` to allocate at least, and for CUDA the
-//                     GPU (pci_bus_id[0])
-//   client -> daemon  ShareRequest kFill, `memory_bytes` = what it
-//                     allocated, with that memory's descriptor (a memfd
-//                     whose pages are allocated; a CUDA allocation exported
-//                     as a POSIX descriptor)
-//   daemon -> client  ShareReply: `size` bytes of the file are in it
+//                     memory, `size` (the file's), `pieces` of memory to
+//                     bring and their sum `memory_bytes`; then one
+//                     SharePieces with each piece's length and GPU, and no
+//                     descriptors
+//   client -> daemon  ShareRequest kFill, `memory_bytes` as asked, with a
+//                     descriptor per piece, in order (a memfd whose pages
+//                     the client allocated; a CUDA allocation exported as a
+//                     POSIX descriptor, on the GPU named)
+//   daemon -> client  ShareReply: the first `size` bytes of the file are in
+//                     the pieces, mapped back to back
 // A shared mapping of the file's own memory:
 //   client -> daemon  ShareRequest kMap with kWritable, with a descriptor
 //                     of the file open for reading and writing
@@ -73,7 +75,7 @@ enum ShareMemoryKind : uint32_t {
 };
 
 enum ShareReplyFlags : uint32_t {
-  // Answer with kFill and memory of `kind`, at least `memory_bytes`.
+  // Answer with kFill and the pieces of memory the SharePieces after name.
   kReplyProvideMemory = 1u << 0,
 };
 
@@ -82,7 +84,7 @@ struct ShareRequest {
   uint32_t op;
   uint32_t flags;
   uint32_t reserved;      // 0
-  uint64_t memory_bytes;  // kFill: bytes of the memory sent; else 0
+  uint64_t memory_bytes;  // kFill: bytes of the pieces sent; else 0
 };
 
 struct ShareReply {
@@ -91,18 +93,18 @@ struct ShareReply {
   uint32_t kind;    // ShareMemoryKind
   uint32_t gpus;    // entries of pci_bus_id in use (CUDA), else 0
   uint64_t size;    // bytes of the file (mapped, or copied)
-  uint32_t pieces;  // descriptors that follow, in SharePieces
+  uint32_t pieces;  // descriptors that follow in SharePieces (a copy: pieces to bring)
   uint32_t flags;   // ShareReplyFlags
   // The GPUs holding the pieces (or to allocate on), by PCI bus id: the
   // client's numbering of GPUs may differ (CUDA_VISIBLE_DEVICES), bus ids
   // do not.
   char pci_bus_id[kShareMaxGpus][32];
   char message[256];      // why, when error != 0
-  uint64_t memory_bytes;  // kReplyProvideMemory: the least to allocate
+  uint64_t memory_bytes;  // kReplyProvideMemory: the pieces' sum
 };
 
-// The next `count` pieces, in order, with as many descriptors: mapped back
-// to back after those before.
+// The next `count` pieces, in order, with as many descriptors (none for a
+// copy's plan): mapped back to back after those before.
 struct SharePieces {
   uint32_t magic;
   uint32_t count;

@@ -51,8 +51,8 @@ inline bool SendRaw(int connection, const void* message, size_t size, int fd = -
          static_cast<ssize_t>(size);
 }
 
-// The daemon's reply within `timeout_ms`, its pieces' descriptors closed;
-// false when none came whole.
+// The daemon's reply within `timeout_ms`, with the pieces after it (their
+// descriptors closed; a copy's plan has none); false when none came whole.
 inline bool ReceiveReply(int connection, cudafs::ShareReply* reply, int timeout_ms = 10'000) {
   pollfd ready = {connection, POLLIN, 0};
   if (poll(&ready, 1, timeout_ms) != 1) return false;
@@ -63,17 +63,18 @@ inline bool ReceiveReply(int connection, cudafs::ShareReply* reply, int timeout_
                                      &refused) != static_cast<ssize_t>(sizeof *reply)) {
     return false;
   }
+  const bool plan = reply->flags & cudafs::kReplyProvideMemory;
   for (uint32_t received = 0; received < reply->pieces;) {
     cudafs::SharePieces batch;
     fds.clear();
     if (cudafs::ReceiveWithDescriptors(connection, &batch, sizeof batch, MSG_WAITALL,
                                        cudafs::kShareBatch, &fds, &refused) !=
             static_cast<ssize_t>(sizeof batch) ||
-        fds.empty()) {
+        batch.count == 0 || (!plan && fds.size() != batch.count)) {
       return false;
     }
     for (int fd : fds) close(fd);
-    received += static_cast<uint32_t>(fds.size());
+    received += batch.count;
   }
   return true;
 }

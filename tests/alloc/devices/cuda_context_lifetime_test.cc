@@ -281,11 +281,12 @@ TEST_F(CudaContextLifetimeTest, ACopyFillsTheCallersAllocation) {
   ASSERT_TRUE(device->Commit(0, kGranule).ok());
   const std::string data(100000, 'd');
   ASSERT_TRUE(device->Write({{4096, data.data(), data.size()}}).ok());
-  absl::StatusOr<Device::CopyPlace> place = device->PlanCopy({});
-  ASSERT_TRUE(place.ok()) << place.status();
-  EXPECT_EQ(place->kind, ExportedMemory::Kind::kCuda);
-  EXPECT_EQ(place->pci_bus_id, "0000:65:00.0") << "where the caller allocates";
-  EXPECT_EQ(place->unit, kGranule);
+  absl::StatusOr<std::vector<Device::CopyPiece>> plan = device->PlanCopy(kGranule + 5, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 1u);
+  EXPECT_EQ((*plan)[0].kind, ExportedMemory::Kind::kCuda);
+  EXPECT_EQ((*plan)[0].pci_bus_id, "0000:65:00.0") << "where the caller allocates";
+  EXPECT_EQ((*plan)[0].bytes, 2 * kGranule) << "whole granules";
 
   const CudaDriver& cu = fake_.driver();
   CUcontext caller;
@@ -302,7 +303,7 @@ TEST_F(CudaContextLifetimeTest, ACopyFillsTheCallersAllocation) {
                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
             CUDA_SUCCESS);
   ASSERT_EQ(pwrite(memory, "stale", 5, 0), 5);
-  ASSERT_TRUE(device->FillCopy(memory, 2 * kGranule, {{kMiB, 4096, data.size()}}).ok());
+  ASSERT_TRUE(device->FillCopy({{memory, 2 * kGranule}}, {{kMiB, 4096, data.size()}}).ok());
   void* view = mmap(nullptr, 2 * kGranule, PROT_READ, MAP_SHARED, memory, 0);
   ASSERT_NE(view, MAP_FAILED);
   const std::string_view bytes(static_cast<const char*>(view), 2 * kGranule);
@@ -313,12 +314,12 @@ TEST_F(CudaContextLifetimeTest, ACopyFillsTheCallersAllocation) {
   munmap(view, 2 * kGranule);
   // Too small, not whole granules, out of range, or not a CUDA allocation:
   // refused.
-  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy(memory, 4 * kGranule, {})));
-  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy(memory, kMiB, {})));
-  EXPECT_FALSE(device->FillCopy(memory, 2 * kGranule, {{0, 2 * kGiB, 10}}).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy({{memory, 4 * kGranule}}, {})));
+  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy({{memory, kMiB}}, {})));
+  EXPECT_FALSE(device->FillCopy({{memory, 2 * kGranule}}, {{0, 2 * kGiB, 10}}).ok());
   const int not_cuda = memfd_create("not-cuda", MFD_CLOEXEC);
   ASSERT_EQ(ftruncate(not_cuda, 2 * kGranule), 0);
-  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy(not_cuda, 2 * kGranule, {})));
+  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy({{not_cuda, 2 * kGranule}}, {})));
   close(not_cuda);
   close(memory);
   ASSERT_EQ(cu.cuMemRelease(handle), CUDA_SUCCESS);

@@ -193,12 +193,13 @@ TEST_F(CudaPoolTest, ExportsNameTheGpuOfEachPiece) {
     EXPECT_EQ((*shared)->pieces()[0].pci_bus_id, "0000:65:00.0");
     EXPECT_EQ((*shared)->pieces()[1].pci_bus_id, "0000:66:00.0");
 
-    const DeviceToDevice copies[] = {{0, second, 100}};
-    absl::StatusOr<Device::CopyPlace> copy = pool->PlanCopy(copies);
+    const DeviceToDevice copies[] = {{0, 0, kGranule}, {kGranule, second, 100}};
+    absl::StatusOr<std::vector<Device::CopyPiece>> copy = pool->PlanCopy(kGranule + 100, copies);
     ASSERT_TRUE(copy.ok()) << copy.status();
-    EXPECT_EQ(copy->pci_bus_id, "0000:66:00.0") << "a copy is made on the GPU holding its bytes";
-    const DeviceToDevice mixed[] = {{0, 0, kGranule}, {kGranule, second, 100}};
-    EXPECT_TRUE(absl::IsUnimplemented(pool->PlanCopy(mixed).status()));
+    ASSERT_EQ(copy->size(), 2u);
+    EXPECT_EQ((*copy)[0].pci_bus_id, "0000:65:00.0");
+    EXPECT_EQ((*copy)[1].pci_bus_id, "0000:66:00.0")
+        << "each piece copied on the GPU holding its bytes";
   }
   ASSERT_TRUE(pool->Decommit(0, kGranule).ok());
   ASSERT_TRUE(pool->Decommit(second, kGranule).ok());

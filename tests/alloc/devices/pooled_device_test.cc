@@ -141,30 +141,50 @@ TEST(PooledDeviceTest, AFailingMemberFailsOnlyWhatTouchesIt) {
   EXPECT_TRUE(pool.device->Write({&write, 1}).ok());
 }
 
-// A private copy goes into one memory of the caller's, filled by the
-// member holding the file's bytes; bytes on two members cannot be.
-TEST(PooledDeviceTest, PrivateCopiesAreFilledByTheMemberHoldingTheBytes) {
+// A private copy goes into pieces of the caller's memory, one per run of
+// granules whose bytes one member holds, each filled by that member.
+TEST(PooledDeviceTest, PrivateCopiesArePiecesOfEachMemberInFileOrder) {
   Pool pool;
+  ASSERT_TRUE(pool.device->Commit(0, 2 * kGranule).ok());
   ASSERT_TRUE(pool.device->Commit(pool.second_base, 2 * kGranule).ok());
+  const std::string head(kGranule, 'h');
   const std::string tail(kGranule + 100, 't');
+  WriteAt(*pool.device, kGranule, head);
   WriteAt(*pool.device, pool.second_base, tail);
-  // A file: a granule of hole, then [G, 2G + 100) from the second member.
-  const DeviceToDevice copies[] = {{kGranule, pool.second_base, tail.size()}};
-  absl::StatusOr<Device::CopyPlace> place = pool.device->PlanCopy(copies);
-  ASSERT_TRUE(place.ok()) << place.status();
-  EXPECT_EQ(place->kind, ExportedMemory::Kind::kHost);
-  const uint64_t bytes = 3 * kGranule;
-  const int memory = memfd_create("copy", MFD_CLOEXEC);
-  ASSERT_EQ(ftruncate(memory, bytes), 0);
-  ASSERT_EQ(pwrite(memory, "stale", 5, 0), 5);
-  ASSERT_TRUE(pool.device->FillCopy(memory, bytes, copies).ok());
-  std::string filled(bytes, '?');
-  ASSERT_EQ(pread(memory, filled.data(), bytes, 0), static_cast<ssize_t>(bytes));
-  close(memory);
-  EXPECT_EQ(filled, std::string(kGranule, '\0') + tail + std::string(bytes - kGranule - tail.size(), '\0'));
+  // A file: [0, G) from the first member, a hole, then [2G, 3G + 100)
+  // from the second.
+  const uint64_t size = 3 * kGranule + 100;
+  const DeviceToDevice copies[] = {{2 * kGranule, pool.second_base, tail.size()},
+                                   {0, kGranule, head.size()}};
+  absl::StatusOr<std::vector<Device::CopyPiece>> plan = pool.device->PlanCopy(size, copies);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 2u);
+  EXPECT_EQ((*plan)[0].bytes, 2 * kGranule) << "the first member's run: its bytes and the hole";
+  EXPECT_GE((*plan)[1].bytes, kGranule + 100);
+  std::vector<Device::CopyMemory> memory;
+  for (const Device::CopyPiece& piece : *plan) {
+    EXPECT_EQ(piece.kind, ExportedMemory::Kind::kHost);
+    const int fd = memfd_create("copy", MFD_CLOEXEC);
+    ASSERT_EQ(ftruncate(fd, static_cast<off_t>(piece.bytes)), 0);
+    ASSERT_EQ(pwrite(fd, "stale", 5, 0), 5);
+    memory.push_back({fd, piece.bytes});
+  }
+  ASSERT_TRUE(pool.device->FillCopy(memory, copies).ok());
+  std::string filled;
+  for (const Device::CopyMemory& piece : memory) {
+    std::string bytes(piece.bytes, '?');
+    EXPECT_EQ(pread(piece.fd, bytes.data(), piece.bytes, 0), static_cast<ssize_t>(piece.bytes));
+    filled += bytes;
+  }
+  EXPECT_EQ(filled.substr(0, size), head + std::string(kGranule, '\0') + tail);
+  EXPECT_EQ(filled.substr(size), std::string(filled.size() - size, '\0'));
+  // Pieces that are not what the plan asks (the bytes moved since).
+  EXPECT_TRUE(absl::IsFailedPrecondition(pool.device->FillCopy({memory.data(), 1}, copies)));
+  for (const Device::CopyMemory& piece : memory) close(piece.fd);
 
+  // Bytes of both inside one granule cannot be cut apart.
   const DeviceToDevice mixed[] = {{0, kGranule, 100}, {100, pool.second_base, 100}};
-  EXPECT_TRUE(absl::IsUnimplemented(pool.device->PlanCopy(mixed).status()));
+  EXPECT_TRUE(absl::IsUnimplemented(pool.device->PlanCopy(200, mixed).status()));
 }
 
 TEST(PooledDeviceTest, SharedExportsAreEachMembersOwnMemory) {
