@@ -3,127 +3,22 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <iterator>
 #include <limits>
 #include <utility>
 #include <vector>
 
 namespace cudafs {
 
-ExtentMap::Extents::~Extents() {
-  if (form_ == Form::kTree) delete tree_;
-}
-
-ExtentMap::Extents::const_iterator ExtentMap::Extents::At(Set::const_iterator it) const {
-  const_iterator at;
-  at.extents_ = this;
-  at.in_tree_ = it;
-  return at;
-}
-
-ExtentMap::Extents::const_iterator ExtentMap::Extents::AtOne(bool past) const {
-  const_iterator at;
-  at.extents_ = this;
-  at.past_one_ = past || form_ == Form::kEmpty;
-  return at;
-}
-
-ExtentMap::Extents::const_iterator ExtentMap::Extents::begin() const {
-  return form_ == Form::kTree ? At(tree_->set.begin()) : AtOne(false);
-}
-
-ExtentMap::Extents::const_iterator ExtentMap::Extents::end() const {
-  return form_ == Form::kTree ? At(tree_->set.end()) : AtOne(true);
-}
-
-ExtentMap::Extents::const_iterator ExtentMap::Extents::find(uint64_t start) const {
-  if (form_ == Form::kTree) return At(tree_->set.find(start));
-  return AtOne(form_ == Form::kEmpty || one_.start != start);
-}
-
-ExtentMap::Extents::const_iterator ExtentMap::Extents::lower_bound(uint64_t offset) const {
-  if (form_ == Form::kTree) return At(tree_->set.lower_bound(offset));
-  return AtOne(form_ == Form::kEmpty || one_.start < offset);
-}
-
-ExtentMap::Extents::const_iterator ExtentMap::Extents::upper_bound(uint64_t offset) const {
-  if (form_ == Form::kTree) return At(tree_->set.upper_bound(offset));
-  return AtOne(form_ == Form::kEmpty || one_.start <= offset);
-}
-
-const Block& ExtentMap::Extents::at(uint64_t start) const {
-  const const_iterator it = find(start);
-  assert(it != end());
-  return it->block;
-}
-
-void ExtentMap::Extents::emplace(uint64_t start, Block block) {
-  switch (form_) {
-    case Form::kEmpty:
-      one_ = Extent{start, block};
-      form_ = Form::kOne;
-      return;
-    case Form::kOne: {
-      if (one_.start == start) return;
-      auto* tree = new Tree;
-      tree->set.insert(one_);
-      tree->set.insert(Extent{start, block});
-      tree->bytes = one_.block.size + block.size;
-      tree_ = tree;
-      form_ = Form::kTree;
-      return;
-    }
-    case Form::kTree:
-      if (tree_->set.insert(Extent{start, block}).second) tree_->bytes += block.size;
-      return;
-  }
-}
-
-ExtentMap::Extents::const_iterator ExtentMap::Extents::erase(const_iterator it) {
-  if (form_ != Form::kTree) {
-    form_ = Form::kEmpty;
-    return end();
-  }
-  tree_->bytes -= it->block.size;
-  Set::const_iterator next = tree_->set.erase(it.in_tree_);
-  if (tree_->set.size() > 1) return At(next);
-  // Back in place: the tree's node would hold one extent.
-  const bool past = next == tree_->set.end();
-  const Extent one = *tree_->set.begin();
-  delete tree_;
-  one_ = one;
-  form_ = Form::kOne;
-  return AtOne(past);
-}
-
-size_t ExtentMap::Extents::size() const {
-  switch (form_) {
-    case Form::kEmpty:
-      return 0;
-    case Form::kOne:
-      return 1;
-    case Form::kTree:
-      return tree_->set.size();
-  }
-  return 0;
-}
-
-uint64_t ExtentMap::Extents::bytes() const {
-  switch (form_) {
-    case Form::kEmpty:
-      return 0;
-    case Form::kOne:
-      return one_.block.size;
-    case Form::kTree:
-      return tree_->bytes;
-  }
-  return 0;
-}
+// Three words, then one extent in place with shared_ and home_ in the set's
+// tail padding: a million small files are a million maps.
+static_assert(sizeof(ExtentMap) <= 56, "ExtentMap grew past its small-file size");
 
 ExtentMap::~ExtentMap() {
   for (const auto& [file_offset, block] : extents_) arena()->Free(block);
 }
 
-ExtentMap::Extents::const_iterator ExtentMap::Find(uint64_t offset) const {
+ExtentSet::const_iterator ExtentMap::Find(uint64_t offset) const {
   auto it = extents_.upper_bound(offset);
   if (it == extents_.begin()) return extents_.end();
   --it;
@@ -212,7 +107,7 @@ size_t ExtentMap::PartFor(uint64_t offset, uint64_t size) {
   return (home_ + offset / max_extent()) % arena()->part_count();
 }
 
-void ExtentMap::Release(Extents::iterator it) {
+void ExtentMap::Release(ExtentSet::iterator it) {
   arena()->Free(it->block);
   extents_.erase(it);
 }

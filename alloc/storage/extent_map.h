@@ -51,9 +51,9 @@
 // that cannot back a block leaves it to another.
 //
 // Size: a million small files are a million maps of one extent each, so
-// one extent is kept in place (no B-tree node of its own), what every map
-// of a mount shares is one pointer (Space), and the other fields are as
-// narrow as what they hold allows.
+// one extent is kept in place (ExtentSet: no B-tree node of its own), what
+// every map of a mount shares is one pointer (Space), and the other fields
+// are as narrow as what they hold allows.
 //
 // Not thread-safe: the owning inode's lock guards it.
 #ifndef CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
@@ -62,15 +62,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <optional>
 #include <utility>
 #include <vector>
 
-#include "absl/container/btree_set.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "alloc/storage/arena.h"
+#include "alloc/storage/extent_set.h"
 
 namespace cudafs {
 
@@ -177,71 +176,8 @@ class ExtentMap {
   const Space& space() const { return *space_; }
 
  private:
-  struct Extent {
-    uint64_t start;  // file offset
-    Block block;
-  };
-
-  // The extents, ordered by start: an ordered set that holds a single
-  // extent in place and makes a B-tree from the second on (a one-extent
-  // B-tree is a 40-byte node, 48 bytes of malloc a file). Counts the bytes
-  // of its blocks. Its iterators are invalidated by any change.
-  class Extents {
-   public:
-    class const_iterator;
-    using iterator = const_iterator;
-
-    Extents() : tree_(nullptr) {}
-    ~Extents();
-    Extents(const Extents&) = delete;
-    Extents& operator=(const Extents&) = delete;
-
-    const_iterator begin() const;
-    const_iterator end() const;
-    const_iterator find(uint64_t start) const;
-    const_iterator lower_bound(uint64_t offset) const;
-    const_iterator upper_bound(uint64_t offset) const;
-    // The block at `start`, which must be there.
-    const Block& at(uint64_t start) const;
-    // Adds the extent unless one starts there.
-    void emplace(uint64_t start, Block block);
-    // Removes the extent; returns the next.
-    const_iterator erase(const_iterator it);
-    bool empty() const { return form_ == Form::kEmpty; }
-    size_t size() const;
-    uint64_t bytes() const;  // the sum of the blocks' sizes
-
-   private:
-    // Order by start, for extents and for offsets.
-    struct ByStart {
-      using is_transparent = void;
-      static uint64_t StartOf(uint64_t start) { return start; }
-      static uint64_t StartOf(const Extent& extent) { return extent.start; }
-      template <typename A, typename B>
-      bool operator()(const A& a, const B& b) const {
-        return StartOf(a) < StartOf(b);
-      }
-    };
-    using Set = absl::btree_set<Extent, ByStart>;
-    struct Tree {
-      Set set;
-      uint64_t bytes = 0;
-    };
-    enum class Form : uint8_t { kEmpty, kOne, kTree };
-
-    const_iterator At(Set::const_iterator it) const;
-    const_iterator AtOne(bool past) const;
-
-    // `form_` says which member is live.
-    union {
-      Extent one_;
-      Tree* tree_;  // two extents or more; owned
-    };
-    Form form_ = Form::kEmpty;
-  };
-
   // The extent that holds byte `offset`, or end().
-  Extents::const_iterator Find(uint64_t offset) const;
+  ExtentSet::const_iterator Find(uint64_t offset) const;
   // Maps every unmapped byte of [offset, end); records the new extents in
   // `added` (file offsets) so the caller can zero or roll them back. With
   // `grow`, blocks follow the growth policy and may reach past `end`;
@@ -271,7 +207,7 @@ class ExtentMap {
   // The arena part a block of `size` bytes mapped at file offset `offset`
   // goes to (see Placement above).
   size_t PartFor(uint64_t offset, uint64_t size);
-  void Release(Extents::iterator it);
+  void Release(ExtentSet::iterator it);
   // PunchHole's work for [offset, end); with `free_shared` (Truncate) a
   // shared file's whole blocks inside are freed too.
   absl::Status Cut(uint64_t offset, uint64_t end, bool free_shared);
@@ -297,52 +233,9 @@ class ExtentMap {
   uint64_t data_end_ = 0;
   // The small fields below sit in the tail padding of extents_, and an
   // owner's may sit in the map's (CachedFile).
-  [[no_unique_address]] Extents extents_;
+  [[no_unique_address]] ExtentSet extents_;
   bool shared_ = false;
   uint16_t home_ = kNoHome;  // arena part, once the file took memory
-};
-
-class ExtentMap::Extents::const_iterator {
- public:
-  using iterator_category = std::bidirectional_iterator_tag;
-  using value_type = Extent;
-  using difference_type = std::ptrdiff_t;
-  using pointer = const Extent*;
-  using reference = const Extent&;
-
-  const_iterator() = default;
-
-  reference operator*() const {
-    return extents_->form_ == Form::kTree ? *in_tree_ : extents_->one_;
-  }
-  pointer operator->() const { return &**this; }
-  const_iterator& operator++() {
-    if (extents_->form_ == Form::kTree) {
-      ++in_tree_;
-    } else {
-      past_one_ = true;
-    }
-    return *this;
-  }
-  const_iterator& operator--() {
-    if (extents_->form_ == Form::kTree) {
-      --in_tree_;
-    } else {
-      past_one_ = false;
-    }
-    return *this;
-  }
-  bool operator==(const const_iterator& other) const {
-    return extents_->form_ == Form::kTree ? in_tree_ == other.in_tree_
-                                          : past_one_ == other.past_one_;
-  }
-
- private:
-  friend class Extents;
-
-  const Extents* extents_ = nullptr;
-  Set::const_iterator in_tree_;  // in the tree, when there is one
-  bool past_one_ = false;        // else: end(), rather than the one extent
 };
 
 }  // namespace cudafs
