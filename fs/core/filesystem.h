@@ -13,7 +13,7 @@
 // Inode lifetime: an inode exists while it has a name (nlink > 0), a kernel
 // lookup reference (Lookup/Create/... add one, Forget drops them) or an open
 // handle (Open/Create add one, Release drops it). Inode numbers are never
-// reused, so the FUSE generation is always 0.
+// reused within a mount; the FUSE glue gives them the mount's generation.
 #ifndef CUDAFS_FS_CORE_FILESYSTEM_H_
 #define CUDAFS_FS_CORE_FILESYSTEM_H_
 
@@ -226,7 +226,6 @@ class Filesystem {
 
   struct statvfs StatFs();
   PageCacheStats CacheStats() const;
-  Arena& arena() { return *arena_; }
 
  private:
   // Owns the state below and the page cache with its write-back thread

@@ -95,8 +95,6 @@ struct MountOptions {
   // cache=: bytes of the host-side write-back page cache; 0 turns it off.
   // Unset: the backend's default (MountPlan::kDefaultGpuCacheBytes).
   std::optional<uint64_t> cache_bytes;
-  bool read_only = false;
-  bool default_permissions = true;  // `nodefault_permissions` is not offered
 
   // Options handed to libfuse unchanged (allow_other, auto_unmount, ro,
   // nosuid, ...), without the leading "-o".

@@ -404,13 +404,11 @@ const std::vector<MountOptionSpec>& Table() {
        .forms = {{.help = "update access times",
                   .readme = "Access times follow relatime whichever is given"}},
        .is_default = true},
-      // The kernel must see ro/rw too, or it would allow writes we refuse.
+      // The kernel enforces ro: the core refuses no write itself.
       {.names = "ro",
-       .apply = Sets<&MountOptions::read_only>(true),
        .forward = true,
        .forms = {{.help = "mount read-only"}}},
       {.names = "rw",
-       .apply = Sets<&MountOptions::read_only>(false),
        .forward = true,
        .forms = {{.help = "mount read-write"}},
        .is_default = true},
@@ -482,7 +480,7 @@ const std::vector<MountOptionSpec>& Table() {
 
       // libfuse takes max_read= only from a filesystem that repeats the value
       // in its init reply, and otherwise fails the mount after it has
-      // appeared; cudafs sizes its requests itself (up to 1 MiB).
+      // appeared; cudafs sizes its requests itself (max_request=).
       {.names = "max_read",
        .section = kRefused,
        .value = kEither,

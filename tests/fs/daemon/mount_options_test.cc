@@ -67,7 +67,6 @@ TEST(ParseCommandLineTest, MountpointAloneGivesDefaults) {
   EXPECT_EQ(options->device, "");
   EXPECT_EQ(options->min_block, 4096u);
   EXPECT_FALSE(options->noatime);
-  EXPECT_FALSE(options->read_only);
   EXPECT_TRUE(options->default_permissions);
   EXPECT_EQ(options->fuse_options, Strings());
 }
