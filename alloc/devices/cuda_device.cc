@@ -1,6 +1,5 @@
 #include "alloc/devices/cuda_device.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -9,7 +8,6 @@
 #include "absl/strings/str_format.h"
 #include "alloc/base/log.h"
 #include "alloc/devices/cuda_driver.h"
-#include "alloc/devices/sorted_ranges.h"
 
 namespace cudafs {
 
@@ -76,7 +74,8 @@ CudaDevice::CudaDevice(const CudaDriver& driver, Traits traits, CudaDeviceOption
       context_(driver, gpu_.device, gpu_.description),
       streams_(context_),
       scatter_(context_, streams_, gpu_.kernel_reads_host),
-      host_ranges_(context_) {}
+      host_ranges_(context_),
+      pieces_(gpu_.granule, kMaxPieceBytes) {}
 
 CudaDevice::~CudaDevice() {
   {
@@ -95,7 +94,7 @@ CudaDevice::Stats CudaDevice::stats() const {
   Stats stats;
   stats.has_context = context_.held();
   stats.contexts_created = contexts_created_;
-  for (const auto& [offset, piece] : pieces_) stats.physical_bytes += piece.length;
+  stats.physical_bytes = pieces_.bytes();
   stats.pieces = pieces_.size();
   stats.scattered_writes = scatter_.writes();
   return stats;
@@ -132,8 +131,7 @@ void CudaDevice::DestroyContext() {
   streams_.Destroy();
   scatter_.Unload();
   // Only the destructor finds pieces here.
-  for (const auto& [offset, piece] : pieces_) UnmapPiece(offset, piece);
-  pieces_.clear();
+  for (const Piece& piece : pieces_.TakeAll()) UnmapPiece(piece);
   if (base_ != 0) cu_.cuMemAddressFree(base_, gpu_.arena_size);
   base_ = 0;
   // A lost context is gone with it, unless another GPU keeps it for host
@@ -171,7 +169,7 @@ absl::Status CudaDevice::InRange(uint64_t offset, uint64_t length) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CudaDevice::PhysicalHandle> CudaDevice::MapPiece(uint64_t offset, uint64_t length) {
+absl::StatusOr<PhysicalPieces::Handle> CudaDevice::MapPiece(uint64_t offset, uint64_t length) {
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -202,28 +200,10 @@ absl::StatusOr<CudaDevice::PhysicalHandle> CudaDevice::MapPiece(uint64_t offset,
   return handle;
 }
 
-void CudaDevice::UnmapPiece(uint64_t offset, const Piece& piece) {
+void CudaDevice::UnmapPiece(const Piece& piece) {
   // Failures here leak at most one piece of VRAM; the arena goes on.
-  context_.Check("cuMemUnmap", cu_.cuMemUnmap(base_ + offset, piece.length)).IgnoreError();
+  context_.Check("cuMemUnmap", cu_.cuMemUnmap(base_ + piece.offset, piece.length)).IgnoreError();
   context_.Check("cuMemRelease", cu_.cuMemRelease(piece.handle)).IgnoreError();
-}
-
-absl::btree_map<uint64_t, CudaDevice::Piece>::iterator CudaDevice::PieceOf(uint64_t offset) {
-  return Containing(pieces_, offset, [](const Piece& piece) { return piece.length; });
-}
-
-std::vector<std::pair<uint64_t, CudaDevice::Piece>> CudaDevice::Uncommit(uint64_t offset,
-                                                                         uint64_t length) {
-  std::vector<std::pair<uint64_t, Piece>> emptied;
-  for (uint64_t at = offset; at < offset + length; at += gpu_.granule) {
-    auto it = PieceOf(at);
-    if (it == pieces_.end()) continue;
-    it->second.committed &= ~(uint64_t{1} << ((at - it->first) / gpu_.granule));
-    if (it->second.committed != 0) continue;
-    emptied.emplace_back(it->first, it->second);
-    pieces_.erase(it);
-  }
-  return emptied;
 }
 
 absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
@@ -235,52 +215,41 @@ absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
     if (!context_.held()) {
       if (absl::Status s = CreateContext(); !s.ok()) return s;
     }
-    const uint64_t max_piece = std::min<uint64_t>(kMaxPieceBytes, 64 * gpu_.granule);
-    for (uint64_t at = offset; at < offset + length; at += gpu_.granule) {
-      if (auto it = PieceOf(at); it != pieces_.end()) {
-        // Still mapped since its last Decommit: committed again for free.
-        it->second.committed |= uint64_t{1} << ((at - it->first) / gpu_.granule);
-      } else if (!to_map.empty() && to_map.back().first + to_map.back().second == at &&
-                 to_map.back().second < max_piece) {
-        to_map.back().second += gpu_.granule;
-      } else {
-        to_map.emplace_back(at, gpu_.granule);
-      }
-    }
+    to_map = pieces_.Commit(offset, length);
     if (to_map.empty()) return absl::OkStatus();
     ++in_flight_;
   }
   if (absl::Status s = context_.Enter(); !s.ok()) {
     absl::MutexLock lock(&mu_);
     --in_flight_;
-    for (const auto& [at, piece] : Uncommit(offset, length)) UnmapPiece(at, piece);
+    for (const Piece& piece : pieces_.Uncommit(offset, length)) UnmapPiece(piece);
     return s;
   }
   // The driver calls run without the lock, so commits of different granules
   // overlap; the Arena never commits one granule twice at once.
-  std::vector<Piece> mapped;
+  std::vector<PhysicalPieces::Handle> mapped;
   uint64_t wanted = 0;
   for (const auto& [at, piece_length] : to_map) wanted += piece_length;
   absl::Status status = KeepReserve(wanted);
   const bool counted = status.ok() && options_.reserve_bytes > 0;
   for (const auto& [at, piece_length] : to_map) {
     if (!status.ok()) break;
-    absl::StatusOr<PhysicalHandle> handle = MapPiece(at, piece_length);
+    absl::StatusOr<PhysicalPieces::Handle> handle = MapPiece(at, piece_length);
     if (!handle.ok()) {
       status = handle.status();
       break;
     }
-    const uint64_t granules = piece_length / gpu_.granule;
-    mapped.push_back(Piece{*handle, piece_length,
-                           granules == 64 ? ~uint64_t{0} : (uint64_t{1} << granules) - 1});
+    mapped.push_back(*handle);
   }
   if (counted) reserve_pending_.fetch_sub(wanted);
   absl::MutexLock lock(&mu_);
   --in_flight_;
-  for (size_t i = 0; i < mapped.size(); ++i) pieces_.emplace(to_map[i].first, mapped[i]);
+  for (size_t i = 0; i < mapped.size(); ++i) {
+    pieces_.Add(to_map[i].first, mapped[i], to_map[i].second);
+  }
   if (status.ok()) return status;
   // All or nothing: give back what this call committed.
-  for (const auto& [at, piece] : Uncommit(offset, length)) UnmapPiece(at, piece);
+  for (const Piece& piece : pieces_.Uncommit(offset, length)) UnmapPiece(piece);
   return status;
 }
 
@@ -304,10 +273,10 @@ absl::Status CudaDevice::KeepReserve(uint64_t wanted) {
 
 absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
   if (absl::Status s = InRange(offset, length); !s.ok()) return s;
-  std::vector<std::pair<uint64_t, Piece>> emptied;
+  std::vector<Piece> emptied;
   {
     absl::MutexLock lock(&mu_);
-    emptied = Uncommit(offset, length);
+    emptied = pieces_.Uncommit(offset, length);
     if (emptied.empty()) return absl::OkStatus();
     ++in_flight_;
   }
@@ -315,11 +284,11 @@ absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
   // An importer's mapping keeps an exported piece alive, out of the
   // mount's reach: it shows zeros from now on, not the file's old bytes.
   std::vector<DeviceRange> zeros;
-  for (const auto& [at, piece] : emptied) {
-    if (piece.exported) zeros.push_back({at, piece.length});
+  for (const Piece& piece : emptied) {
+    if (piece.exported) zeros.push_back({piece.offset, piece.length});
   }
   if (status.ok()) status = Zero(zeros);
-  for (const auto& [at, piece] : emptied) UnmapPiece(at, piece);
+  for (const Piece& piece : emptied) UnmapPiece(piece);
   absl::MutexLock lock(&mu_);
   --in_flight_;
   return status;

@@ -37,7 +37,8 @@
 // gets new pieces.
 //
 // The device is built of parts a reader can hold one at a time: the
-// context's life and the physical pieces (cuda_device.cc), the context
+// context's life and the driver calls that make and free physical pieces
+// (cuda_device.cc), the table of those pieces (PhysicalPieces), the context
 // itself and its error reporting (CudaContext), the copy streams and how
 // callers wait for them (CudaStreams), the scatter kernel for many small
 // pieces (CudaScatter), pinned host memory (PinnedHostRanges), memory for
@@ -61,11 +62,9 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -76,6 +75,7 @@
 #include "alloc/devices/cuda_scatter.h"
 #include "alloc/devices/cuda_streams.h"
 #include "alloc/devices/device.h"
+#include "alloc/devices/physical_pieces.h"
 
 namespace cudafs {
 
@@ -173,18 +173,8 @@ class CudaDevice final : public Device {
   Stats stats() const;
 
  private:
-  using PhysicalHandle = unsigned long long;  // CUmemGenericAllocationHandle
+  using Piece = PhysicalPieces::Piece;
 
-  // One physical allocation mapped at [offset, offset + length).
-  struct Piece {
-    PhysicalHandle handle = 0;
-    uint64_t length = 0;
-    // Bit i: granule i of the piece is committed.
-    uint64_t committed = 0;
-    // Handed to another process (ExportShared), which keeps it alive:
-    // zeroed before it is released, so it keeps no bytes of the file.
-    bool exported = false;
-  };
   // What Create learns of the GPU.
   struct Traits {
     int device = 0;  // CUdevice
@@ -216,7 +206,8 @@ class CudaDevice final : public Device {
   class Export;
   // Lets go of the context an ExportedMemory held.
   void ReleaseExport();
-  // Exclusive, and with `committed` also backed whole by committed pieces.
+  // Exclusive, and with `committed` also backed whole by committed pieces
+  // (PhysicalPieces::Exclusive, within the arena).
   bool ExclusiveLocked(DeviceRange range, bool committed) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status InRange(uint64_t offset, uint64_t length) const;
@@ -228,15 +219,8 @@ class CudaDevice final : public Device {
   // them (and takes reserve_pending_ down by them).
   absl::Status KeepReserve(uint64_t wanted);
   // Creates and maps a physical allocation at [offset, offset + length).
-  absl::StatusOr<PhysicalHandle> MapPiece(uint64_t offset, uint64_t length);
-  void UnmapPiece(uint64_t offset, const Piece& piece);
-  // The piece holding the granule at `offset`, or pieces_.end().
-  absl::btree_map<uint64_t, Piece>::iterator PieceOf(uint64_t offset)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Marks the granules of [offset, offset + length) uncommitted; returns the
-  // pieces left with none, taken out of pieces_, for the caller to unmap.
-  std::vector<std::pair<uint64_t, Piece>> Uncommit(uint64_t offset, uint64_t length)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PhysicalPieces::Handle> MapPiece(uint64_t offset, uint64_t length);
+  void UnmapPiece(const Piece& piece);
 
   const CudaDriver& cu_;
   const CudaDeviceOptions options_;
@@ -257,8 +241,8 @@ class CudaDevice final : public Device {
   // mu_ only while nothing is committed, so the data operations that read it
   // need no lock.
   unsigned long long base_ = 0;
-  // Arena offset of each physical allocation -> the allocation.
-  absl::btree_map<uint64_t, Piece> pieces_ ABSL_GUARDED_BY(mu_);
+  // The physical allocations mapped into the arena.
+  PhysicalPieces pieces_ ABSL_GUARDED_BY(mu_);
   // Commits and Decommits running driver calls outside mu_.
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // ExportedMemory objects alive: each keeps the context.

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -158,25 +157,8 @@ bool CudaDevice::Exclusive(DeviceRange range) const {
 }
 
 bool CudaDevice::ExclusiveLocked(DeviceRange range, bool committed) const {
-  if (range.length == 0 || range.offset % gpu_.granule != 0 || range.length % gpu_.granule != 0 ||
-      !InRange(range.offset, range.length).ok()) {
-    return false;
-  }
-  // Every piece there lies inside the range; `committed`: they tile it,
-  // every granule committed.
-  const uint64_t end = range.offset + range.length;
-  uint64_t tiled = range.offset;
-  auto it = pieces_.upper_bound(range.offset);
-  if (it != pieces_.begin()) --it;
-  for (; it != pieces_.end() && it->first < end; ++it) {
-    const Piece& piece = it->second;
-    if (it->first + piece.length <= range.offset) continue;
-    if (it->first < range.offset || it->first + piece.length > end) return false;
-    const uint64_t granules = piece.length / gpu_.granule;
-    const uint64_t all = granules >= 64 ? ~uint64_t{0} : (uint64_t{1} << granules) - 1;
-    if (it->first == tiled && piece.committed == all) tiled += piece.length;
-  }
-  return !committed || tiled == end;
+  return InRange(range.offset, range.length).ok() &&
+         pieces_.Exclusive(range.offset, range.length, committed);
 }
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportShared(
@@ -185,17 +167,15 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportShared(
     return absl::UnimplementedError(
         absl::StrCat(gpu_.description, " cannot export memory as file descriptors"));
   }
-  std::vector<std::pair<PhysicalHandle, uint64_t>> handles;  // and their lengths
+  std::vector<Piece> exported_pieces;
   {
     absl::MutexLock lock(&mu_);
     for (const DeviceRange& range : ranges) {
       if (!ExclusiveLocked(range, /*committed=*/true)) {
         return absl::FailedPreconditionError("a shared range is not a block of its own");
       }
-      for (auto it = pieces_.find(range.offset);
-           it != pieces_.end() && it->first < range.offset + range.length; ++it) {
-        handles.emplace_back(it->second.handle, it->second.length);
-        it->second.exported = true;
+      for (const Piece& piece : pieces_.MarkExported(range.offset, range.length)) {
+        exported_pieces.push_back(piece);
       }
     }
     // The committed ranges hold the context now; the export holds it after.
@@ -204,16 +184,16 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportShared(
   // The caller keeps the ranges committed meanwhile, so the pieces stay.
   auto exported = std::make_unique<Export>(this, size);
   if (absl::Status s = context_.Enter(); !s.ok()) return s;
-  for (const auto& [handle, length] : handles) {
+  for (const Piece& piece : exported_pieces) {
     int fd = -1;
     if (absl::Status s =
             context_.Check("cuMemExportToShareableHandle",
                            cu_.cuMemExportToShareableHandle(
-                               &fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+                               &fd, piece.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
         !s.ok()) {
       return s;
     }
-    exported->Add(fd, length);
+    exported->Add(fd, piece.length);
   }
   return exported;
 }

@@ -1,5 +1,5 @@
-// Containing: a lookup in a map of ranges by their start, shared by the
-// CUDA device's piece table and its table of pinned host ranges.
+// Containing: a lookup in a map of ranges by their start, shared by
+// PhysicalPieces and the CUDA device's table of pinned host ranges.
 #ifndef CUDAFS_ALLOC_DEVICES_SORTED_RANGES_H_
 #define CUDAFS_ALLOC_DEVICES_SORTED_RANGES_H_
 
