@@ -71,7 +71,7 @@
 #include "absl/time/time.h"
 #include "alloc/base/sizes.h"
 #include "alloc/devices/cuda_context.h"
-#include "alloc/devices/cuda_host_memory.h"
+#include "alloc/devices/pinned_host_ranges.h"
 #include "alloc/devices/cuda_scatter.h"
 #include "alloc/devices/cuda_streams.h"
 #include "alloc/devices/device.h"

@@ -8,7 +8,7 @@
 // range once, under one context, and PORTABLE makes every context's copies
 // DMA straight from it, while a pool hands each of its GPUs the same
 // ranges. So the devices of one driver share one table of ranges
-// (cuda_host_memory.cc): a range is pinned under the context of the first
+// (pinned_host_ranges.cc): a range is pinned under the context of the first
 // device that may copy from it and stays pinned, that context retained
 // with it, until none may. Unpinned under another GPU's copy in flight, the
 // DMA would read pages no longer locked; the price is a bare context left
@@ -17,8 +17,8 @@
 // Thread-safe. The device serialises the calls that change what it uses
 // against its context's life with its own lock, taken before this one (and
 // this one before the shared table's).
-#ifndef CUDAFS_ALLOC_DEVICES_CUDA_HOST_MEMORY_H_
-#define CUDAFS_ALLOC_DEVICES_CUDA_HOST_MEMORY_H_
+#ifndef CUDAFS_ALLOC_DEVICES_PINNED_HOST_RANGES_H_
+#define CUDAFS_ALLOC_DEVICES_PINNED_HOST_RANGES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -90,4 +90,4 @@ class PinnedHostRanges {
 
 }  // namespace cudafs
 
-#endif  // CUDAFS_ALLOC_DEVICES_CUDA_HOST_MEMORY_H_
+#endif  // CUDAFS_ALLOC_DEVICES_PINNED_HOST_RANGES_H_

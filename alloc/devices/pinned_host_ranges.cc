@@ -1,4 +1,4 @@
-#include "alloc/devices/cuda_host_memory.h"
+#include "alloc/devices/pinned_host_ranges.h"
 
 #include <sys/mman.h>
 
@@ -10,7 +10,7 @@
 namespace cudafs {
 
 // The host ranges handed to the devices of one driver, each pinned at most
-// once (cuda_host_memory.h says why). A device holds a range from Allocate
+// once (pinned_host_ranges.h says why). A device holds a range from Allocate
 // or Register to Remove, and uses it while its context lives: only a device
 // that uses a range may copy from it.
 class HostPins {
