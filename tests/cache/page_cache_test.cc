@@ -11,7 +11,7 @@
 // reads are clamped to the size, a write is told the size before it, and
 // Truncate is only called to shrink a file.
 //
-// CUDAFS_CACHE_SEED overrides the seed of the randomized tests (printed on
+// CUDAFS_TEST_SEED overrides the seed of the randomized tests (printed on
 // failure).
 #include "cache/page_cache.h"
 
@@ -32,13 +32,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "alloc/devices/device_wrapper.h"
 #include "alloc/devices/faulty_device.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/storage/arena.h"
 #include "cache/cached_file.h"
 #include "gtest/gtest.h"
 #include "tests/support/arena_dirt.h"
+#include "tests/support/recording_device.h"
+#include "tests/support/test_seed.h"
 #include "tests/support/test_scale.h"
 
 namespace cudafs {
@@ -51,57 +52,8 @@ constexpr uint64_t kMinBlock = 4 * KiB;
 constexpr uint64_t kMaxExtent = 1 * MiB;
 constexpr char kDirt = static_cast<char>(0xAA);
 
-uint64_t Seed() {
-  const char* seed = std::getenv("CUDAFS_CACHE_SEED");
-  return seed != nullptr ? std::strtoull(seed, nullptr, 10) : 20250611;
-}
-
-// A Device decorator that counts transfers, so a test can tell when bytes
-// reach the arena, that can refuse host buffers, as a machine short of
-// (pinned) memory does, and that states a batch limit of `max_batch_copies`.
-class RecordingDevice final : public DeviceWrapper {
- public:
-  RecordingDevice(Device* inner, size_t max_batch_copies)
-      : DeviceWrapper(inner), max_batch_copies_(max_batch_copies) {}
-
-  uint64_t write_batches() const { return write_batches_; }
-  uint64_t largest_write_batch() const { return largest_write_batch_; }
-  uint64_t written_bytes() const { return written_bytes_; }
-  uint64_t read_batches() const { return read_batches_; }
-  uint64_t refused_host_buffers() const { return refused_host_buffers_; }
-  void RefuseHostBuffers(bool refuse) { refuse_host_buffers_ = refuse; }
-
-  std::string Describe() const override { return "recording " + target()->Describe(); }
-  absl::Status Write(absl::Span<const HostToDevice> copies) override {
-    if (!copies.empty()) {
-      ++write_batches_;
-      largest_write_batch_ = std::max<uint64_t>(largest_write_batch_, copies.size());
-      for (const HostToDevice& copy : copies) written_bytes_ += copy.length;
-    }
-    return DeviceWrapper::Write(copies);
-  }
-  absl::Status Read(absl::Span<const DeviceToHost> copies) override {
-    if (!copies.empty()) ++read_batches_;
-    return DeviceWrapper::Read(copies);
-  }
-  size_t max_batch_copies() const override { return max_batch_copies_; }
-  void* AllocateHostBuffer(size_t length) override {
-    if (refuse_host_buffers_) {
-      ++refused_host_buffers_;
-      return nullptr;
-    }
-    return DeviceWrapper::AllocateHostBuffer(length);
-  }
-
- private:
-  const size_t max_batch_copies_;
-  std::atomic<uint64_t> write_batches_{0};
-  std::atomic<uint64_t> largest_write_batch_{0};
-  std::atomic<uint64_t> written_bytes_{0};
-  std::atomic<uint64_t> read_batches_{0};
-  std::atomic<uint64_t> refused_host_buffers_{0};
-  std::atomic<bool> refuse_host_buffers_{false};
-};
+// The randomized tests' seed: fixed, unless CUDAFS_TEST_SEED says otherwise.
+uint64_t Seed() { return TestSeed(20250611); }
 
 // A file under test: its CachedFile and what every read of it must return.
 // content.size() is the file size, kept here as the filesystem keeps it.
@@ -227,7 +179,8 @@ class PageCacheTest : public testing::Test {
     ASSERT_TRUE(host.ok()) << host.status();
     host_ = std::move(*host);
     faulty_ = std::make_unique<FaultyDevice>(host_.get());
-    device_ = std::make_unique<RecordingDevice>(faulty_.get(), max_batch_copies);
+    device_ = std::make_unique<RecordingDevice>(faulty_.get());
+    device_->LimitBatchCopies(max_batch_copies);
     arena_ = std::make_unique<Arena>(device_.get(), kMinBlock);
     cache_ = std::make_unique<PageCache>(device_.get(), cache_pages * kPage);
     space_ = std::make_unique<CachedFile::Space>(cache_.get(), arena_.get(), kMaxExtent);
@@ -764,7 +717,7 @@ TEST_F(PageCacheTest, WritesGoAroundACacheFullOfDirtyPages) {
 
 TEST_F(PageCacheTest, ManyPagesOfManyFilesThroughAFewFrames) {
   const uint64_t seed = Seed();
-  SCOPED_TRACE("CUDAFS_CACHE_SEED=" + std::to_string(seed));
+  SCOPED_TRACE(SeedTrace(seed));
   std::mt19937_64 rng(seed);
   const auto random = [&](uint64_t bound) {
     return std::uniform_int_distribution<uint64_t>(0, bound)(rng);
@@ -1075,7 +1028,7 @@ TEST_P(PageCacheModelTest, RandomOperationsMatchAModel) {
   constexpr int kFiles = 4;
   const int kOperations = Scaled(20000);
   const uint64_t seed = Seed();
-  SCOPED_TRACE("CUDAFS_CACHE_SEED=" + std::to_string(seed));
+  SCOPED_TRACE(SeedTrace(seed));
   Make(64 * MiB, GetParam());
   DirtyArena();  // stale bytes that anyone reads show as kDirt
   std::vector<TestFile*> files;
@@ -1120,7 +1073,7 @@ TEST_F(PageCacheTest, ThreadsSharingOneCacheKeepTheirOwnFiles) {
   constexpr int kThreads = 4;
   constexpr int kOperations = 3000;
   const uint64_t seed = Seed();
-  SCOPED_TRACE("CUDAFS_CACHE_SEED=" + std::to_string(seed));
+  SCOPED_TRACE(SeedTrace(seed));
   Make(64 * MiB, 16);
   std::vector<TestFile*> files;
   for (int i = 0; i < kThreads; ++i) files.push_back(&NewFile());
@@ -1169,7 +1122,7 @@ TEST_F(PageCacheTest, ConcurrentFilesShareTheShards) {
   constexpr int kThreads = 4;
   const int kOperations = Scaled(3000);
   const uint64_t seed = Seed();
-  SCOPED_TRACE("CUDAFS_CACHE_SEED=" + std::to_string(seed));
+  SCOPED_TRACE(SeedTrace(seed));
   Make(64 * MiB, 4 * PageCache::kMinShardFrames);
   ASSERT_EQ(cache_->shard_count(), 4u);
   std::vector<TestFile*> files;
@@ -1205,7 +1158,7 @@ TEST_F(PageCacheTest, ConcurrentReadersOfOneFileAgree) {
   constexpr int kReaders = 3;
   constexpr int kReads = 3000;
   const uint64_t seed = Seed();
-  SCOPED_TRACE("CUDAFS_CACHE_SEED=" + std::to_string(seed));
+  SCOPED_TRACE(SeedTrace(seed));
   Make(64 * MiB, 8);
   TestFile& shared = NewFile();
   TestFile& other = NewFile();
@@ -1296,7 +1249,7 @@ TEST_F(PageCacheTest, RandomDeviceFailuresTouchNothingElse) {
   constexpr int kFiles = 3;
   const int kOperations = Scaled(4000);
   const uint64_t seed = Seed();
-  SCOPED_TRACE("CUDAFS_CACHE_SEED=" + std::to_string(seed));
+  SCOPED_TRACE(SeedTrace(seed));
   Make(32 * MiB, 12);
   faulty_->SetPlan(FaultPlan{0, kFaultAll, seed});
   std::mt19937_64 rng(seed);

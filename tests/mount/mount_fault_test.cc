@@ -6,7 +6,7 @@
 // lives on, and once the faults stop the mount works as before. With the
 // write-back cache on (the default) and off.
 //
-// CUDAFS_FAULT_SEED picks the random sequence (printed on failure).
+// CUDAFS_TEST_SEED picks the random sequence (printed on failure).
 #include <fcntl.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -20,6 +20,7 @@
 
 #include "tests/mount/mount_fixture.h"
 #include "tests/support/test_scale.h"
+#include "tests/support/test_seed.h"
 
 namespace cudafs_test {
 namespace {
@@ -61,10 +62,8 @@ void MountFaultTest::Run(const std::vector<std::string>& extra) {
   unsetenv("CUDAFS_FAULT_INJECTION");
   if (HasFatalFailure() || IsSkipped()) return;
   const std::string root = mount_.path();
-  const char* seed_text = std::getenv("CUDAFS_FAULT_SEED");
-  const uint64_t seed = seed_text != nullptr ? std::strtoull(seed_text, nullptr, 10)
-                                             : std::random_device()();
-  SCOPED_TRACE("CUDAFS_FAULT_SEED=" + std::to_string(seed));
+  const uint64_t seed = cudafs::TestSeed();
+  SCOPED_TRACE(cudafs::SeedTrace(seed));
   std::mt19937_64 rng(seed);
   auto random = [&](uint64_t bound) { return std::uniform_int_distribution<uint64_t>(0, bound)(rng); };
 

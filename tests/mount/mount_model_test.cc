@@ -7,7 +7,7 @@
 // byte for byte, sizes and link counts after each fstat, and every file's
 // whole content, the directory listings and inode numbers periodically.
 //
-// CUDAFS_MODEL_SEED picks the seed (random otherwise; printed on failure) and
+// CUDAFS_TEST_SEED picks the seed (random otherwise; printed on failure) and
 // CUDAFS_MODEL_OPS the number of operations (default 20000, and 200000 on the
 // CUDA backend, which only GPU machines run), so a failure reproduces with
 // the same seed.
@@ -17,6 +17,7 @@
 #include <set>
 
 #include "tests/mount/mount_fixture.h"
+#include "tests/support/test_seed.h"
 
 namespace cudafs_test {
 namespace {
@@ -496,7 +497,7 @@ class Model {
 
 class ModelTest : public FsTest {
  protected:
-  // The seed (CUDAFS_MODEL_SEED, else random) and operation count
+  // The seed (CUDAFS_TEST_SEED, else random) and operation count
   // (CUDAFS_MODEL_OPS, else 20000, or 200000 on the CUDA backend).
   uint64_t Seed() const { return seed_; }
   uint64_t Operations() const {
@@ -504,13 +505,12 @@ class ModelTest : public FsTest {
   }
 
   void Run() {
-    SCOPED_TRACE("CUDAFS_MODEL_SEED=" + std::to_string(Seed()) +
-                 " CUDAFS_MODEL_OPS=" + std::to_string(Operations()));
+    SCOPED_TRACE(cudafs::SeedTrace(Seed()) + " CUDAFS_MODEL_OPS=" + std::to_string(Operations()));
     EXPECT_TRUE(Model(root(), Seed()).Run(Operations()));
   }
 
  private:
-  const uint64_t seed_ = EnvOrDefault("CUDAFS_MODEL_SEED", std::random_device()());
+  const uint64_t seed_ = cudafs::TestSeed();
 };
 
 TEST_P(ModelTest, RandomOperationsMatchModel) { Run(); }
@@ -520,7 +520,7 @@ TEST_P(ModelTest, RandomOperationsMatchModel) { Run(); }
 // the operation count's share, with its own seed.
 TEST_P(ModelTest, ConcurrentModelsInSeparateTrees) {
   constexpr int kThreads = 4;
-  SCOPED_TRACE("CUDAFS_MODEL_SEED=" + std::to_string(Seed()) + " (thread i uses seed + i)");
+  SCOPED_TRACE(cudafs::SeedTrace(Seed()) + " (thread i uses seed + i)");
   std::vector<testing::AssertionResult> results(kThreads, testing::AssertionSuccess());
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {

@@ -13,82 +13,17 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "alloc/base/sizes.h"
 #include "alloc/devices/host_device.h"
-#include "alloc/devices/null_device.h"
 #include "alloc/devices/pinned_buffer.h"
 #include "gtest/gtest.h"
+#include "tests/support/recording_device.h"
 
 namespace cudafs {
 namespace {
 
 constexpr size_t kPage = 4096;
-
-// Lends host buffers as the base Device does (page-aligned heap memory),
-// zeroed, and records every allocation and free; refuses memory while told
-// to.
-class RecordingDevice final : public NullDevice {
- public:
-  RecordingDevice() : NullDevice(0) {}
-  ~RecordingDevice() override {
-    absl::MutexLock lock(&mu_);
-    EXPECT_TRUE(live_.empty()) << live_.size() << " buffers leaked";
-  }
-
-  void* AllocateHostBuffer(size_t length) override {
-    absl::MutexLock lock(&mu_);
-    if (refuse_) return nullptr;
-    void* buffer = Device::AllocateHostBuffer(length);
-    std::memset(buffer, 0, length);
-    live_.emplace(buffer, length);
-    ++allocations_;
-    return buffer;
-  }
-
-  void FreeHostBuffer(void* buffer, size_t length) override {
-    absl::MutexLock lock(&mu_);
-    auto it = live_.find(buffer);
-    ASSERT_NE(it, live_.end()) << "freed a buffer not lent, or freed twice";
-    EXPECT_EQ(it->second, length) << "freed with another size than it was asked for";
-    live_.erase(it);
-    ++frees_;
-    Device::FreeHostBuffer(buffer, length);
-  }
-
-  void Refuse(bool refuse) {
-    absl::MutexLock lock(&mu_);
-    refuse_ = refuse;
-  }
-  bool Lent(const void* buffer) {
-    absl::MutexLock lock(&mu_);
-    return live_.contains(buffer);
-  }
-  // The size a lent buffer was asked for; 0 when it is not lent.
-  size_t SizeOf(const void* buffer) {
-    absl::MutexLock lock(&mu_);
-    auto it = live_.find(buffer);
-    return it == live_.end() ? 0 : it->second;
-  }
-  int allocations() {
-    absl::MutexLock lock(&mu_);
-    return allocations_;
-  }
-  int frees() {
-    absl::MutexLock lock(&mu_);
-    return frees_;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::flat_hash_map<const void*, size_t> live_ ABSL_GUARDED_BY(mu_);
-  int allocations_ ABSL_GUARDED_BY(mu_) = 0;
-  int frees_ ABSL_GUARDED_BY(mu_) = 0;
-  bool refuse_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 bool PageAligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kPage == 0; }
 
@@ -149,7 +84,7 @@ TEST(PinnedBufferTest, AssigningOverABufferFreesIt) {
 
 TEST(PinnedBufferTest, HoldsNothingWhenTheDeviceHasNoMemory) {
   RecordingDevice device;
-  device.Refuse(true);
+  device.RefuseHostBuffers(true);
   {
     PinnedBuffer buffer(&device, kPage);
     EXPECT_EQ(buffer.data(), nullptr);
@@ -201,10 +136,10 @@ TEST(PinnedBufferPoolTest, AcquireIsNullOnlyWhenNoneIsIdleAndTheDeviceHasNoMemor
   char* const kept = pool.Acquire();
   ASSERT_NE(kept, nullptr);
   pool.Release(kept);
-  device.Refuse(true);
+  device.RefuseHostBuffers(true);
   EXPECT_EQ(pool.Acquire(), kept) << "an idle buffer needs no memory from the device";
   EXPECT_EQ(pool.Acquire(), nullptr);
-  device.Refuse(false);
+  device.RefuseHostBuffers(false);
   char* const fresh = pool.Acquire();
   EXPECT_NE(fresh, nullptr);
   EXPECT_NE(fresh, kept);

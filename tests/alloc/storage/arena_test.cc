@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -15,172 +14,17 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "alloc/devices/device_wrapper.h"
 #include "alloc/devices/host_device.h"
 #include "gtest/gtest.h"
+#include "tests/support/recording_device.h"
+#include "tests/support/test_seed.h"
 
 namespace cudafs {
 namespace {
 
 constexpr uint64_t kMinBlock = 4096;
 constexpr uint64_t kGranule = HostDevice::kGranule;
-
-// A HostDevice that keeps the books the Device interface does not expose:
-// which granules are committed and whether every call kept the interface's
-// rules (Commit/Decommit granule-aligned, data only in committed granules).
-// Commit can be made to fail on demand.
-class RecordingDevice final : public DeviceWrapper {
- public:
-  explicit RecordingDevice(uint64_t arena_size)
-      : DeviceWrapper(HostDevice::Create(arena_size).value()) {}
-
-  std::string Describe() const override { return "recording " + target()->Describe(); }
-
-  absl::Status Commit(uint64_t offset, uint64_t length) override {
-    WaitAtGate();
-    absl::MutexLock lock(&mu_);
-    CheckGranuleAligned("Commit", offset, length);
-    const uint64_t granules = length / kGranule;
-    if (granules_left_.has_value()) {
-      if (*granules_left_ < granules) return absl::ResourceExhaustedError("injected failure");
-      *granules_left_ -= granules;
-    }
-    if (absl::Status status = DeviceWrapper::Commit(offset, length); !status.ok()) return status;
-    ++commit_calls_;
-    granules_committed_ += granules;
-    for (uint64_t g = offset / kGranule; g < (offset + length) / kGranule; ++g) {
-      if (!committed_.insert(g).second) {
-        violations_.push_back(absl::StrCat("granule ", g, " committed twice"));
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Decommit(uint64_t offset, uint64_t length) override {
-    WaitAtGate();
-    absl::MutexLock lock(&mu_);
-    CheckGranuleAligned("Decommit", offset, length);
-    for (uint64_t g = offset / kGranule; g < (offset + length) / kGranule; ++g) {
-      if (committed_.erase(g) == 0) {
-        violations_.push_back(absl::StrCat("granule ", g, " decommitted but not committed"));
-      }
-    }
-    return DeviceWrapper::Decommit(offset, length);
-  }
-
-  absl::Status Write(absl::Span<const HostToDevice> copies) override {
-    for (const HostToDevice& c : copies) CheckCommitted("Write", c.device_offset, c.length);
-    return DeviceWrapper::Write(copies);
-  }
-  absl::Status Read(absl::Span<const DeviceToHost> copies) override {
-    for (const DeviceToHost& c : copies) CheckCommitted("Read", c.device_offset, c.length);
-    return DeviceWrapper::Read(copies);
-  }
-  absl::Status Copy(absl::Span<const DeviceToDevice> copies) override {
-    for (const DeviceToDevice& c : copies) {
-      CheckCommitted("Copy to", c.destination_offset, c.length);
-      CheckCommitted("Copy from", c.source_offset, c.length);
-    }
-    return DeviceWrapper::Copy(copies);
-  }
-  absl::Status Zero(absl::Span<const DeviceRange> ranges) override {
-    for (const DeviceRange& r : ranges) CheckCommitted("Zero", r.offset, r.length);
-    return DeviceWrapper::Zero(ranges);
-  }
-
-  // Exclusive is false for ranges starting below `offset`.
-  void RefuseExclusiveBelow(uint64_t offset) { refuse_exclusive_below_ = offset; }
-  bool Exclusive(DeviceRange range) const override {
-    return range.offset >= refuse_exclusive_below_ && DeviceWrapper::Exclusive(range);
-  }
-
-  // While the gate is closed, Commit and Decommit wait in it.
-  void CloseGate() {
-    absl::MutexLock gate(&gate_mu_);
-    gate_open_ = false;
-  }
-  void OpenGate() {
-    absl::MutexLock gate(&gate_mu_);
-    gate_open_ = true;
-  }
-  void AwaitCallsAtGate(int n) {
-    absl::MutexLock gate(&gate_mu_);
-    auto arrived = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_mu_) {
-      return calls_at_gate_ == n;
-    };
-    gate_mu_.Await(absl::Condition(&arrived, &decltype(arrived)::operator()));
-  }
-
-  // The next `n` Commit calls succeed, the ones after fail until AllowCommits.
-  // Commits succeed for `granules` more granules; a Commit that would pass
-  // that fails whole.
-  void FailCommitsBeyond(uint64_t granules) {
-    absl::MutexLock lock(&mu_);
-    granules_left_ = granules;
-  }
-  void AllowCommits() {
-    absl::MutexLock lock(&mu_);
-    granules_left_.reset();
-  }
-
-  std::set<uint64_t> committed_granules() const {
-    absl::MutexLock lock(&mu_);
-    return committed_;
-  }
-  // Granules committed by successful Commits, and those calls.
-  uint64_t granules_committed() const {
-    absl::MutexLock lock(&mu_);
-    return granules_committed_;
-  }
-  int commit_calls() const {
-    absl::MutexLock lock(&mu_);
-    return commit_calls_;
-  }
-  std::vector<std::string> violations() const {
-    absl::MutexLock lock(&mu_);
-    return violations_;
-  }
-
- private:
-  void WaitAtGate() {
-    absl::MutexLock gate(&gate_mu_);
-    ++calls_at_gate_;
-    gate_mu_.Await(absl::Condition(&gate_open_));
-    --calls_at_gate_;
-  }
-
-  void CheckGranuleAligned(const char* what, uint64_t offset, uint64_t length)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (offset % kGranule != 0 || length % kGranule != 0 || length == 0) {
-      violations_.push_back(absl::StrCat(what, " of unaligned [", offset, ", +", length, ")"));
-    }
-  }
-
-  void CheckCommitted(const char* what, uint64_t offset, uint64_t length) {
-    if (length == 0) return;
-    absl::MutexLock lock(&mu_);
-    for (uint64_t g = offset / kGranule; g <= (offset + length - 1) / kGranule; ++g) {
-      if (!committed_.contains(g)) {
-        violations_.push_back(
-            absl::StrCat(what, " [", offset, ", +", length, ") touches uncommitted granule ", g));
-      }
-    }
-  }
-
-  std::atomic<uint64_t> refuse_exclusive_below_{0};
-  mutable absl::Mutex mu_;
-  absl::Mutex gate_mu_;
-  bool gate_open_ ABSL_GUARDED_BY(gate_mu_) = true;
-  int calls_at_gate_ ABSL_GUARDED_BY(gate_mu_) = 0;
-  std::set<uint64_t> committed_ ABSL_GUARDED_BY(mu_);
-  std::optional<uint64_t> granules_left_ ABSL_GUARDED_BY(mu_);
-  uint64_t granules_committed_ ABSL_GUARDED_BY(mu_) = 0;
-  int commit_calls_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::string> violations_ ABSL_GUARDED_BY(mu_);
-};
 
 std::set<uint64_t> GranulesUnder(const std::vector<Block>& blocks) {
   std::set<uint64_t> granules;
@@ -212,7 +56,7 @@ class ArenaTest : public ::testing::Test {
   static constexpr uint64_t kGranules = 16;
 
   void SetUp() override {
-    device_ = std::make_unique<RecordingDevice>(kGranules * kGranule);
+    device_ = std::make_unique<RecordingDevice>(HostDevice::Create(kGranules * kGranule).value());
     arena_ = std::make_unique<Arena>(device_.get(), kMinBlock);
   }
 
@@ -271,7 +115,7 @@ TEST(ArenaCapacityTest, CapacityBelowTheDeviceArenaIsAHardLimit) {
   // 2 granules + 12 KiB + 1 byte: rounded up to 2 granules + 16 KiB.
   const uint64_t asked = 2 * kGranule + 12 * 1024 + 1;
   const uint64_t capacity = 2 * kGranule + 16 * 1024;
-  RecordingDevice device(asked);
+  RecordingDevice device(HostDevice::Create(asked).value());
   ASSERT_EQ(device.arena_size(), 3 * kGranule);
   Arena arena(&device, kMinBlock, asked);
   EXPECT_EQ(arena.capacity(), capacity);
@@ -301,7 +145,7 @@ TEST(ArenaCapacityTest, CapacityBelowTheDeviceArenaIsAHardLimit) {
 }
 
 TEST(ArenaCapacityTest, CapacityIsRoundedToMinBlockAndCappedAtTheDeviceArena) {
-  RecordingDevice device(kGranule);
+  RecordingDevice device(HostDevice::Create(kGranule).value());
   EXPECT_EQ(Arena(&device, kMinBlock, 4096).capacity(), 4096u);
   EXPECT_EQ(Arena(&device, kMinBlock, 12 * 1024).capacity(), 12 * 1024u);
   EXPECT_EQ(Arena(&device, kMinBlock, 5000).capacity(), 8192u);
@@ -495,7 +339,7 @@ TEST_F(ArenaTest, DataRoundTripsThroughBlocks) {
 }
 
 TEST(ArenaLifetimeTest, DestroyingTheArenaDecommitsEverything) {
-  RecordingDevice device(8 * kGranule);
+  RecordingDevice device(HostDevice::Create(8 * kGranule).value());
   {
     Arena arena(&device, kMinBlock);
     ASSERT_TRUE(arena.Allocate(kMinBlock).ok());
@@ -506,18 +350,13 @@ TEST(ArenaLifetimeTest, DestroyingTheArenaDecommitsEverything) {
   for (const std::string& violation : device.violations()) ADD_FAILURE() << violation;
 }
 
-uint64_t TestSeed() {
-  if (const char* seed = std::getenv("CUDAFS_TEST_SEED")) return std::strtoull(seed, nullptr, 10);
-  return std::random_device{}();
-}
-
 // Random allocations and frees of assorted sizes: after every step the
 // committed granules are exactly those under live blocks, and every live
 // block still holds the tag written into it (no overlap, no decommit under a
 // live block).
 TEST_F(ArenaTest, RandomWorkloadKeepsCommitmentAndDataConsistent) {
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE(absl::StrCat("seed ", seed, " (replay with CUDAFS_TEST_SEED=", seed, ")"));
+  SCOPED_TRACE(SeedTrace(seed));
   std::mt19937_64 rng(seed);
   std::geometric_distribution<int> order_of(0.3);
   const int max_order = std::countr_zero(kGranules * kGranule / kMinBlock);
@@ -570,7 +409,7 @@ TEST_F(ArenaTest, RandomWorkloadKeepsCommitmentAndDataConsistent) {
 }
 
 TEST(ArenaConcurrencyTest, ConcurrentAllocateWriteReadFree) {
-  RecordingDevice device(16 * kGranule);
+  RecordingDevice device(HostDevice::Create(16 * kGranule).value());
   Arena arena(&device, kMinBlock);
   constexpr int kThreads = 4;
   constexpr int kRounds = 2000;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_seed.h"
 
 namespace cudafs {
 namespace {
@@ -306,12 +307,6 @@ TEST(BuddyAllocatorTest, StatsFollowASequence) {
   EXPECT_DOUBLE_EQ(stats.fragmentation, 0.0);
 }
 
-// Seed for the randomized test: CUDAFS_TEST_SEED replays a failure.
-uint64_t TestSeed() {
-  if (const char* seed = std::getenv("CUDAFS_TEST_SEED")) return std::strtoull(seed, nullptr, 10);
-  return std::random_device{}();
-}
-
 class BuddyAllocatorRandomTest : public ::testing::TestWithParam<uint64_t> {};
 
 // Random allocations and frees, every answer checked against SpaceModel.
@@ -319,7 +314,7 @@ TEST_P(BuddyAllocatorRandomTest, AgreesWithBruteForceModel) {
   const uint64_t units = GetParam();
   const uint64_t capacity = units * kMinBlock;
   const uint64_t seed = TestSeed();
-  SCOPED_TRACE(absl::StrCat("seed ", seed, " (replay with CUDAFS_TEST_SEED=", seed, ")"));
+  SCOPED_TRACE(SeedTrace(seed));
   std::mt19937_64 rng(seed);
 
   BuddyAllocator allocator(capacity, kMinBlock);

@@ -6,7 +6,7 @@
 // failing operation did not touch stay intact, and once the faults stop
 // everything works again and all space comes back.
 //
-// CUDAFS_FAULT_SEED picks the seed (random otherwise; printed on failure).
+// CUDAFS_TEST_SEED picks the seed (random otherwise; printed on failure).
 #include <fcntl.h>
 #include <linux/falloc.h>
 
@@ -25,6 +25,7 @@
 #include "fs/core/filesystem.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_scale.h"
+#include "tests/support/test_seed.h"
 
 namespace cudafs {
 namespace {
@@ -42,8 +43,7 @@ struct File {
 class FaultInjectionTest : public testing::TestWithParam<uint64_t> {
  protected:
   void SetUp() override {
-    const char* seed = std::getenv("CUDAFS_FAULT_SEED");
-    seed_ = seed != nullptr ? std::strtoull(seed, nullptr, 10) : std::random_device()();
+    seed_ = TestSeed();
     // Small enough that ENOSPC happens on its own as well.
     host_ = std::move(HostDevice::Create(48 * kMiB).value());
     faulty_ = std::make_unique<FaultyDevice>(host_.get());
@@ -89,7 +89,7 @@ class FaultInjectionTest : public testing::TestWithParam<uint64_t> {
 };
 
 TEST_P(FaultInjectionTest, FailuresAreCleanAndNothingElseChanges) {
-  SCOPED_TRACE("CUDAFS_FAULT_SEED=" + std::to_string(seed_));
+  SCOPED_TRACE(SeedTrace(seed_));
   std::mt19937_64 rng(seed_);
   std::vector<File> files(kFiles);
   for (int i = 0; i < kFiles; ++i) {
