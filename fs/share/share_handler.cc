@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "alloc/base/errors.h"
@@ -34,6 +36,19 @@ ShareReply ReplyTo(const absl::Status& status) {
   const int error = ToErrno(status);
   if (error == EIO) LogError(status.ToString());
   return Reply(kMagic, error, status.message());
+}
+
+// The index of GPU `bus_id` in the reply's table of GPUs, added there when
+// new; nullopt when the table is full.
+std::optional<uint8_t> GpuIndex(ShareReply& reply, const std::string& bus_id) {
+  uint32_t g = 0;
+  while (g < reply.gpus && bus_id != reply.pci_bus_id[g]) ++g;
+  if (g == reply.gpus) {
+    if (g == kShareMaxGpus) return std::nullopt;
+    absl::SNPrintF(reply.pci_bus_id[g], sizeof reply.pci_bus_id[g], "%s", bus_id);
+    ++reply.gpus;
+  }
+  return static_cast<uint8_t>(g);
 }
 
 const char* OpName(uint32_t op) {
@@ -136,17 +151,14 @@ ShareOutcome ShareHandler::Map(int fd, bool writable) {
     ShareOutcome outcome;
     for (size_t i = 0; i < plan->pieces.size(); ++i) {
       const Device::CopyPiece& piece = plan->pieces[i];
-      uint32_t g = 0;
-      while (g < reply.gpus && piece.pci_bus_id != reply.pci_bus_id[g]) ++g;
-      if (g == reply.gpus && reply.kind == kShareCuda) {
-        if (g == kShareMaxGpus) {
+      if (reply.kind == kShareCuda) {
+        const std::optional<uint8_t> gpu = GpuIndex(reply, piece.pci_bus_id);
+        if (!gpu) {
           return Answer(PosixError(EOPNOTSUPP, "the file lies on more GPUs than a copy names"));
         }
-        absl::SNPrintF(reply.pci_bus_id[g], sizeof reply.pci_bus_id[g], "%s", piece.pci_bus_id);
-        ++reply.gpus;
+        sizes.piece_gpu[i] = *gpu;
       }
       sizes.piece_size[i] = piece.bytes;
-      sizes.piece_gpu[i] = static_cast<uint8_t>(reply.kind == kShareCuda ? g : 0);
       reply.memory_bytes += piece.bytes;
       outcome.piece_bytes.push_back(piece.bytes);
     }
@@ -165,16 +177,11 @@ ShareOutcome ShareHandler::Map(int fd, bool writable) {
   // Each GPU once, in the order its pieces first come.
   std::vector<uint8_t> gpu_of(pieces.size(), 0);
   for (size_t i = 0; i < pieces.size() && reply.kind == kShareCuda; ++i) {
-    uint32_t g = 0;
-    while (g < reply.gpus && pieces[i].pci_bus_id != reply.pci_bus_id[g]) ++g;
-    if (g == kShareMaxGpus) {
+    const std::optional<uint8_t> gpu = GpuIndex(reply, pieces[i].pci_bus_id);
+    if (!gpu) {
       return Answer(PosixError(EOPNOTSUPP, "the file lies on more GPUs than a mapping names"));
     }
-    if (g == reply.gpus) {
-      absl::SNPrintF(reply.pci_bus_id[g], sizeof reply.pci_bus_id[g], "%s", pieces[i].pci_bus_id);
-      ++reply.gpus;
-    }
-    gpu_of[i] = static_cast<uint8_t>(g);
+    gpu_of[i] = *gpu;
   }
   reply.size = (*exported)->size();
   reply.pieces = static_cast<uint32_t>(pieces.size());
