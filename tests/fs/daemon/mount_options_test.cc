@@ -67,7 +67,6 @@ TEST(ParseCommandLineTest, MountpointAloneGivesDefaults) {
   EXPECT_EQ(options->device, "");
   EXPECT_EQ(options->min_block, 4096u);
   EXPECT_FALSE(options->noatime);
-  EXPECT_TRUE(options->default_permissions);
   EXPECT_EQ(options->fuse_options, Strings());
 }
 
@@ -196,7 +195,6 @@ TEST(ParseCommandLineTest, MountFuse3Argv) {
   EXPECT_EQ(options->mountpoint, "/mnt/x");
   EXPECT_EQ(options->size.bytes, uint64_t{8} << 30);
   EXPECT_EQ(options->mode, 01777u);
-  EXPECT_FALSE(options->read_only);
   EXPECT_EQ(options->fuse_options, (Strings{"rw"}));
 }
 
@@ -211,7 +209,7 @@ TEST(ParseCommandLineTest, MountFuse3AddsDevAndSuid) {
 TEST(ParseCommandLineTest, EmptyOptionItemsAreSkipped) {
   absl::StatusOr<MountOptions> options = Parse({"/mnt/x", "-o", ",ro,,noatime,"});
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_TRUE(options->read_only);
+  EXPECT_EQ(options->fuse_options, (Strings{"ro"}));
   EXPECT_TRUE(options->noatime);
 }
 
@@ -601,15 +599,14 @@ TEST(MountOptionTest, EscapedCommasStayInTheValue) {
   EXPECT_TRUE(Contains(OptionError("noatime\\,size=1g"), "noatime,size"));
 }
 
-TEST(MountOptionTest, ReadOnlyIsOursAndForwarded) {
+// The kernel enforces ro: it is forwarded, in order with rw.
+TEST(MountOptionTest, ReadOnlyIsForwarded) {
   absl::StatusOr<MountOptions> options = ParseOption("ro");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_TRUE(options->read_only);
   EXPECT_EQ(options->fuse_options, (Strings{"ro"}));
 
   options = ParseOption("ro,rw");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_FALSE(options->read_only);
   EXPECT_EQ(options->fuse_options, (Strings{"ro", "rw"}));
 }
 
@@ -625,7 +622,6 @@ TEST(MountOptionTest, FuseOptionsPassUnchanged) {
 TEST(MountOptionTest, DefaultPermissionsIsNotForwardedTwice) {
   absl::StatusOr<MountOptions> options = ParseOption("default_permissions");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_TRUE(options->default_permissions);
   EXPECT_EQ(options->fuse_options, Strings());
 }
 
@@ -678,7 +674,6 @@ TEST(MountOptionTest, MountWordsAreDropped) {
       "comment,x-systemd.automount,x-gvfs-show,x-systemd.device-timeout=10");
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->fuse_options, Strings());
-  EXPECT_FALSE(options->read_only);
 }
 
 TEST(MountOptionTest, UnknownOption) {
