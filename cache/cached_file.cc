@@ -6,6 +6,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
 namespace cudafs {
 namespace {
 
@@ -22,7 +25,13 @@ CachedFile::~CachedFile() {
   if (HasCachedPages()) cache()->RemoveFile(ino_);
 }
 
+void CachedFile::NoteUse() {
+  last_use_.store(static_cast<uint32_t>(absl::ToUnixSeconds(absl::Now())),
+                  std::memory_order_relaxed);
+}
+
 absl::Status CachedFile::Read(uint64_t offset, size_t length, char* out, uint64_t file_size) {
+  NoteUse();
   if (!Cached()) return extents_.Read(offset, length, out);
   if (length < PageCache::kSmallRequest) return ReadThroughCache(offset, length, out, file_size);
   // Large: the arena serves it; dirty pages are newer.
@@ -40,7 +49,9 @@ absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* 
   const uint64_t end = offset + length;
   const uint64_t first = offset / kPage;
   const std::vector<bool> missed = cache()->ReadCached(ino_, offset, length, out);
-  const bool sequential = sequential_end_.exchange(end, std::memory_order_relaxed) == offset;
+  const bool sequential = sequential_end_.exchange(static_cast<uint32_t>(end),
+                                                   std::memory_order_relaxed) ==
+                          static_cast<uint32_t>(offset);
   const auto first_missed = std::find(missed.begin(), missed.end(), true);
   if (first_missed == missed.end()) return absl::OkStatus();
   // Pages [fill_first, fill_end) to fetch from the arena: from the first
@@ -84,6 +95,7 @@ absl::Status CachedFile::ReadThroughCache(uint64_t offset, size_t length, char* 
 
 absl::Status CachedFile::Write(uint64_t offset, const char* data, size_t length,
                                uint64_t file_size) {
+  NoteUse();
   if (!Cached()) return extents_.Write(offset, data, length);
   if (length < PageCache::kSmallRequest) {
     absl::StatusOr<bool> cached = WriteThroughCache(offset, data, length, file_size);

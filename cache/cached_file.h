@@ -81,6 +81,20 @@ class CachedFile {
   absl::StatusOr<std::vector<DeviceRange>> Share(uint64_t size);
   uint64_t allocated_bytes() const { return extents_.allocated_bytes(); }
   size_t extent_count() const { return extents_.extent_count(); }
+  bool shared() const { return extents_.shared(); }
+
+  // As ExtentMap's. Cached pages stay as they are: they are the file's
+  // bytes by offset, which a move does not change, and the blocks under
+  // dirty ones stay mapped.
+  absl::StatusOr<uint64_t> Move(absl::FunctionRef<bool(size_t part)> leave,
+                                absl::Span<const size_t> to, uint64_t budget) {
+    return extents_.Move(leave, to, budget);
+  }
+  uint64_t BytesIn(size_t part) const { return extents_.BytesIn(part); }
+
+  // When the file was last read or written here, in seconds since the
+  // epoch: data moves out of a GPU least recently used first.
+  uint32_t last_use() const { return last_use_.load(std::memory_order_relaxed); }
 
   uint64_t ino() const { return ino_; }
 
@@ -89,6 +103,7 @@ class CachedFile {
 
   // extents_ was made with the file's Space.
   PageCache* cache() const { return static_cast<const Space&>(extents_.space()).cache; }
+  void NoteUse();
   // Whether requests go through the cache at all.
   bool Cached() const { return cache()->enabled() && !extents_.shared(); }
   bool HasCachedPages() const {
@@ -118,9 +133,14 @@ class CachedFile {
   // file deleted before it was written). Set under the file's lock, shared
   // or not, before the first page goes in.
   std::atomic<bool> may_have_pages_{false};
+  // Set by readers under a shared lock too: only a hint. Beside
+  // may_have_pages_, in the map's tail padding.
+  std::atomic<uint32_t> last_use_{0};
   // Where the last small read ended: a read starting here is sequential and
   // reads ahead. Concurrent readers may race on it; it is only a hint.
-  std::atomic<uint64_t> sequential_end_{~uint64_t{0}};
+  // Its low 32 bits: a read 4 GiB away that matches costs one needless
+  // read-ahead, and the field fits beside last_use_.
+  std::atomic<uint32_t> sequential_end_{~uint32_t{0}};
 };
 
 }  // namespace cudafs

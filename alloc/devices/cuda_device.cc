@@ -89,6 +89,21 @@ CudaDevice::~CudaDevice() {
 
 std::string CudaDevice::Describe() const { return gpu_.description; }
 
+std::string CudaDevice::PartPlace(size_t /*part*/) const {
+  return absl::StrCat("gpu", gpu_.device);
+}
+
+std::optional<Device::GpuMemory> CudaDevice::PartMemory(size_t /*part*/) const {
+  // Under mu_, so that the context is not released during the call; only
+  // while the context lives, so that asking never wakes an idle GPU.
+  absl::MutexLock lock(&mu_);
+  if (!context_.held() || !context_.Enter().ok()) return std::nullopt;
+  size_t free = 0;
+  size_t total = 0;
+  if (!context_.Check("cuMemGetInfo", cu_.cuMemGetInfo(&free, &total)).ok()) return std::nullopt;
+  return GpuMemory{.free = free, .total = total, .reserve = options_.reserve_bytes};
+}
+
 CudaDevice::Stats CudaDevice::stats() const {
   absl::MutexLock lock(&mu_);
   Stats stats;

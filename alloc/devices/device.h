@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,30 @@ class Device {
   virtual std::vector<DeviceRange> parts() const;
   // One line for part `part`, for --stats and the logs.
   virtual std::string DescribePart(size_t /*part*/) const { return Describe(); }
+  // A short name for where part `part` keeps bytes, for users' scripts
+  // (user.cudafs.where, --stats): "gpu0" (the CUDA ordinal), "host".
+  virtual std::string PartPlace(size_t /*part*/) const { return "device"; }
+  // Whether part `part` is host memory that takes bytes only where no
+  // other part can (spill=): the arena offers it last, and data moves there
+  // to give a GPU's memory back to other programs.
+  virtual bool IsSpillPart(size_t /*part*/) const { return false; }
+
+  // The memory of the GPU behind part `part`, as its driver reports it now
+  // (other programs' allocations included), and the reserve= to keep free
+  // there. Nullopt where the part is no GPU, or while this process holds
+  // no context on it (then nothing of ours is there, and asking would
+  // take memory).
+  struct GpuMemory {
+    uint64_t free = 0;
+    uint64_t total = 0;
+    uint64_t reserve = 0;
+  };
+  virtual std::optional<GpuMemory> PartMemory(size_t /*part*/) const { return std::nullopt; }
+
+  // Where the arena's bytes are plain memory of this process (the host
+  // device): the address of arena byte `offset`, so that a pool copies
+  // between it and a GPU directly. Null by default.
+  virtual char* HostView(uint64_t /*offset*/) { return nullptr; }
 
   // Unit of physical backing: Commit/Decommit ranges are multiples of it
   // and aligned to it.

@@ -28,6 +28,12 @@ class DeviceWrapper : public Device {
   uint64_t granule_size() const override { return target_->granule_size(); }
   std::vector<DeviceRange> parts() const override { return target_->parts(); }
   std::string DescribePart(size_t part) const override { return target_->DescribePart(part); }
+  std::string PartPlace(size_t part) const override { return target_->PartPlace(part); }
+  bool IsSpillPart(size_t part) const override { return target_->IsSpillPart(part); }
+  std::optional<GpuMemory> PartMemory(size_t part) const override {
+    return target_->PartMemory(part);
+  }
+  char* HostView(uint64_t offset) override { return target_->HostView(offset); }
   absl::Status Commit(uint64_t offset, uint64_t length) override {
     return target_->Commit(offset, length);
   }

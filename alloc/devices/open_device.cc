@@ -61,8 +61,23 @@ absl::StatusOr<OpenedDevice> OpenCuda(const DeviceRequest& request) {
     if (!gpu.ok()) return gpu.status();
     gpus.push_back(std::move(*gpu));
   }
-  if (gpus.size() == 1) return OpenedDevice{std::move(gpus.front()), ""};
-  absl::StatusOr<std::unique_ptr<PooledDevice>> pool = PooledDevice::Create(std::move(gpus));
+  std::unique_ptr<Device> spill;
+  if (const uint64_t spill_bytes = request.spill ? request.spill(HostMemoryBytes()) : 0;
+      spill_bytes > 0) {
+    absl::StatusOr<std::unique_ptr<HostDevice>> host = HostDevice::Create(spill_bytes);
+    if (!host.ok()) return host.status();
+    spill = std::move(*host);
+  }
+  if (gpus.size() == 1 && spill == nullptr) return OpenedDevice{std::move(gpus.front()), ""};
+  if (spill != nullptr && spill->granule_size() != gpus.front()->granule_size()) {
+    // Blocks could not move between the two.
+    return absl::InvalidArgumentError(absl::StrCat(
+        gpus.front()->Describe(), " backs memory in units of ", gpus.front()->granule_size(),
+        " bytes, host memory in units of ", spill->granule_size(),
+        ": data cannot move between them; mount with spill=0"));
+  }
+  absl::StatusOr<std::unique_ptr<PooledDevice>> pool =
+      PooledDevice::Create(std::move(gpus), std::move(spill));
   if (!pool.ok()) return pool.status();
   return OpenedDevice{std::move(*pool), ""};
 #else

@@ -36,8 +36,12 @@ struct DeviceRequest {
   absl::Duration gpu_idle = absl::Seconds(5);
   // Given the memory of all the GPUs (or host memory), the mount's size.
   ArenaSizer arena_size;
-  // reserve=: given one GPU's memory, the bytes of it never taken.
+  // reserve=: given one GPU's memory, the bytes of it kept free.
   std::function<uint64_t(uint64_t device_memory)> reserve;
+  // spill=: given the host's memory, how much of it may hold data moved
+  // off the GPUs (a spill member after them: PooledDevice); 0 or empty:
+  // none.
+  std::function<uint64_t(uint64_t host_memory)> spill;
 };
 
 // kCuda: the GPUs `request` names, or an error saying why they cannot be

@@ -42,10 +42,12 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> Combine(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PooledDevice>> PooledDevice::Create(
-    std::vector<std::unique_ptr<Device>> devices) {
+    std::vector<std::unique_ptr<Device>> devices, std::unique_ptr<Device> spill) {
   if (devices.empty()) return absl::InvalidArgumentError("a pool needs at least one device");
   const uint64_t granule = devices.front()->granule_size();
   const std::string first = devices.front()->Describe();
+  const bool has_spill = spill != nullptr;
+  if (has_spill) devices.push_back(std::move(spill));
   std::vector<Member> members;
   uint64_t base = 0;
   for (auto& device : devices) {
@@ -55,9 +57,10 @@ absl::StatusOr<std::unique_ptr<PooledDevice>> PooledDevice::Create(
           " bytes where ", first, " uses ", granule));
     }
     const uint64_t size = device->arena_size();
-    members.push_back({std::move(device), base});
+    members.push_back({std::move(device), base, false});
     base = (base + size + kMemberAlignment - 1) / kMemberAlignment * kMemberAlignment;
   }
+  members.back().spill = has_spill;
   const uint64_t end = members.back().base + members.back().device->arena_size();
   return std::unique_ptr<PooledDevice>(new PooledDevice(std::move(members), end, granule));
 }
@@ -76,6 +79,14 @@ std::vector<DeviceRange> PooledDevice::parts() const {
 
 std::string PooledDevice::DescribePart(size_t part) const {
   return members_.at(part).device->Describe();
+}
+
+std::string PooledDevice::PartPlace(size_t part) const {
+  return members_.at(part).device->PartPlace(0);
+}
+
+std::optional<Device::GpuMemory> PooledDevice::PartMemory(size_t part) const {
+  return members_.at(part).device->PartMemory(0);
 }
 
 size_t PooledDevice::MemberOf(uint64_t offset, uint64_t length) const {
@@ -188,6 +199,25 @@ absl::Status PooledDevice::Copy(absl::Span<const DeviceToDevice> copies) {
 absl::Status PooledDevice::CopyAcross(const DeviceToDevice& copy, char* bounce) const {
   const size_t from = MemberOf(copy.source_offset, copy.length);
   const size_t to = MemberOf(copy.destination_offset, copy.length);
+  const uint64_t source = copy.source_offset - members_[from].base;
+  const uint64_t destination = copy.destination_offset - members_[to].base;
+  // In pieces of kBounceBytes, one batch: the member spreads them over its
+  // copy streams.
+  if (char* view = members_[to].device->HostView(destination)) {
+    std::vector<DeviceToHost> reads;
+    for (size_t done = 0; done < copy.length; done += kBounceBytes) {
+      reads.push_back({view + done, source + done, std::min(kBounceBytes, copy.length - done)});
+    }
+    return members_[from].device->Read(reads);
+  }
+  if (const char* view = members_[from].device->HostView(source)) {
+    std::vector<HostToDevice> writes;
+    for (size_t done = 0; done < copy.length; done += kBounceBytes) {
+      writes.push_back(
+          {destination + done, view + done, std::min(kBounceBytes, copy.length - done)});
+    }
+    return members_[to].device->Write(writes);
+  }
   for (size_t done = 0; done < copy.length; done += kBounceBytes) {
     const size_t n = std::min(kBounceBytes, copy.length - done);
     const DeviceToHost read{bounce, copy.source_offset + done - members_[from].base, n};

@@ -19,12 +19,19 @@
 // its own ranges, one after another; a private copy goes into pieces of
 // the caller's memory, one per run of granules whose bytes one member
 // holds, each on that member's GPU and filled there (CopyRuns).
+//
+// A spill member (spill=) is host memory after the GPUs, a part of its
+// own (IsSpillPart): the arena offers it only where no GPU can take a
+// block, and data moves there to give a GPU's memory back. Copies between
+// it and a GPU go straight between the GPU and its memory (HostView), with
+// no bounce buffer.
 #ifndef CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,14 +48,18 @@ class PooledDevice final : public Device {
   static constexpr uint64_t kMemberAlignment = kGiB;
 
   // InvalidArgument without members, or when their granules differ.
+  // `spill`, when given, is the last member and a spill part.
   static absl::StatusOr<std::unique_ptr<PooledDevice>> Create(
-      std::vector<std::unique_ptr<Device>> members);
+      std::vector<std::unique_ptr<Device>> members, std::unique_ptr<Device> spill = nullptr);
 
   std::string Describe() const override;
   uint64_t arena_size() const override { return arena_size_; }
   uint64_t granule_size() const override { return granule_; }
   std::vector<DeviceRange> parts() const override;
   std::string DescribePart(size_t part) const override;
+  std::string PartPlace(size_t part) const override;
+  bool IsSpillPart(size_t part) const override { return members_.at(part).spill; }
+  std::optional<GpuMemory> PartMemory(size_t part) const override;
   absl::Status Commit(uint64_t offset, uint64_t length) override;
   absl::Status Decommit(uint64_t offset, uint64_t length) override;
   absl::Status Write(absl::Span<const HostToDevice> copies) override;
@@ -75,6 +86,7 @@ class PooledDevice final : public Device {
   struct Member {
     std::unique_ptr<Device> device;
     uint64_t base = 0;
+    bool spill = false;
   };
   // Bytes a cross-member copy moves through host memory at a time.
   static constexpr size_t kBounceBytes = 4 * kMiB;
@@ -101,8 +113,9 @@ class PooledDevice final : public Device {
     std::vector<DeviceToDevice> copies;  // member offsets, run-relative
   };
   absl::StatusOr<std::vector<CopyRun>> CopyRuns(absl::Span<const DeviceToDevice> copies) const;
-  // A copy from one member to another, through `bounce` (kBounceBytes of
-  // host memory).
+  // A copy from one member to another: straight into or out of a member
+  // whose memory is this process's (HostView), else through `bounce`
+  // (kBounceBytes of host memory).
   absl::Status CopyAcross(const DeviceToDevice& copy, char* bounce) const;
 
   const std::vector<Member> members_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <optional>
+#include <tuple>
 
 #include "absl/strings/str_format.h"
 
@@ -25,6 +26,12 @@ std::vector<uint64_t> PartOffsets(const Device& device) {
   return offsets;
 }
 
+std::vector<bool> SpillParts(const Device& device) {
+  std::vector<bool> spill;
+  for (size_t p = 0; p < device.parts().size(); ++p) spill.push_back(device.IsSpillPart(p));
+  return spill;
+}
+
 }  // namespace
 
 Arena::Arena(Device* device, uint64_t min_block, uint64_t capacity)
@@ -32,7 +39,8 @@ Arena::Arena(Device* device, uint64_t min_block, uint64_t capacity)
       min_block_(min_block),
       capacity_(UsableCapacity(*device, min_block, capacity)),
       granule_(device->granule_size()),
-      part_offsets_(PartOffsets(*device)) {
+      part_offsets_(PartOffsets(*device)),
+      spill_(SpillParts(*device)) {
   // The buddy allocator covers a range of any multiple of min_block with
   // the aligned power-of-two blocks of its binary decomposition, so the
   // bytes past the capacity are simply not in it. Several parts may each
@@ -59,8 +67,18 @@ absl::StatusOr<Block> Arena::AllocateExclusive(uint64_t size, size_t part) {
   // Free ranges where a piece of memory still backing a neighbour lingers
   // (a block split off a larger one) are passed over.
   return AllocateWhere(size, part, [this, size](uint64_t offset) {
-    return device_->Exclusive({offset, size});
+    return !spill_[PartOf(offset)] && device_->Exclusive({offset, size});
   });
+}
+
+absl::StatusOr<Block> Arena::AllocateForMove(uint64_t size, absl::Span<const size_t> parts) {
+  absl::StatusOr<Block> block =
+      absl::ResourceExhaustedError("no part to move the block into");
+  for (const size_t part : parts) {
+    block = AllocateIn(part, size, [](uint64_t) { return true; }, /*bounded=*/false);
+    if (block.ok()) return block;
+  }
+  return block;
 }
 
 absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size, size_t preferred,
@@ -68,18 +86,18 @@ absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size, size_t preferred,
   preferred = std::min(preferred, part_offsets_.size() - 1);
   absl::StatusOr<Block> block = AllocateIn(preferred, size, accept);
   if (block.ok() || part_offsets_.size() == 1) return block;
-  // The other parts, the emptiest first. A part whose device failed or is
-  // full (reserve=) refuses; the caller hears ENOSPC if any part was full,
-  // else the preferred part's error.
-  std::vector<std::pair<uint64_t, size_t>> others;  // free bytes, part
+  // The other parts, the emptiest first and spill parts last. A part whose
+  // device failed or is full (reserve=) refuses; the caller hears ENOSPC if
+  // any part was full, else the preferred part's error.
+  std::vector<std::tuple<bool, uint64_t, size_t>> others;  // not spill, free bytes, part
   {
     absl::MutexLock lock(&mu_);
     for (size_t p = 0; p < parts_.size(); ++p) {
-      if (p != preferred) others.emplace_back(parts_[p]->allocator.Stats().free, p);
+      if (p != preferred) others.emplace_back(!spill_[p], parts_[p]->allocator.Stats().free, p);
     }
   }
   std::sort(others.rbegin(), others.rend());
-  for (const auto& [free, part] : others) {
+  for (const auto& [not_spill, free, part] : others) {
     absl::StatusOr<Block> other = AllocateIn(part, size, accept);
     if (other.ok()) return other;
     if (absl::IsResourceExhausted(other.status())) block = other;
@@ -88,14 +106,15 @@ absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size, size_t preferred,
 }
 
 absl::StatusOr<Block> Arena::AllocateIn(size_t part, uint64_t size,
-                                        absl::FunctionRef<bool(uint64_t offset)> accept) {
+                                        absl::FunctionRef<bool(uint64_t offset)> accept,
+                                        bool bounded) {
   const uint64_t base = part_offsets_[part];
   Block block{0, size};
   std::vector<uint64_t> to_commit;
   {
     absl::MutexLock lock(&mu_);
     std::optional<uint64_t> offset;
-    if (size <= Headroom()) {
+    if (!bounded || size <= Headroom()) {
       offset = parts_[part]->allocator.AllocateWhere(
           size, [&](uint64_t local) { return accept(base + local); });
     }
@@ -180,7 +199,11 @@ size_t Arena::PartOf(uint64_t offset) const {
       part_offsets_.begin() - 1);
 }
 
-uint64_t Arena::Headroom() const { return capacity_ - used_; }
+uint64_t Arena::Headroom() const { return used_ < capacity_ ? capacity_ - used_ : 0; }
+
+size_t Arena::leading_parts() const {
+  return static_cast<size_t>(std::find(spill_.begin(), spill_.end(), true) - spill_.begin());
+}
 
 size_t Arena::EmptiestPart() const {
   if (part_offsets_.size() == 1) return 0;
@@ -189,7 +212,7 @@ size_t Arena::EmptiestPart() const {
   uint64_t most = 0;
   for (size_t p = 0; p < parts_.size(); ++p) {
     const uint64_t free = parts_[p]->allocator.Stats().free;
-    if (free > most) most = free, emptiest = p;
+    if (!spill_[p] && free > most) most = free, emptiest = p;
   }
   return emptiest;
 }
@@ -293,8 +316,9 @@ ArenaStats Arena::Stats() const {
     all.allocated_blocks += blocks.allocated_blocks;
   }
   all.capacity = capacity_;
-  all.used = used_;
-  all.free = capacity_ - used_;
+  // A move holds both its blocks for a moment (AllocateForMove).
+  all.used = std::min(used_, capacity_);
+  all.free = Headroom();
   // No block larger than what the capacity still allows.
   if (all.largest_free > all.free) all.largest_free = all.free == 0 ? 0 : std::bit_floor(all.free);
   all.fragmentation =

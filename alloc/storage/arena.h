@@ -13,7 +13,9 @@
 //
 // A device of several parts (one per GPU of a pool) gets a buddy allocator
 // per part: a block never straddles two, a caller names the part it
-// prefers, and the mount's capacity bounds the sum.
+// prefers, and the mount's capacity bounds the sum. Spill parts
+// (Device::IsSpillPart: host memory) are offered last, where no other
+// part can back a block.
 //
 // Thread-safe. Allocation and free take one short lock; committing and
 // decommitting a granule (a GPU mapping or unmapping, or faulting in host
@@ -35,6 +37,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "alloc/devices/device.h"
 #include "alloc/storage/buddy_allocator.h"
 
@@ -74,12 +77,18 @@ class Arena {
 
   // A block of exactly `size` bytes (a power of two >= min_block), in
   // `part` when it has one that the device backs, else in another part
-  // (the one with the most free bytes first). ResourceExhausted when no
-  // free block that size exists or the device cannot back it.
+  // (the one with the most free bytes first, spill parts last).
+  // ResourceExhausted when no free block that size exists or the device
+  // cannot back it.
   absl::StatusOr<Block> Allocate(uint64_t size, size_t part = 0);
   // The same, for a block whose memory backs nothing outside it
-  // (Device::Exclusive), so that a shared file can hand it out whole.
+  // (Device::Exclusive), so that a shared file can hand it out whole; never
+  // in a spill part.
   absl::StatusOr<Block> AllocateExclusive(uint64_t size, size_t part = 0);
+  // A block to move a block of the same size into, in the first of
+  // `parts` that backs one. The capacity does not bound it: the bytes it
+  // takes are given back when the block it replaces is freed.
+  absl::StatusOr<Block> AllocateForMove(uint64_t size, absl::Span<const size_t> parts);
   void Free(Block block);
 
   // Splits an allocated block (size > min_block) into its two halves, each
@@ -90,7 +99,14 @@ class Arena {
   uint64_t LargestFree() const;
 
   size_t part_count() const { return part_offsets_.size(); }
-  // The part with the most free bytes: where a new file starts.
+  // The part holding arena offset `offset`.
+  size_t PartOf(uint64_t offset) const;
+  bool IsSpillPart(size_t part) const { return spill_[part]; }
+  // How many parts come before the first spill part (Device: spill parts
+  // are last).
+  size_t leading_parts() const;
+  // The part with the most free bytes but spill parts: where a new file
+  // starts.
   size_t EmptiestPart() const;
 
   Device& device() const { return *device_; }
@@ -111,11 +127,10 @@ class Arena {
   // offsets), tried in `preferred` first.
   absl::StatusOr<Block> AllocateWhere(uint64_t size, size_t preferred,
                                       absl::FunctionRef<bool(uint64_t offset)> accept);
-  // The same in one part.
+  // The same in one part; `bounded`: within the capacity.
   absl::StatusOr<Block> AllocateIn(size_t part, uint64_t size,
-                                   absl::FunctionRef<bool(uint64_t offset)> accept);
-  // The part holding arena offset `offset`.
-  size_t PartOf(uint64_t offset) const;
+                                   absl::FunctionRef<bool(uint64_t offset)> accept,
+                                   bool bounded = true);
   // Bytes the arena may still hand out, whatever the part.
   uint64_t Headroom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -151,6 +166,7 @@ class Arena {
   mutable absl::Mutex mu_;
   // Where each part starts, and its allocator, by offset.
   const std::vector<uint64_t> part_offsets_;
+  const std::vector<bool> spill_;  // by part: Device::IsSpillPart
   std::vector<std::unique_ptr<Part>> parts_ ABSL_GUARDED_BY(mu_);
   // Granule index -> its state. Only granules some block touches have an
   // entry, so this grows with use, not with arena size.

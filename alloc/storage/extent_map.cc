@@ -103,8 +103,10 @@ size_t ExtentMap::PartFor(uint64_t offset, uint64_t size) {
     assert(arena()->part_count() < kNoHome);
     home_ = static_cast<uint16_t>(arena()->EmptiestPart());
   }
-  if (size < max_extent()) return home_;
-  return (home_ + offset / max_extent()) % arena()->part_count();
+  // Round the GPUs only: spill parts come after them, and last.
+  const size_t gpus = arena()->leading_parts();
+  if (size < max_extent() || home_ >= gpus) return home_;
+  return (home_ + offset / max_extent()) % gpus;
 }
 
 void ExtentMap::Release(ExtentSet::iterator it) {
@@ -339,19 +341,16 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
     return false;
   };
   // Windows tiling [0, end) (and on to the end of a block kept there):
-  // blocks kept as they are, or fresh ones taking what lies in them.
-  struct Window {
-    uint64_t start;
-    Block block;
-    bool fresh;
-  };
+  // blocks kept as they are, or fresh ones taking what lies in them. A
+  // block in host memory (a spill part) comes back to a GPU.
   std::vector<Window> windows;
   absl::Status status;
   for (uint64_t at = 0; at < end;) {
     auto it = extents_.find(at);
     uint64_t window = granule;
     if (it != extents_.end() && it->block.size >= granule) {
-      if (device.Exclusive({it->block.offset, it->block.size})) {
+      if (!arena()->IsSpillPart(arena()->PartOf(it->block.offset)) &&
+          device.Exclusive({it->block.offset, it->block.size})) {
         windows.push_back({at, it->block, false});
         at += it->block.size;
         continue;
@@ -373,30 +372,67 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
     windows.push_back({at, *block, true});
     at += window;
   }
-  // Fresh blocks are zero but for the data of the blocks they replace;
-  // kept ones are zeroed past the end of the data.
+  if (!status.ok()) {
+    for (const Window& w : windows) {
+      if (w.fresh) arena()->Free(w.block);
+    }
+    return status;
+  }
+  // Kept blocks are zeroed past the end of the data, fresh ones but for
+  // the data of the blocks they replace: a mapping shows all of them.
+  std::vector<DeviceRange> zeros;
+  for (const Window& w : windows) {
+    const uint64_t window_end = w.start + w.block.size;
+    const uint64_t from = std::max(w.start, data_end_);
+    if (!w.fresh && from < window_end) {
+      zeros.push_back({w.block.offset + (from - w.start), window_end - from});
+    }
+  }
+  if (absl::Status s = device.Zero(zeros); !s.ok()) {
+    for (const Window& w : windows) {
+      if (w.fresh) arena()->Free(w.block);
+    }
+    return s;
+  }
+  const uint64_t mapped_end = windows.back().start + windows.back().block.size;
+  if (absl::Status s = Relocate(windows, mapped_end); !s.ok()) return s;
+  std::vector<DeviceRange> ranges;
+  for (const Window& w : windows) ranges.push_back({w.block.offset, w.block.size});
+  shared_ = true;
+  // Zero or the file's: all of it is data now.
+  data_end_ = std::max(data_end_, mapped_end);
+  return ranges;
+}
+
+absl::Status ExtentMap::Relocate(absl::Span<const Window> windows, uint64_t zero_end) {
   std::vector<DeviceRange> zeros;
   std::vector<DeviceToDevice> copies;
   for (const Window& w : windows) {
+    if (!w.fresh) continue;
     const uint64_t window_end = w.start + w.block.size;
-    if (!w.fresh) {
-      const uint64_t from = std::max(w.start, data_end_);
-      if (from < window_end) {
-        zeros.push_back({w.block.offset + (from - w.start), window_end - from});
-      }
-      continue;
-    }
-    zeros.push_back({w.block.offset, w.block.size});
+    const uint64_t fill_end = std::min(window_end, zero_end);
+    uint64_t at = w.start;  // what lies below is filled
     for (auto it = extents_.lower_bound(w.start); it != extents_.end() && it->start < window_end;
          ++it) {
+      if (at < std::min(it->start, fill_end)) {
+        zeros.push_back({w.block.offset + (at - w.start), std::min(it->start, fill_end) - at});
+      }
       const uint64_t to = std::min(it->start + it->block.size, data_end_);
       if (it->start < to) {
         copies.push_back(
             {w.block.offset + (it->start - w.start), it->block.offset, to - it->start});
       }
+      at = std::max(it->start, std::min(it->start + it->block.size, data_end_));
+      if (at < std::min(it->start + it->block.size, fill_end)) {
+        zeros.push_back({w.block.offset + (at - w.start),
+                         std::min(it->start + it->block.size, fill_end) - at});
+      }
+      at = it->start + it->block.size;
     }
+    if (at < fill_end) zeros.push_back({w.block.offset + (at - w.start), fill_end - at});
   }
-  if (status.ok()) status = device.Zero(zeros);
+  Device& device = arena()->device();
+  absl::Status status = device.Zero(zeros);
   if (status.ok()) status = device.Copy(copies);
   if (!status.ok()) {
     for (const Window& w : windows) {
@@ -404,23 +440,50 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
     }
     return status;
   }
-  std::vector<DeviceRange> ranges;
   for (const Window& w : windows) {
-    if (w.fresh) {
-      const uint64_t window_end = w.start + w.block.size;
-      for (auto it = extents_.lower_bound(w.start);
-           it != extents_.end() && it->start < window_end;) {
-        arena()->Free(it->block);
-        it = extents_.erase(it);
-      }
-      extents_.emplace(w.start, w.block);
+    if (!w.fresh) continue;
+    const uint64_t window_end = w.start + w.block.size;
+    for (auto it = extents_.lower_bound(w.start); it != extents_.end() && it->start < window_end;) {
+      arena()->Free(it->block);
+      it = extents_.erase(it);
     }
-    ranges.push_back({w.block.offset, w.block.size});
+    extents_.emplace(w.start, w.block);
   }
-  shared_ = true;
-  // Zero or the file's: all of it is data now.
-  data_end_ = std::max(data_end_, windows.back().start + windows.back().block.size);
-  return ranges;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ExtentMap::Move(absl::FunctionRef<bool(size_t part)> leave,
+                                         absl::Span<const size_t> to, uint64_t budget) {
+  if (shared_) return absl::FailedPreconditionError("a mapping holds the file's memory");
+  std::vector<Window> windows;
+  uint64_t bytes = 0;
+  absl::Status status;
+  for (const Extent& extent : extents_) {
+    if (bytes >= budget) break;
+    if (!leave(arena()->PartOf(extent.block.offset))) continue;
+    absl::StatusOr<Block> block = arena()->AllocateForMove(extent.block.size, to);
+    if (!block.ok()) {
+      status = block.status();
+      break;
+    }
+    windows.push_back({extent.start, *block, true});
+    bytes += extent.block.size;
+  }
+  if (windows.empty()) {
+    if (!status.ok()) return status;
+    return 0;
+  }
+  // What lies past the end of the data may hold anything (see above).
+  if (absl::Status s = Relocate(windows, data_end_); !s.ok()) return s;
+  return bytes;
+}
+
+uint64_t ExtentMap::BytesIn(size_t part) const {
+  uint64_t bytes = 0;
+  for (const Extent& extent : extents_) {
+    if (arena()->PartOf(extent.block.offset) == part) bytes += extent.block.size;
+  }
+  return bytes;
 }
 
 void ExtentMap::Carve(uint64_t start, Block block, uint64_t offset, uint64_t end,

@@ -50,6 +50,12 @@
 // offset, so that one large read or write uses every GPU's link. A part
 // that cannot back a block leaves it to another.
 //
+// Moving (Move, Share): bytes go from blocks to fresh blocks of other
+// memory by one mechanism (Relocate): the fresh blocks are filled with a
+// device copy, then take the old ones' place, which are freed. A file's
+// reads and writes see the same bytes before and after; its owner's lock
+// keeps them out meanwhile.
+//
 // Size: a million small files are a million maps of one extent each, so
 // one extent is kept in place (ExtentSet: no B-tree node of its own), what
 // every map of a mount shares is one pointer (Space), and the other fields
@@ -66,6 +72,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "alloc/storage/arena.h"
@@ -164,6 +171,16 @@ class ExtentMap {
   absl::StatusOr<std::vector<DeviceRange>> Share(uint64_t size);
   bool shared() const { return shared_; }
 
+  // Moves the bytes of blocks in parts `leave` accepts, in file order and
+  // until at least `budget` bytes of blocks have moved, into blocks of the
+  // same size in the first of `to` that backs one; returns the bytes
+  // moved. The blocks of a shared file never move (a mapping holds them):
+  // FailedPrecondition. On an error the blocks moved so far stay moved.
+  absl::StatusOr<uint64_t> Move(absl::FunctionRef<bool(size_t part)> leave,
+                                absl::Span<const size_t> to, uint64_t budget);
+  // Bytes of blocks in arena part `part`.
+  uint64_t BytesIn(size_t part) const;
+
   // First mapped offset >= `offset`, if any (SEEK_DATA).
   std::optional<uint64_t> NextData(uint64_t offset) const;
   // First unmapped offset >= `offset` (SEEK_HOLE; may lie past the size).
@@ -178,6 +195,19 @@ class ExtentMap {
  private:
   // The extent that holds byte `offset`, or end().
   ExtentSet::const_iterator Find(uint64_t offset) const;
+  // A stretch of the file, [start, start + block.size), and the block
+  // that holds it after a Relocate: a fresh one, or the one there now.
+  struct Window {
+    uint64_t start;
+    Block block;
+    bool fresh;
+  };
+  // Puts the fresh blocks of `windows` (each tiling whole extents or
+  // holes) in place of what lies under them: they get the extents' bytes
+  // below the end of the data and zeros elsewhere below `zero_end`, then
+  // the old blocks are freed. On an error the fresh blocks are freed and
+  // nothing changed.
+  absl::Status Relocate(absl::Span<const Window> windows, uint64_t zero_end);
   // Maps every unmapped byte of [offset, end); records the new extents in
   // `added` (file offsets) so the caller can zero or roll them back. With
   // `grow`, blocks follow the growth policy and may reach past `end`;

@@ -34,6 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "alloc/base/sizes.h"
 #include "alloc/storage/arena.h"
 #include "cache/page_cache.h"
@@ -43,6 +44,8 @@ namespace cudafs {
 
 using InodeNumber = uint64_t;
 inline constexpr InodeNumber kRootInode = 1;  // FUSE_ROOT_ID
+// A read-only extended attribute of every regular file: Where's answer.
+inline constexpr char kWhereAttribute[] = "user.cudafs.where";
 
 struct FilesystemState;
 
@@ -226,6 +229,19 @@ class Filesystem {
 
   struct statvfs StatFs();
   PageCacheStats CacheStats() const;
+
+  // Where file data lives (placement_ops.cc), for giving a GPU's memory
+  // back to other programs (RoomKeeper). Moves the blocks that regular
+  // files hold in arena part `from` into the first of `to` (parts) with
+  // room, file by file, least or most recently used first, until at least
+  // `bytes` have moved; returns the bytes moved. Every request sees a
+  // file as if its bytes had never moved: each file moves under its lock,
+  // a piece at a time. Files another process maps (ExportShared) stay.
+  enum class MoveOrder { kLeastRecentlyUsed, kMostRecentlyUsed };
+  uint64_t MoveData(size_t from, absl::Span<const size_t> to, uint64_t bytes, MoveOrder order);
+  // Bytes of blocks regular file `ino` holds in each place
+  // (Device::PartPlace), as kWhereAttribute's value: "gpu0 N\nhost M\n".
+  absl::StatusOr<std::string> Where(InodeNumber ino);
 
  private:
   // Owns the state below and the page cache with its write-back thread

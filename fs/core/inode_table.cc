@@ -103,6 +103,11 @@ void InodeTable::DropIfUnused(const std::shared_ptr<Inode>& inode) {
   // concurrent operation's) is gone.
 }
 
+std::vector<std::shared_ptr<Inode>> InodeTable::All() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return {inodes_.begin(), inodes_.end()};
+}
+
 uint64_t InodeTable::size() const {
   absl::ReaderMutexLock lock(&mu_);
   return inodes_.size();

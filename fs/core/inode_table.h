@@ -48,6 +48,9 @@ class InodeTable {
   void ReleaseSpace(uint64_t bytes);
   // nullptr when no such inode exists (any more).
   std::shared_ptr<Inode> Get(uint64_t ino) const;
+  // Every inode now, for a pass over all files (moving data between
+  // memories); each may be dropped from the table meanwhile.
+  std::vector<std::shared_ptr<Inode>> All() const;
 
   // May be called with inode.mu held.
   void AddLookup(Inode& inode, uint64_t count = 1);

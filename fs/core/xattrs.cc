@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "alloc/base/errors.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
@@ -39,6 +40,11 @@ const std::string* FindXattr(const Inode& inode, absl::string_view name)
   return it == inode.xattrs->end() ? nullptr : &it->second;
 }
 
+absl::Status WhereIsReadOnly() {
+  return PosixError(EPERM, absl::StrCat(kWhereAttribute, " says where a file's bytes are: "
+                                        "it cannot be set or removed"));
+}
+
 }  // namespace
 
 absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view name,
@@ -48,6 +54,7 @@ absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view
   absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
   if (!found.ok()) return found.status();
   Inode& inode = **found;
+  if (name == kWhereAttribute && inode.is_regular()) return WhereIsReadOnly();
   absl::MutexLock lock(&inode.mu);
   const std::string* old_value = FindXattr(inode, name);
   if ((flags & XATTR_CREATE) && old_value) return PosixError(EEXIST);
@@ -73,6 +80,7 @@ absl::StatusOr<std::string> Filesystem::GetExtendedAttribute(InodeNumber ino,
   absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
   if (!found.ok()) return found.status();
   Inode& inode = **found;
+  if (name == kWhereAttribute && inode.is_regular()) return Where(ino);
   absl::ReaderMutexLock lock(&inode.mu);
   const std::string* value = FindXattr(inode, name);
   if (!value) return PosixError(ENODATA);
@@ -100,6 +108,7 @@ absl::Status Filesystem::RemoveExtendedAttribute(InodeNumber ino, absl::string_v
   absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
   if (!found.ok()) return found.status();
   Inode& inode = **found;
+  if (name == kWhereAttribute && inode.is_regular()) return WhereIsReadOnly();
   absl::MutexLock lock(&inode.mu);
   const std::string* value = FindXattr(inode, name);
   if (!value) return PosixError(ENODATA);

@@ -2,6 +2,9 @@
 
 #include <cerrno>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "alloc/base/errors.h"
 #include "alloc/base/log.h"
@@ -31,9 +34,15 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
   if (arena.parts.size() > 1) {
     for (size_t i = 0; i < arena.parts.size(); ++i) {
       absl::StrAppend(&stats, "device", i, " ", context_->device->DescribePart(i), "\ndevice", i,
-                      "_bytes ", arena.parts[i].committed_bytes, "\ndevice", i,
-                      "_used_bytes ", arena.parts[i].used, "\n");
+                      "_place ", context_->device->PartPlace(i), "\ndevice", i, "_bytes ",
+                      arena.parts[i].committed_bytes, "\ndevice", i, "_used_bytes ",
+                      arena.parts[i].used, "\n");
     }
+  }
+  if (keeper_->active()) {
+    const RoomKeeper::Stats room = keeper_->stats();
+    absl::StrAppend(&stats, "moved_out_bytes ", room.moved_out_bytes, "\nmoved_back_bytes ",
+                    room.moved_back_bytes, "\nmake_room_calls ", room.make_room_calls, "\n");
   }
   if (faults_ != nullptr) absl::StrAppend(&stats, "faults_injected ", faults_->injected(), "\n");
   if (sharing_ != nullptr) {
@@ -55,6 +64,7 @@ std::optional<absl::Status> ControlPlane::Set(absl::string_view name, absl::stri
   if (name == kStatsAttribute || name == kSocketAttribute) {
     return PosixError(EPERM, "the control attributes are read-only");
   }
+  if (name == kMakeRoomAttribute) return MakeRoom(value);
   if (faults_ == nullptr || name != kFaultsAttribute) return std::nullopt;
   if (caller != 0) return PosixError(EPERM, "only root sets the fault plan");
   absl::StatusOr<FaultPlan> plan = ParseFaultPlan(value);
@@ -67,7 +77,26 @@ std::optional<absl::Status> ControlPlane::Set(absl::string_view name, absl::stri
   return absl::OkStatus();
 }
 
+absl::Status ControlPlane::MakeRoom(absl::string_view value) {
+  std::optional<uint64_t> bytes;
+  if (value != "all") {
+    uint64_t parsed = 0;
+    if (value.empty() || !absl::c_all_of(value, absl::ascii_isdigit) ||
+        !absl::SimpleAtoi(value, &parsed)) {
+      return PosixError(EINVAL, absl::StrCat(kMakeRoomAttribute,
+                                             " takes a byte count in decimal digits or \"all\""));
+    }
+    bytes = parsed;
+  }
+  absl::Status status = keeper_->MakeRoom(bytes);
+  if (!status.ok()) LogError(absl::StrCat("make room for ", value, ": ", status.message()));
+  if (absl::IsFailedPrecondition(status)) return PosixError(EOPNOTSUPP, status.message());
+  if (absl::IsResourceExhausted(status)) return PosixError(ENOSPC, status.message());
+  return status;
+}
+
 std::optional<absl::Status> ControlPlane::Remove(absl::string_view name) {
+  if (name == kMakeRoomAttribute) return PosixError(ENODATA);
   if (name == kStatsAttribute || name == kSocketAttribute) {
     return PosixError(EPERM, "the control attributes are read-only");
   }

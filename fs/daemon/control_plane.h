@@ -4,6 +4,9 @@
 //                       --stats reads it); read-only
 //   user.cudafs.socket  the share service's address (fs/share), "@NAME";
 //                       read-only
+//   user.cudafs.make_room  setting it to a byte count or "all" returns once
+//                       that much is free on each GPU of the mount
+//                       (RoomKeeper::MakeRoom; cudafs --make-room sets it)
 //   user.cudafs.faults  with fault injection on (CUDAFS_FAULT_INJECTION=1, a
 //                       testing aid), root sets the device's fault plan by
 //                       setting it to ParseFaultPlan's text ("off" stops it);
@@ -24,22 +27,25 @@
 #include "alloc/storage/arena.h"
 #include "fs/fuse/control_attributes.h"
 #include "fs/fuse/fuse_ops.h"
+#include "fs/room/room_keeper.h"
 #include "fs/share/share_server.h"
 
 namespace cudafs {
 
 inline constexpr char kStatsAttribute[] = "user.cudafs.stats";
 inline constexpr char kFaultsAttribute[] = "user.cudafs.faults";
+inline constexpr char kMakeRoomAttribute[] = "user.cudafs.make_room";
 inline constexpr const char* kSocketAttribute = kShareSocketAttribute;
 
 class ControlPlane final : public ControlAttributes {
  public:
   // The stats come from `context` (the glue's counters, its device and
   // filesystem) and `arena` (the device memory held); `owner` mounted (the
-  // daemon's uid); `faults` is null without fault injection. All must
-  // outlive the plane.
-  ControlPlane(const FuseContext* context, const Arena* arena, uid_t owner, FaultyDevice* faults)
-      : context_(context), arena_(arena), owner_(owner), faults_(faults) {}
+  // daemon's uid); `faults` is null without fault injection; `keeper`
+  // makes room. All must outlive the plane.
+  ControlPlane(const FuseContext* context, const Arena* arena, uid_t owner, FaultyDevice* faults,
+               RoomKeeper* keeper)
+      : context_(context), arena_(arena), owner_(owner), faults_(faults), keeper_(keeper) {}
 
   std::optional<absl::StatusOr<std::string>> Get(absl::string_view name, uid_t caller) override;
   std::optional<absl::Status> Set(absl::string_view name, absl::string_view value,
@@ -51,10 +57,14 @@ class ControlPlane final : public ControlAttributes {
   void set_sharing(const ShareServer* sharing) { sharing_ = sharing; }
 
  private:
+  // kMakeRoomAttribute set to `value`.
+  absl::Status MakeRoom(absl::string_view value);
+
   const FuseContext* const context_;
   const Arena* const arena_;
   const uid_t owner_;
   FaultyDevice* const faults_;
+  RoomKeeper* const keeper_;
   const ShareServer* sharing_ = nullptr;
 };
 

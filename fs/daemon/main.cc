@@ -44,9 +44,11 @@
 #include "fs/daemon/mount_plan.h"
 #include "fs/daemon/option_table.h"
 #include "fs/daemon/periodic_task.h"
+#include "fs/daemon/make_room_command.h"
 #include "fs/daemon/stats_report.h"
 #include "fs/fuse/fuse_ops.h"
 #include "fs/fuse/session_loop.h"
+#include "fs/room/room_keeper.h"
 #include "fs/share/share_server.h"
 #ifdef CUDAFS_WITH_CUDA
 #include "alloc/devices/cuda_device.h"
@@ -59,6 +61,9 @@ constexpr int kExitUsage = 2;
 // zero_message_open: how long a file goes without a write before its
 // growth slack is given back (and how often that is looked at).
 constexpr absl::Duration kIdleGrowthTrimInterval = absl::Seconds(1);
+// How often the room keeper asks each GPU holding data how much is free:
+// one driver call a GPU, nothing while no GPU holds data.
+constexpr absl::Duration kRoomKeeperInterval = absl::Milliseconds(100);
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "cudafs: %s\n", message.c_str());
@@ -340,7 +345,14 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
       .gpus = options.device,
       .gpu_idle = options.gpu_idle,
       .arena_size = sizer,
-      .reserve = [&](uint64_t gpu_memory) { return options.reserve.Resolve(gpu_memory, 0); }});
+      .reserve =
+          [&](uint64_t gpu_memory) {
+            return options.reserve.Resolve(gpu_memory, MountPlan::kDefaultReservePercent);
+          },
+      .spill =
+          [&](uint64_t host_memory) {
+            return options.spill.Resolve(host_memory, MountPlan::kDefaultSpillPercent);
+          }});
   if (!opened.ok()) return fail(std::string(opened.status().message()));
   if (!opened->notice.empty()) std::fprintf(stderr, "%s\n", opened->notice.c_str());
   // backend=auto says when it fell back to host memory, and only then.
@@ -368,10 +380,11 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
     if (glue != nullptr) InvalidateCachedAttributes(*glue, ino);
   };
   Filesystem filesystem(&arena, config);
+  RoomKeeper keeper(&filesystem, &arena, RoomKeeper::Options{});
   UringBuffers uring_buffers(device.get());
   FuseContext context(&filesystem, device.get(), plan.FuseSettingsFor(backend), &uring_buffers);
   glue = &context;
-  ControlPlane control(&context, &arena, getuid(), faults);
+  ControlPlane control(&context, &arena, getuid(), faults, &keeper);
   context.control = &control;
 
   std::vector<std::string> arguments = {"cudafs", "-o", "default_permissions",
@@ -433,6 +446,9 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   ready.Send(0);
 
   const MemoryTrimmer trimmer;
+  // Other programs' allocations are seen only by asking: no event says so.
+  std::optional<PeriodicTask> keeping;
+  if (keeper.active()) keeping.emplace(kRoomKeeperInterval, [&keeper] { keeper.Round(); });
   // zero_message_open: no RELEASE says when a writer is done, so a file's
   // growth slack goes once it has had no write for a while.
   std::optional<PeriodicTask> growth_trimmer;
@@ -479,6 +495,8 @@ int Main(int argc, char** argv) {
       return 0;
     case MountOptions::Action::kStats:
       return PrintStats(options.mountpoint, options.stats_format);
+    case MountOptions::Action::kMakeRoom:
+      return MakeRoomCommand(options.mountpoint, options.make_room_bytes);
     case MountOptions::Action::kMount:
       break;
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "fs/daemon/option_table.h"
@@ -97,6 +98,10 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
       options.action = MountOptions::Action::kStats;
       continue;
     }
+    if (arg == "--make-room") {
+      options.action = MountOptions::Action::kMakeRoom;
+      continue;
+    }
     if (arg == "--all" || arg == "--json") {
       options.stats_format = arg == "--all" ? MountOptions::StatsFormat::kAll
                                             : MountOptions::StatsFormat::kJson;
@@ -128,6 +133,21 @@ absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv
 
   if (options.action == MountOptions::Action::kStats && positionals.size() != 1) {
     return absl::InvalidArgumentError("--stats takes one MOUNTPOINT");
+  }
+  if (options.action == MountOptions::Action::kMakeRoom) {
+    if (positionals.size() != 2) {
+      return absl::InvalidArgumentError("--make-room takes a MOUNTPOINT and a SIZE, or all");
+    }
+    if (positionals[1] != "all") {
+      absl::StatusOr<uint64_t> bytes = ParseByteCount(positionals[1]);
+      if (!bytes.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--make-room: ", bytes.status().message()));
+      }
+      options.make_room_bytes = *bytes;
+    }
+    options.mountpoint = std::string(positionals[0]);
+    return options;
   }
   if (options.action != MountOptions::Action::kStats &&
       options.stats_format != MountOptions::StatsFormat::kSummary) {
@@ -202,6 +222,7 @@ std::string UsageText(absl::string_view program) {
   return absl::StrFormat(
       R"(usage: %1$s [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
        %1$s --help | --version | --list-devices | --stats [--all|--json] MOUNTPOINT
+       %1$s --make-room MOUNTPOINT SIZE|all
 
 Mounts a filesystem that keeps file data in GPU memory. SOURCE is the name
 shown in /proc/mounts and df (default: cudafs).
@@ -214,6 +235,9 @@ General options:
                          device memory held, transport, cache hit rate
   --stats --all MOUNTPOINT   every counter, one "name value" line each
   --stats --json MOUNTPOINT  every counter and the space figures, as JSON
+  --make-room MOUNTPOINT SIZE|all
+                         move data off the mount's GPUs to host memory until SIZE
+                         (N[k|m|g|t]) is free on each, or all it can; returns then
   -f                     stay in the foreground
   -d                     print FUSE debug output (implies -f)
   -s                     handle one request at a time

@@ -42,7 +42,7 @@ struct SizeSpec {
 
 struct MountOptions {
   enum class Action {
-    kMount, kHelp, kVersion, kListDevices, kStats, kOptionsMarkdown, kManual
+    kMount, kHelp, kVersion, kListDevices, kStats, kMakeRoom, kOptionsMarkdown, kManual
   };
   Action action = Action::kMount;
   // --stats: a one-line summary, every counter (--all), or JSON (--json).
@@ -51,6 +51,9 @@ struct MountOptions {
 
   std::string source = "cudafs";  // shown in /proc/mounts and df
   std::string mountpoint;
+  // --make-room MOUNTPOINT SIZE: the bytes to make free on each GPU;
+  // nullopt: "all".
+  std::optional<uint64_t> make_room_bytes;
   bool foreground = false;     // -f
   bool debug = false;          // -d (implies foreground)
   bool single_threaded = false;  // -s
@@ -64,7 +67,8 @@ struct MountOptions {
   std::optional<gid_t> gid;
   BackendKind backend = BackendKind::kAuto;
   std::string device;       // "all", or indices / PCI bus ids joined by '+'; empty: GPU 0
-  SizeSpec reserve;         // of each GPU, never taken; unset: none
+  SizeSpec reserve;         // of each GPU, kept free; unset: MountPlan's default
+  SizeSpec spill;           // of host memory, for data off the GPUs; unset: the default
   // gpu_idle=: how long the GPU backend keeps its context with nothing
   // stored; InfiniteDuration: never released.
   absl::Duration gpu_idle = absl::Seconds(5);

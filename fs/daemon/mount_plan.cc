@@ -41,6 +41,10 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
     return absl::InvalidArgumentError(
         "reserve= keeps GPU memory for other programs: this backend has no GPU");
   }
+  if (gpu_less && (options.spill.bytes || options.spill.percent)) {
+    return absl::InvalidArgumentError(
+        "spill= is host memory for data moved off the GPUs: this backend has no GPU");
+  }
   if (gpu_less && !options.device.empty()) {
     return absl::InvalidArgumentError("device= picks GPUs: this backend has no GPU");
   }

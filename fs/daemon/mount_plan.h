@@ -41,6 +41,13 @@ class MountPlan {
  public:
   // Default size=: this share of the device's memory.
   static constexpr double kDefaultSizePercent = 50;
+  // Default reserve=: this share of each GPU stays free for other
+  // programs, so that one started after the mount gets its memory with no
+  // configuration (the keeper moves data out as it allocates).
+  static constexpr double kDefaultReservePercent = 10;
+  // Default spill=: this share of host memory may hold data moved off the
+  // GPUs, as tmpfs may take half of it.
+  static constexpr double kDefaultSpillPercent = 50;
   // Default nr_inodes=: one per this many bytes of size, like a filesystem
   // full of the smallest files it stores efficiently, and at least
   // kLeastDefaultInodes, enough for a tiny mount's empty files and

@@ -97,7 +97,8 @@ absl::StatusOr<uint64_t> ParseInodeCount(absl::string_view name, absl::string_vi
   return count;
 }
 
-absl::StatusOr<SizeSpec> ParseSize(absl::string_view name, absl::string_view value) {
+absl::StatusOr<SizeSpec> ParseSizeSpec(absl::string_view name, absl::string_view value,
+                                       bool zero_allowed) {
   constexpr absl::string_view kExpected =
       "expected bytes with an optional k/m/g/t suffix or a percentage";
   absl::string_view number = value;
@@ -111,8 +112,17 @@ absl::StatusOr<SizeSpec> ParseSize(absl::string_view name, absl::string_view val
   }
   const absl::StatusOr<uint64_t> bytes = ParseByteCountOption(name, value, kExpected);
   if (!bytes.ok()) return bytes.status();
-  if (*bytes == 0) return BadValue(name, value, "must be more than 0");
+  if (*bytes == 0 && !zero_allowed) return BadValue(name, value, "must be more than 0");
   return SizeSpec{.bytes = *bytes, .percent = std::nullopt};
+}
+
+absl::StatusOr<SizeSpec> ParseSize(absl::string_view name, absl::string_view value) {
+  return ParseSizeSpec(name, value, /*zero_allowed=*/false);
+}
+
+// reserve= and spill=, where 0 turns the feature off.
+absl::StatusOr<SizeSpec> ParseSizeOrZero(absl::string_view name, absl::string_view value) {
+  return ParseSizeSpec(name, value, /*zero_allowed=*/true);
 }
 
 absl::StatusOr<mode_t> ParseMode(absl::string_view name, absl::string_view value) {
@@ -310,12 +320,25 @@ const std::vector<MountOptionSpec>& Table() {
        .default_text = "0"},
       {.names = "reserve",
        .value = kRequired,
-       .apply = Into<&MountOptions::reserve>(ParseSize),
+       .apply = Into<&MountOptions::reserve>(ParseSizeOrZero),
        .forms = {{.syntax = "reserve=N[k|m|g|t]|P%",
-                  .help = "of each GPU's memory, never taken (left to other programs)",
-                  .readme = "Writes that would need it fail with ENOSPC, or go to another GPU "
-                            "of the mount"}},
-       .default_text = "none"},
+                  .help = "of each GPU's memory, kept free for other programs: data\n"
+                          "moves to host memory when they take it (0: never)",
+                  .readme = "Writes that would need it go to another GPU of the mount or to "
+                            "host memory; when another program's allocations leave less free, "
+                            "the least recently used data moves to host memory until it is "
+                            "free again (see *Giving memory back*)"}},
+       .default_text = "10%"},
+      {.names = "spill",
+       .value = kRequired,
+       .apply = Into<&MountOptions::spill>(ParseSizeOrZero),
+       .forms = {{.syntax = "spill=N[k|m|g|t]|P%",
+                  .help = "of host memory, for file data the GPUs give up or have\n"
+                          "no room for (0: none; then writes past the GPU's room\n"
+                          "fail with ENOSPC and nothing is given back)",
+                  .readme = "size= still bounds all the data, wherever it lives; memory is "
+                            "taken only while data is there, as tmpfs takes it"}},
+       .default_text = "50%"},
       {.names = "gpu_idle",
        .value = kRequired,
        .apply = Into<&MountOptions::gpu_idle>(ParseGpuIdle),

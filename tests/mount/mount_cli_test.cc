@@ -237,6 +237,16 @@ TEST(CliTest, DeviceWithoutAGpuBackendIsRefused) {
   }
 }
 
+TEST(CliTest, SpillWithoutAGpuBackendIsRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  for (const char* options : {"backend=host,spill=1g", "backend=null,spill=10%"}) {
+    SCOPED_TRACE(options);
+    EXPECT_TRUE(Refused({kBinary, dir.path(), "-o", options}, kExitUsage,
+                        "spill= is host memory for data moved off the GPUs", dir.path()));
+  }
+}
+
 TEST(CliTest, MissingMountpointIsRefused) {
   EXPECT_TRUE(Refused({kBinary}, kExitUsage, "MOUNTPOINT", ""));
   EXPECT_TRUE(Refused({kBinary, "-o", "backend=host"}, kExitUsage, "MOUNTPOINT", ""));
@@ -1463,6 +1473,78 @@ TEST(CliTest, StatsOfSomethingElseIsRefused) {
   const CommandResult result = RunCommand({kBinary, "--stats", "/tmp"});
   EXPECT_NE(result.exit_code, 0);
   EXPECT_NE(result.err.find("not the root of a cudafs mount"), std::string::npos) << result.err;
+}
+
+TEST(CliTest, MakeRoomOnSomethingElseIsRefused) {
+  const CommandResult result = RunCommand({kBinary, "--make-room", "/tmp", "1g"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("cannot make room"), std::string::npos) << result.err;
+}
+
+// user.cudafs.where names the places holding a file's bytes, and how many
+// each holds; it is cudafs's to say, never the user's to set.
+TEST_P(CliMountTest, WhereSaysWhereAFilesBytesAre) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(MountOn(dir, {"size=64m"}).exit_code, 0);
+  const std::string file = dir.path() + "/f";
+  ASSERT_TRUE(WriteFile(file, RandomBytes(kMiB, 7)));
+  char value[256] = {};
+  const ssize_t got = getxattr(file.c_str(), "user.cudafs.where", value, sizeof value - 1);
+  ASSERT_TRUE(SysOk(got, "getxattr"));
+  const std::string where(value, got);
+  if (backend() == "host") {
+    EXPECT_EQ(where, "host 1048576\n");
+  } else {
+    EXPECT_EQ(where.rfind("gpu", 0), 0u) << where;
+    EXPECT_NE(where.find(" 1048576\n"), std::string::npos) << where;
+  }
+  EXPECT_TRUE(SysFails(setxattr(file.c_str(), "user.cudafs.where", "host", 4, 0), "setxattr",
+                       {EPERM}));
+  EXPECT_TRUE(SysFails(removexattr(file.c_str(), "user.cudafs.where"), "removexattr", {EPERM}));
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
+// --make-room moves data to host memory: a mount without any (the host
+// backend, or spill=0) says so rather than pretending.
+TEST_P(CliMountTest, MakeRoomNeedsHostMemoryToMoveDataTo) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  std::vector<std::string> options = {"size=64m"};
+  if (backend() != "host") options.push_back("spill=0");
+  ASSERT_EQ(MountOn(dir, options).exit_code, 0);
+  ASSERT_TRUE(WriteFile(dir.path() + "/f", RandomBytes(kMiB, 8)));
+  const CommandResult result = RunCommand({kBinary, "--make-room", dir.path(), "all"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("without host memory to move data to"), std::string::npos)
+      << result.err;
+  EXPECT_TRUE(BytesEqual(ReadStored(dir.path() + "/f").value_or(""), RandomBytes(kMiB, 8)));
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
+// On a GPU, --make-room all moves every file's bytes to host memory; they
+// read the same from there.
+TEST_P(CliMountTest, MakeRoomMovesDataToHostMemoryAndLosesNothing) {
+  if (backend() == "host") GTEST_SKIP() << "host memory has no GPU to make room on";
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(MountOn(dir, {"size=256m"}).exit_code, 0);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(WriteFile(dir.path() + "/f" + std::to_string(i), RandomBytes((i + 1) * kMiB, i)));
+  }
+  const CommandResult result = RunCommand({kBinary, "--make-room", dir.path(), "all"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (int i = 0; i < 4; ++i) {
+    const std::string file = dir.path() + "/f" + std::to_string(i);
+    char value[256] = {};
+    const ssize_t got = getxattr(file.c_str(), "user.cudafs.where", value, sizeof value - 1);
+    ASSERT_TRUE(SysOk(got, "getxattr"));
+    EXPECT_EQ(std::string(value, got).rfind("host ", 0), 0u) << value;
+    EXPECT_TRUE(BytesEqual(ReadStored(file).value_or(""), RandomBytes((i + 1) * kMiB, i)));
+  }
+  EXPECT_NE(StatsOf(dir.path())["moved_out_bytes"], "0");
+  EXPECT_EQ(StatsOf(dir.path())["make_room_calls"], "1");
+  EXPECT_TRUE(UnmountNow(dir.path()));
 }
 
 TEST_P(CliMountTest, CacheBeyondHalfTheMemoryIsRefused) {

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "fs/daemon/mount_plan.h"
 #include "gtest/gtest.h"
 
 namespace cudafs {
@@ -412,9 +413,46 @@ TEST(MountOptionTest, Reserve) {
   options = ParseOption("reserve=10%");
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->reserve.Resolve(80 * kGiB, 0), 8 * kGiB);
-  EXPECT_EQ(MountOptions().reserve.Resolve(80 * kGiB, 0), 0u) << "none by default";
-  EXPECT_TRUE(Contains(OptionError("reserve=0"), "bad value for reserve=:"));
+  EXPECT_EQ(MountOptions().reserve.Resolve(80 * kGiB, MountPlan::kDefaultReservePercent),
+            8 * kGiB)
+      << "10% by default";
+  options = ParseOption("reserve=0");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->reserve.Resolve(80 * kGiB, MountPlan::kDefaultReservePercent), 0u)
+      << "0: nothing kept, nothing given back";
   EXPECT_TRUE(Contains(OptionError("reserve=101%"), "bad value for reserve=:"));
+  EXPECT_TRUE(Contains(OptionError("reserve=-1"), "bad value for reserve=:"));
+}
+
+TEST(MountOptionTest, Spill) {
+  absl::StatusOr<MountOptions> options = ParseOption("spill=16g");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->spill.Resolve(128 * kGiB, MountPlan::kDefaultSpillPercent), 16 * kGiB);
+  options = ParseOption("spill=25%");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->spill.Resolve(128 * kGiB, MountPlan::kDefaultSpillPercent), 32 * kGiB);
+  options = ParseOption("spill=0");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->spill.Resolve(128 * kGiB, MountPlan::kDefaultSpillPercent), 0u);
+  EXPECT_EQ(MountOptions().spill.Resolve(128 * kGiB, MountPlan::kDefaultSpillPercent),
+            64 * kGiB)
+      << "half of host memory by default, as tmpfs";
+  EXPECT_TRUE(Contains(OptionError("spill=0%"), "bad value for spill=:"));
+  EXPECT_TRUE(Contains(OptionError("spill=lots"), "bad value for spill=:"));
+}
+
+TEST(MountOptionTest, MakeRoomTakesAMountpointAndASizeOrAll) {
+  absl::StatusOr<MountOptions> options = Parse({"--make-room", "/mnt/gpu", "60g"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->action, MountOptions::Action::kMakeRoom);
+  EXPECT_EQ(options->mountpoint, "/mnt/gpu");
+  EXPECT_EQ(options->make_room_bytes, 60 * kGiB);
+  options = Parse({"--make-room", "/mnt/gpu", "all"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->make_room_bytes, std::nullopt);
+  EXPECT_TRUE(Contains(ParseError({"--make-room", "/mnt/gpu"}), "--make-room takes"));
+  EXPECT_TRUE(Contains(ParseError({"--make-room", "/mnt/gpu", "lots"}), "--make-room:"));
+  EXPECT_TRUE(Contains(ParseError({"--make-room", "/mnt/gpu", "1g", "2g"}), "--make-room takes"));
 }
 
 TEST(MountOptionTest, MinBlock) {

@@ -82,6 +82,15 @@ TEST(MountPlanTest, ReserveIsForGpus) {
   }
 }
 
+TEST(MountPlanTest, SpillIsForGpus) {
+  EXPECT_TRUE(MountPlan::Make(Options("spill=1g"), Facts()).ok());
+  EXPECT_TRUE(MountPlan::Make(Options("spill=0,backend=cuda"), Facts()).ok());
+  for (const char* options : {"spill=1g,backend=host", "spill=5%,backend=null"}) {
+    SCOPED_TRACE(options);
+    EXPECT_TRUE(absl::IsInvalidArgument(MountPlan::Make(Options(options), Facts()).status()));
+  }
+}
+
 TEST(MountPlanTest, DeviceIsForGpus) {
   EXPECT_TRUE(MountPlan::Make(Options("device=1"), Facts()).ok());
   EXPECT_TRUE(MountPlan::Make(Options("device=all,backend=cuda"), Facts()).ok());

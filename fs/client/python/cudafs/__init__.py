@@ -32,7 +32,7 @@ import json
 import os
 import struct
 
-__all__ = ["Mapping", "map", "load_safetensors"]
+__all__ = ["Mapping", "map", "load_safetensors", "make_room"]
 
 _HOST = 1
 _CUDA = 2
@@ -265,3 +265,18 @@ def load_safetensors(path, device="cuda", writable=False):
         raw = everything[start + begin:start + end]
         tensors[name] = raw.view(dtype).reshape(info["shape"])
     return tensors
+
+
+def make_room(mount, size=None):
+    """Moves data of the cudafs mounted at `mount` off its GPUs into host
+    memory until `size` bytes are free on each GPU (None: every byte that
+    can move), and returns then; for a program that sizes itself from the
+    GPU's free memory at start. Nothing is lost: files read the same, from
+    host memory, and come back to the GPU once it has room again (not for
+    60 s). The mount's owner or root only (the root's sticky bit keeps
+    others from setting its attributes). OSError ENOSPC when no more data
+    can move, EOPNOTSUPP on a mount without host memory to move data to."""
+    if size is not None and (not isinstance(size, int) or size < 0):
+        raise ValueError("size must be a byte count (an int >= 0) or None")
+    value = b"all" if size is None else str(size).encode()
+    os.setxattr(mount, "user.cudafs.make_room", value)

@@ -1,0 +1,48 @@
+#include "fs/daemon/make_room_command.h"
+
+#include <sys/xattr.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "fs/daemon/control_plane.h"
+#include "fs/daemon/mount_info.h"
+
+namespace cudafs {
+
+int MakeRoomCommand(const std::string& mountpoint, std::optional<uint64_t> bytes) {
+  // Any other filesystem might keep the attribute as it is told.
+  const std::optional<MountInfoEntry> mount = MountAt(mountpoint);
+  if (!mount || mount->fstype != "fuse.cudafs") {
+    std::fprintf(stderr, "cudafs: %s: cannot make room: not the root of a cudafs mount\n",
+                 mountpoint.c_str());
+    return 1;
+  }
+  const std::string value = bytes ? absl::StrCat(*bytes) : "all";
+  if (setxattr(mountpoint.c_str(), kMakeRoomAttribute, value.data(), value.size(), 0) == 0) {
+    return 0;
+  }
+  const int error = errno;
+  std::string why;
+  switch (error) {
+    case EOPNOTSUPP:  // ENOTSUP on Linux
+      why = "not the root of a cudafs mount, or one without host memory to move data to "
+            "(a host-memory mount, or spill=0)";
+      break;
+    case ENOSPC:
+      why = "no more data can move off a GPU (the daemon's log says how much is free)";
+      break;
+    case EPERM:
+    case EACCES:
+      why = "only the user who mounted it, or root, can make room";
+      break;
+    default:
+      why = std::strerror(error);
+  }
+  std::fprintf(stderr, "cudafs: %s: cannot make room: %s\n", mountpoint.c_str(), why.c_str());
+  return 1;
+}
+
+}  // namespace cudafs

@@ -1,0 +1,136 @@
+#include "fs/room/room_keeper.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <tuple>
+
+#include "absl/strings/str_format.h"
+
+namespace cudafs {
+
+namespace {
+
+// How far past its reserve a GPU under pressure is freed, and how much room
+// past it must stay when data comes back: half the reserve each, so that a
+// program taking memory step by step does not make the keeper move data for
+// every step, and data that came back is not sent out again at once.
+uint64_t Margin(const Device::GpuMemory& memory) { return memory.reserve / 2; }
+
+// How long to wait before trying again to bring data back to a GPU on which
+// this process holds no context (whose free memory it cannot see without
+// taking one).
+constexpr absl::Duration kBlindRetry = absl::Seconds(30);
+
+}  // namespace
+
+RoomKeeper::RoomKeeper(Filesystem* filesystem, const Arena* arena, Options options)
+    : filesystem_(filesystem), arena_(arena), options_(std::move(options)) {
+  for (size_t part = 0; part < arena_->part_count(); ++part) {
+    (arena_->IsSpillPart(part) ? spill_parts_ : gpu_parts_).push_back(part);
+  }
+  absl::MutexLock lock(&mu_);
+  room_since_.assign(arena_->part_count(), absl::InfinitePast());
+}
+
+std::vector<size_t> RoomKeeper::Destinations(size_t from) const {
+  const Device& device = arena_->device();
+  std::vector<std::tuple<bool, uint64_t, size_t>> gpus;  // seen, room, part
+  for (const size_t part : gpu_parts_) {
+    if (part == from) continue;
+    const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
+    if (!memory) {
+      // Nothing of ours there: room unless another program took it, which
+      // its reserve= check at commit finds.
+      gpus.emplace_back(false, 0, part);
+    } else if (memory->free > memory->reserve + Margin(*memory)) {
+      gpus.emplace_back(true, memory->free - memory->reserve, part);
+    }
+  }
+  std::sort(gpus.rbegin(), gpus.rend());
+  std::vector<size_t> parts;
+  for (const auto& [seen, room, part] : gpus) parts.push_back(part);
+  parts.insert(parts.end(), spill_parts_.begin(), spill_parts_.end());
+  return parts;
+}
+
+void RoomKeeper::Round() {
+  if (!active()) return;
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = options_.clock();
+  const Device& device = arena_->device();
+  bool spilled = false;
+  for (const size_t part : spill_parts_) spilled |= arena_->Stats().parts[part].used > 0;
+  for (const size_t part : gpu_parts_) {
+    const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
+    if (memory && memory->free < memory->reserve) {
+      room_since_[part] = absl::InfinitePast();
+      stats_.moved_out_bytes +=
+          filesystem_->MoveData(part, Destinations(part),
+                                memory->reserve - memory->free + Margin(*memory),
+                                Filesystem::MoveOrder::kLeastRecentlyUsed);
+      continue;
+    }
+    if (!spilled) continue;
+    uint64_t budget = options_.return_per_round;
+    if (memory) {
+      const uint64_t room = memory->free - memory->reserve;
+      if (room <= Margin(*memory)) {
+        room_since_[part] = absl::InfinitePast();
+        continue;
+      }
+      budget = std::min(budget, room - Margin(*memory));
+    }
+    if (room_since_[part] == absl::InfinitePast()) room_since_[part] = now;
+    if (now - room_since_[part] < options_.settle || now < hold_until_) continue;
+    uint64_t moved = 0;
+    for (const size_t spill : spill_parts_) {
+      moved += filesystem_->MoveData(spill, {part}, budget - std::min(budget, moved),
+                                     Filesystem::MoveOrder::kMostRecentlyUsed);
+    }
+    stats_.moved_back_bytes += moved;
+    // Not even a block fitted on a GPU this process cannot see: look again
+    // much later rather than take a context every round.
+    if (moved == 0 && !memory) room_since_[part] = now + kBlindRetry;
+  }
+}
+
+absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
+  absl::MutexLock lock(&mu_);
+  ++stats_.make_room_calls;
+  if (!active()) {
+    return absl::FailedPreconditionError(
+        "this mount has no host memory to move its data to (spill=0, or no GPU)");
+  }
+  hold_until_ = options_.clock() + options_.hold;
+  const Device& device = arena_->device();
+  for (const size_t part : gpu_parts_) {
+    for (;;) {
+      const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
+      if (!memory) break;  // nothing of ours is there
+      if (bytes && memory->free >= *bytes) break;
+      const uint64_t wanted =
+          bytes ? *bytes - memory->free : std::numeric_limits<uint64_t>::max();
+      const uint64_t moved = filesystem_->MoveData(part, spill_parts_, wanted,
+                                                   Filesystem::MoveOrder::kLeastRecentlyUsed);
+      stats_.moved_out_bytes += moved;
+      if (moved > 0) continue;
+      if (!bytes) break;  // all that can move has
+      const std::optional<Device::GpuMemory> now = device.PartMemory(part);
+      if (!now || now->free >= *bytes) break;
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s: %d bytes free of the %d asked for, and no more of this mount's data can move "
+          "off it (the rest is other programs' memory, files they map, or host memory "
+          "(spill=) is full)",
+          device.DescribePart(part), now->free, *bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+RoomKeeper::Stats RoomKeeper::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace cudafs

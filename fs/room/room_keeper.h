@@ -1,0 +1,89 @@
+// RoomKeeper: gives a GPU's memory back to other programs, and takes it
+// again when they are done, by moving file data between the mount's GPUs
+// and its host memory (spill=, a spill part of the arena) with
+// Filesystem::MoveData. Nothing is lost: a move only changes where bytes
+// live.
+//
+//  - Round (the daemon calls it every 100 ms): a GPU whose free memory, as
+//    its driver reports it, fell below its reserve= because another
+//    program allocated gets that much back, least recently used files
+//    first, into another GPU of the mount that has room, else host memory.
+//    A GPU that has had room for `settle` gets data back from host memory,
+//    most recently used first, `return_per_round` at most a round, so that
+//    bringing it back never crowds a running program's transfers.
+//  - MakeRoom: moves data off every GPU until the size asked for is free on
+//    each (for a job launcher, before a program that sizes itself from free
+//    memory starts), and holds that room: nothing comes back for `hold`.
+//
+// Thread-safe; a Round and a MakeRoom never run at once.
+#ifndef CUDAFS_FS_ROOM_ROOM_KEEPER_H_
+#define CUDAFS_FS_ROOM_ROOM_KEEPER_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "alloc/base/sizes.h"
+#include "alloc/storage/arena.h"
+#include "fs/core/filesystem.h"
+
+namespace cudafs {
+
+class RoomKeeper {
+ public:
+  struct Options {
+    absl::Duration settle = absl::Seconds(5);
+    uint64_t return_per_round = 256 * kMiB;
+    absl::Duration hold = absl::Seconds(60);
+    std::function<absl::Time()> clock = [] { return absl::Now(); };
+  };
+  struct Stats {
+    uint64_t moved_out_bytes = 0;
+    uint64_t moved_back_bytes = 0;
+    uint64_t make_room_calls = 0;
+  };
+
+  // `filesystem` and `arena` (its arena) must outlive the keeper.
+  RoomKeeper(Filesystem* filesystem, const Arena* arena, Options options);
+
+  // Whether the mount has anything to keep: GPUs and host memory to move
+  // their data to.
+  bool active() const { return !spill_parts_.empty(); }
+
+  void Round();
+  // Returns once `bytes` (nullopt: all the GPU's memory) are free on each
+  // GPU of the mount holding data, or ResourceExhausted saying how much is
+  // free where no more data can move (host memory full, files mapped by
+  // other processes, memory other programs hold). FailedPrecondition on a
+  // mount without host memory to move data to.
+  absl::Status MakeRoom(std::optional<uint64_t> bytes);
+
+  Stats stats() const;
+
+ private:
+  // Where data leaving GPU part `from` goes: the other GPUs with the most
+  // room first, then host memory.
+  std::vector<size_t> Destinations(size_t from) const;
+
+  Filesystem* const filesystem_;
+  const Arena* const arena_;
+  const Options options_;
+  std::vector<size_t> gpu_parts_;
+  std::vector<size_t> spill_parts_;
+
+  mutable absl::Mutex mu_;
+  // By part: since when a GPU has had room (InfinitePast: not now).
+  std::vector<absl::Time> room_since_ ABSL_GUARDED_BY(mu_);
+  absl::Time hold_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_ROOM_ROOM_KEEPER_H_
