@@ -91,6 +91,7 @@ class CachedFile {
     return extents_.Move(leave, to, budget);
   }
   uint64_t BytesIn(size_t part) const { return extents_.BytesIn(part); }
+  absl::Status LeaveSpill() { return extents_.LeaveSpill(); }
 
   // When the file was last read or written here, in seconds since the
   // epoch: data moves out of a GPU least recently used first.

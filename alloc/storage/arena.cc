@@ -74,10 +74,14 @@ absl::StatusOr<Block> Arena::AllocateExclusive(uint64_t size, size_t part) {
 absl::StatusOr<Block> Arena::AllocateForMove(uint64_t size, absl::Span<const size_t> parts) {
   absl::StatusOr<Block> block =
       absl::ResourceExhaustedError("no part to move the block into");
+  // As Allocate: ENOSPC if any part was full, else the last error.
+  bool full = false;
   for (const size_t part : parts) {
     block = AllocateIn(part, size, [](uint64_t) { return true; }, /*bounded=*/false);
     if (block.ok()) return block;
+    full |= absl::IsResourceExhausted(block.status());
   }
+  if (full) return absl::ResourceExhaustedError("no room to move the block into");
   return block;
 }
 

@@ -330,6 +330,9 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
 }
 
 absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
+  // One block for one first: that needs no room past the capacity, which
+  // the fresh windows below do.
+  if (absl::Status status = LeaveSpill(); !status.ok()) return status;
   Device& device = arena()->device();
   const uint64_t granule = std::max(device.granule_size(), arena()->min_block());
   const uint64_t end = (size + granule - 1) / granule * granule;
@@ -476,6 +479,22 @@ absl::StatusOr<uint64_t> ExtentMap::Move(absl::FunctionRef<bool(size_t part)> le
   // What lies past the end of the data may hold anything (see above).
   if (absl::Status s = Relocate(windows, data_end_); !s.ok()) return s;
   return bytes;
+}
+
+absl::Status ExtentMap::LeaveSpill() {
+  const size_t gpus = arena()->leading_parts();
+  if (gpus == arena()->part_count() || shared_) return absl::OkStatus();
+  std::vector<size_t> to;
+  if (home_ < gpus) to.push_back(home_);
+  for (size_t part = 0; part < gpus; ++part) {
+    if (part != home_) to.push_back(part);
+  }
+  const auto spill = [this](size_t part) { return arena()->IsSpillPart(part); };
+  for (;;) {
+    absl::StatusOr<uint64_t> moved = Move(spill, to, std::numeric_limits<uint64_t>::max());
+    if (!moved.ok()) return moved.status();
+    if (*moved == 0) return absl::OkStatus();
+  }
 }
 
 uint64_t ExtentMap::BytesIn(size_t part) const {

@@ -166,18 +166,26 @@ class ExtentMap {
   // order: blocks of at least a granule whose memory backs nothing else
   // (Device::Exclusive). Smaller blocks and holes there move into new
   // blocks with a device copy (large files written in order already have
-  // such blocks). The file is shared from then on (see above). On
-  // ResourceExhausted nothing changed.
+  // such blocks), blocks in host memory first to the other parts
+  // (LeaveSpill). The file is shared from then on (see above). On
+  // ResourceExhausted nothing changed but blocks brought back from host
+  // memory.
   absl::StatusOr<std::vector<DeviceRange>> Share(uint64_t size);
   bool shared() const { return shared_; }
 
   // Moves the bytes of blocks in parts `leave` accepts, in file order and
   // until at least `budget` bytes of blocks have moved, into blocks of the
   // same size in the first of `to` that backs one; returns the bytes
-  // moved. The blocks of a shared file never move (a mapping holds them):
-  // FailedPrecondition. On an error the blocks moved so far stay moved.
+  // moved. Where `to` has no room left, the blocks placed so far move and
+  // their bytes are returned; ResourceExhausted only when not one block
+  // could. The blocks of a shared file never move (a mapping holds them):
+  // FailedPrecondition. On a device error nothing moved.
   absl::StatusOr<uint64_t> Move(absl::FunctionRef<bool(size_t part)> leave,
                                 absl::Span<const size_t> to, uint64_t budget);
+  // Moves every block in a spill part (host memory) to the other parts,
+  // the file's home first; ResourceExhausted, with nothing lost, when they
+  // lack room. A file another process maps or copies needs its bytes there.
+  absl::Status LeaveSpill();
   // Bytes of blocks in arena part `part`.
   uint64_t BytesIn(size_t part) const;
 

@@ -87,25 +87,15 @@ absl::Status AllocateLocked(FilesystemState& state, Inode& inode, int operation,
   return absl::OkStatus();
 }
 
-// A private copy on a mount with GPUs is GPU memory: bytes the file keeps
-// in host memory (a spill part) come back to a GPU first. ENOSPC, saying
-// why, when none has room.
-absl::Status BringToGpus(Arena& arena, CachedFile& data) {
-  const size_t gpus = arena.leading_parts();
-  // A shared file's blocks are on a GPU, and stay there.
-  if (gpus == arena.part_count() || data.shared()) return absl::OkStatus();
-  std::vector<size_t> to = {arena.EmptiestPart()};
-  for (size_t part = 0; part < gpus; ++part) {
-    if (part != to.front()) to.push_back(part);
-  }
-  absl::StatusOr<uint64_t> moved =
-      data.Move([&arena](size_t part) { return arena.IsSpillPart(part); }, to,
-                std::numeric_limits<uint64_t>::max());
-  if (absl::IsResourceExhausted(moved.status())) {
+// A private copy on a mount with GPUs is GPU memory, as a mapping is:
+// bytes the file keeps in host memory come back to a GPU first.
+absl::Status BringBackFromHostMemory(CachedFile& data) {
+  absl::Status status = data.LeaveSpill();
+  if (absl::IsResourceExhausted(status)) {
     return PosixError(ENOSPC, "the file's bytes are in host memory and no GPU has room for "
                               "them: make room (cudafs --make-room), or read the file");
   }
-  return moved.status();
+  return status;
 }
 
 }  // namespace
@@ -238,7 +228,7 @@ absl::StatusOr<Filesystem::CopyPlan> Filesystem::PlanCopy(InodeNumber ino) {
   std::vector<DeviceToDevice> copies;
   if (CachedFile* data = inode.data()) {
     if (absl::Status status = data->Flush(); !status.ok()) return status;
-    if (absl::Status status = BringToGpus(*state_->arena, *data); !status.ok()) return status;
+    if (absl::Status status = BringBackFromHostMemory(*data); !status.ok()) return status;
     copies = data->CopiesOut(inode.size);
   }
   absl::StatusOr<std::vector<Device::CopyPiece>> pieces =

@@ -2,14 +2,23 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "alloc/devices/faulty_device.h"
 #include "alloc/devices/host_device.h"
 #include "gtest/gtest.h"
+#include "tests/support/recording_device.h"
+
+#ifdef CUDAFS_WITH_CUDA
+#include "absl/time/time.h"
+#include "alloc/devices/cuda_device.h"
+#include "tests/support/fake_cuda_driver.h"
+#endif
 
 namespace cudafs {
 namespace {
@@ -210,6 +219,236 @@ TEST(PooledDeviceTest, SharedExportsAreEachMembersOwnMemory) {
   munmap(view, piece.size);
   EXPECT_EQ(ReadBack(*pool.device, pool.second_base + kGranule, 19), "through the mapping");
 }
+
+// A member whose memory is not this process's (a GPU's): copies to and
+// from it go through Read and Write.
+class WithoutHostView final : public DeviceWrapper {
+ public:
+  using DeviceWrapper::DeviceWrapper;
+  char* HostView(uint64_t /*offset*/) override { return nullptr; }
+};
+
+// Two host devices without a HostView as the GPUs, and a host device as the
+// spill member; each member's calls recorded.
+struct SpillPool {
+  SpillPool() {
+    std::vector<std::unique_ptr<Device>> members;
+    for (RecordingDevice*& gpu : gpus) {
+      auto recording = std::make_unique<RecordingDevice>(Host());
+      gpu = recording.get();
+      members.push_back(std::make_unique<WithoutHostView>(std::move(recording)));
+    }
+    auto recording = std::make_unique<RecordingDevice>(Host());
+    spill = recording.get();
+    device = PooledDevice::Create(std::move(members), std::move(recording)).value();
+    for (const DeviceRange& part : device->parts()) {
+      EXPECT_TRUE(device->Commit(part.offset, 8 * kGranule).ok());
+    }
+  }
+  ~SpillPool() {
+    for (const DeviceRange& part : device->parts()) {
+      EXPECT_TRUE(device->Decommit(part.offset, 8 * kGranule).ok());
+    }
+    for (const RecordingDevice* member : {gpus[0], gpus[1], spill}) {
+      for (const std::string& violation : member->violations()) ADD_FAILURE() << violation;
+    }
+  }
+  uint64_t base(size_t part) const { return device->parts()[part].offset; }
+
+  std::unique_ptr<PooledDevice> device;
+  RecordingDevice* gpus[2] = {nullptr, nullptr};
+  RecordingDevice* spill = nullptr;
+};
+
+std::string Bytes(size_t length, uint32_t seed) {
+  std::string bytes(length, '\0');
+  uint32_t x = seed * 2654435761u + 1;
+  for (char& byte : bytes) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    byte = static_cast<char>(x);
+  }
+  return bytes;
+}
+
+TEST(PooledDeviceSpillTest, TheSpillIsTheLastPartAndTheOnlySpillPart) {
+  std::vector<std::unique_ptr<Device>> gpus;
+  gpus.push_back(Host());
+  gpus.push_back(Host(2 * kMemberSize));
+  absl::StatusOr<std::unique_ptr<PooledDevice>> pool =
+      PooledDevice::Create(std::move(gpus), Host(3 * kMemberSize));
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const PooledDevice& device = **pool;
+  const std::vector<DeviceRange> parts = device.parts();
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[1].length, 2 * kMemberSize);
+  EXPECT_EQ(parts[2].offset, 2 * PooledDevice::kMemberAlignment);
+  EXPECT_EQ(parts[2].length, 3 * kMemberSize) << "the spill device's own arena";
+  EXPECT_EQ(device.arena_size(), parts[2].offset + parts[2].length);
+  EXPECT_FALSE(device.IsSpillPart(0));
+  EXPECT_FALSE(device.IsSpillPart(1));
+  EXPECT_TRUE(device.IsSpillPart(2));
+  for (size_t part = 0; part < parts.size(); ++part) {
+    EXPECT_EQ(device.PartPlace(part), "host") << part;
+    EXPECT_FALSE(device.PartMemory(part).has_value()) << "part " << part << " is no GPU";
+  }
+  EXPECT_EQ(device.Describe(), "3 devices: host memory; host memory; host memory");
+  // Seen through a decorator, as the arena of a mount with fault injection.
+  const FaultyDevice wrapped(pool->get());
+  EXPECT_TRUE(wrapped.IsSpillPart(2));
+  EXPECT_FALSE(wrapped.IsSpillPart(1));
+  EXPECT_EQ(wrapped.PartPlace(2), "host");
+}
+
+TEST(PooledDeviceSpillTest, WithoutASpillNoPartIsOne) {
+  Pool pool;
+  ASSERT_EQ(pool.device->parts().size(), 2u);
+  EXPECT_FALSE(pool.device->IsSpillPart(0));
+  EXPECT_FALSE(pool.device->IsSpillPart(1));
+
+  std::vector<std::unique_ptr<Device>> one;
+  one.push_back(Host());
+  std::unique_ptr<PooledDevice> alone = PooledDevice::Create(std::move(one)).value();
+  ASSERT_EQ(alone->parts().size(), 1u);
+  EXPECT_FALSE(alone->IsSpillPart(0));
+}
+
+TEST(PooledDeviceSpillTest, RefusesASpillOfAnotherGranuleOrWithoutGpus) {
+  class Coarse final : public DeviceWrapper {
+   public:
+    using DeviceWrapper::DeviceWrapper;
+    uint64_t granule_size() const override { return 2 * kGranule; }
+  };
+  std::vector<std::unique_ptr<Device>> gpus;
+  gpus.push_back(Host());
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      PooledDevice::Create(std::move(gpus), std::make_unique<Coarse>(Host())).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(PooledDevice::Create({}, Host()).status()));
+}
+
+// One GPU and a spill make a pool of two parts, the spill the second.
+TEST(PooledDeviceSpillTest, OneGpuAndASpillAreTwoParts) {
+  std::vector<std::unique_ptr<Device>> gpus;
+  gpus.push_back(Host());
+  std::unique_ptr<PooledDevice> pool =
+      PooledDevice::Create(std::move(gpus), Host()).value();
+  ASSERT_EQ(pool->parts().size(), 2u);
+  EXPECT_FALSE(pool->IsSpillPart(0));
+  EXPECT_TRUE(pool->IsSpillPart(1));
+}
+
+// A copy between a GPU and the spill goes straight between the GPU and the
+// spill's memory: one batch on the GPU, none on the spill device, larger
+// than the bounce buffer and of an odd length at odd offsets.
+TEST(PooledDeviceSpillTest, CopiesBetweenAGpuAndTheSpillGoStraightBothWays) {
+  SpillPool pool;
+  const uint64_t spill = pool.base(2);
+  const uint64_t gpu = pool.base(1);
+  const std::string bytes = Bytes(9 * kMiB + 12345, 1);
+  WriteAt(*pool.device, gpu + 3, bytes);
+  WriteAt(*pool.device, spill, std::string(10 * kMiB, 's'));
+  const uint64_t gpu_reads = pool.gpus[1]->read_batches();
+  const uint64_t spill_writes = pool.spill->write_batches();
+
+  const DeviceToDevice out{spill + 1001, gpu + 3, bytes.size()};
+  ASSERT_TRUE(pool.device->Copy({&out, 1}).ok());
+  EXPECT_EQ(ReadBack(*pool.device, spill + 1001, bytes.size()), bytes);
+  EXPECT_EQ(ReadBack(*pool.device, spill, 1001), std::string(1001, 's')) << "before the copy";
+  EXPECT_EQ(ReadBack(*pool.device, spill + 1001 + bytes.size(), 4096), std::string(4096, 's'))
+      << "after the copy";
+  EXPECT_EQ(pool.gpus[1]->read_batches(), gpu_reads + 1);
+  EXPECT_EQ(pool.spill->write_batches(), spill_writes) << "went through a bounce buffer";
+
+  // Back into the other GPU, at another odd offset.
+  const uint64_t other = pool.base(0);
+  WriteAt(*pool.device, other, std::string(10 * kMiB, 'g'));
+  const uint64_t gpu_writes = pool.gpus[0]->write_batches();
+  const uint64_t spill_reads = pool.spill->read_batches();
+  const DeviceToDevice in{other + 77, spill + 1001, bytes.size()};
+  ASSERT_TRUE(pool.device->Copy({&in, 1}).ok());
+  EXPECT_EQ(ReadBack(*pool.device, other + 77, bytes.size()), bytes);
+  EXPECT_EQ(ReadBack(*pool.device, other, 77), std::string(77, 'g'));
+  EXPECT_EQ(ReadBack(*pool.device, other + 77 + bytes.size(), 4096), std::string(4096, 'g'));
+  EXPECT_EQ(pool.gpus[0]->write_batches(), gpu_writes + 1);
+  EXPECT_EQ(pool.spill->read_batches(), spill_reads) << "went through a bounce buffer";
+}
+
+TEST(PooledDeviceSpillTest, SmallCopiesBetweenAGpuAndTheSpillInOneBatch) {
+  SpillPool pool;
+  const uint64_t spill = pool.base(2);
+  const std::string first = Bytes(4097, 2);
+  const std::string second = Bytes(3, 3);
+  WriteAt(*pool.device, pool.base(0) + 10, first);
+  WriteAt(*pool.device, spill + 5 * kGranule, second);
+  // Out to the spill, in from it, and within a GPU, all in one batch.
+  const DeviceToDevice copies[] = {{spill + kGranule - 1, pool.base(0) + 10, first.size()},
+                                   {pool.base(1) + 7, spill + 5 * kGranule, second.size()},
+                                   {pool.base(0) + 2 * kGranule, pool.base(0) + 10, 100}};
+  ASSERT_TRUE(pool.device->Copy(copies).ok());
+  EXPECT_EQ(ReadBack(*pool.device, spill + kGranule - 1, first.size()), first)
+      << "across a granule boundary of the spill";
+  EXPECT_EQ(ReadBack(*pool.device, pool.base(1) + 7, second.size()), second);
+  EXPECT_EQ(ReadBack(*pool.device, pool.base(0) + 2 * kGranule, 100), first.substr(0, 100));
+}
+
+// Between two GPUs, the bounce buffer still carries the bytes.
+TEST(PooledDeviceSpillTest, CopiesBetweenTwoGpusStillWork) {
+  SpillPool pool;
+  const std::string bytes = Bytes(5 * kMiB + 3, 4);
+  WriteAt(*pool.device, pool.base(0) + 1, bytes);
+  const DeviceToDevice across{pool.base(1) + 2, pool.base(0) + 1, bytes.size()};
+  ASSERT_TRUE(pool.device->Copy({&across, 1}).ok());
+  EXPECT_EQ(ReadBack(*pool.device, pool.base(1) + 2, bytes.size()), bytes);
+}
+
+#ifdef CUDAFS_WITH_CUDA
+
+// A GPU of the fake driver and host memory as its spill: each part names
+// its place, only the GPU's reports its memory (and only while it holds a
+// context), and bytes cross between the two both ways.
+TEST(PooledDeviceSpillTest, AFakeGpuAndItsSpill) {
+  FakeCudaDriver fake({FakeGpuOptions{.name = "Fake GPU A", .pci_bus_id = "0000:65:00.0"},
+                       FakeGpuOptions{.name = "Fake GPU B", .pci_bus_id = "0000:66:00.0"}});
+  std::vector<std::unique_ptr<Device>> gpus;
+  absl::StatusOr<std::unique_ptr<CudaDevice>> gpu = CudaDevice::Create(
+      fake.driver(), 1, kGiB,
+      CudaDeviceOptions{.idle_release = absl::InfiniteDuration(), .reserve_bytes = 3 * kMiB});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  gpus.push_back(std::move(*gpu));
+  absl::StatusOr<std::unique_ptr<PooledDevice>> created =
+      PooledDevice::Create(std::move(gpus), Host());
+  ASSERT_TRUE(created.ok()) << created.status();
+  PooledDevice& pool = **created;
+  EXPECT_EQ(pool.PartPlace(0), "gpu1");
+  EXPECT_EQ(pool.PartPlace(1), "host");
+  EXPECT_FALSE(pool.IsSpillPart(0));
+  EXPECT_TRUE(pool.IsSpillPart(1));
+  EXPECT_FALSE(pool.PartMemory(0).has_value()) << "no context yet";
+  EXPECT_EQ(fake.stats().live_contexts, 0) << "asking made a context";
+
+  const uint64_t spill = pool.parts()[1].offset;
+  ASSERT_TRUE(pool.Commit(0, 4 * kGranule).ok());
+  ASSERT_TRUE(pool.Commit(spill, 4 * kGranule).ok());
+  fake.set_used_by_others(1, 100 * kMiB);
+  const std::optional<Device::GpuMemory> memory = pool.PartMemory(0);
+  ASSERT_TRUE(memory.has_value());
+  EXPECT_EQ(memory->total, FakeGpuOptions{}.total_bytes);
+  EXPECT_EQ(memory->free, FakeGpuOptions{}.total_bytes - 100 * kMiB - fake.stats(1).physical_bytes);
+  EXPECT_EQ(memory->reserve, 3 * kMiB);
+  EXPECT_FALSE(pool.PartMemory(1).has_value());
+
+  const std::string bytes = Bytes(5 * kMiB + 777, 5);
+  WriteAt(pool, 5, bytes);
+  const DeviceToDevice out{spill + 11, 5, bytes.size()};
+  ASSERT_TRUE(pool.Copy({&out, 1}).ok());
+  EXPECT_EQ(ReadBack(pool.member(1), 11, bytes.size()), bytes);
+  const DeviceToDevice in{2 * kMiB + 1, spill + 11, bytes.size()};
+  ASSERT_TRUE(pool.Copy({&in, 1}).ok());
+  EXPECT_EQ(ReadBack(pool, 2 * kMiB + 1, bytes.size()), bytes);
+  ASSERT_TRUE(pool.Decommit(0, 4 * kGranule).ok());
+  ASSERT_TRUE(pool.Decommit(spill, 4 * kGranule).ok());
+}
+
+#endif  // CUDAFS_WITH_CUDA
 
 }  // namespace
 }  // namespace cudafs

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <set>
@@ -16,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "alloc/devices/host_device.h"
+#include "alloc/devices/pooled_device.h"
 #include "gtest/gtest.h"
 #include "tests/support/recording_device.h"
 #include "tests/support/test_seed.h"
@@ -560,6 +562,222 @@ TEST_F(ArenaTest, AllocateExclusivePassesOverRangesTheDeviceRefuses) {
   EXPECT_EQ(MustAllocate(4 * kGranule).offset, 0u) << "the ranges passed over stay free";
   device_->RefuseExclusiveBelow(kGranules * kGranule);
   EXPECT_TRUE(absl::IsResourceExhausted(arena_->AllocateExclusive(kGranule).status()));
+}
+
+// Two host devices as the GPUs (parts 0 and 1) and a third as the spill
+// (part 2), each of kPartGranules granules.
+class SpillArenaTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kPartGranules = 4;
+  static constexpr size_t kSpill = 2;
+
+  void SetUp() override { MakeArena(); }
+
+  void MakeArena(uint64_t capacity = std::numeric_limits<uint64_t>::max()) {
+    std::vector<std::unique_ptr<Device>> gpus;
+    for (int i = 0; i < 2; ++i) {
+      gpus.push_back(HostDevice::Create(kPartGranules * kGranule).value());
+    }
+    device_ = std::make_unique<RecordingDevice>(
+        PooledDevice::Create(std::move(gpus), HostDevice::Create(kPartGranules * kGranule).value())
+            .value());
+    arena_ = std::make_unique<Arena>(device_.get(), kMinBlock, capacity);
+  }
+
+  void TearDown() override {
+    for (const Block& block : live_) arena_->Free(block);
+    live_.clear();
+    const ArenaStats stats = arena_->Stats();
+    EXPECT_EQ(stats.blocks.used, 0u);
+    EXPECT_EQ(stats.committed_bytes, 0u);
+    EXPECT_TRUE(device_->committed_granules().empty());
+    arena_.reset();
+    for (const std::string& violation : device_->violations()) ADD_FAILURE() << violation;
+  }
+
+  Block MustAllocate(uint64_t size, size_t part) {
+    absl::StatusOr<Block> block = arena_->Allocate(size, part);
+    EXPECT_TRUE(block.ok()) << block.status();
+    if (!block.ok()) return Block{};
+    live_.push_back(*block);
+    return *block;
+  }
+
+  // Allocates granules in `part` (none elsewhere) until it is full; its
+  // used bytes must be whole granules.
+  void Fill(size_t part) {
+    while (arena_->Stats().parts[part].used < arena_->Stats().parts[part].capacity) {
+      ASSERT_EQ(arena_->PartOf(MustAllocate(kGranule, part).offset), part);
+    }
+  }
+
+  std::unique_ptr<RecordingDevice> device_;
+  std::unique_ptr<Arena> arena_;
+  std::vector<Block> live_;
+};
+
+TEST_F(SpillArenaTest, KnowsItsSpillPartAndTheGpusBeforeIt) {
+  ASSERT_EQ(arena_->part_count(), 3u);
+  EXPECT_FALSE(arena_->IsSpillPart(0));
+  EXPECT_FALSE(arena_->IsSpillPart(1));
+  EXPECT_TRUE(arena_->IsSpillPart(kSpill));
+  EXPECT_EQ(arena_->leading_parts(), 2u);
+  const std::vector<DeviceRange> parts = device_->parts();
+  for (size_t p = 0; p < parts.size(); ++p) {
+    EXPECT_EQ(arena_->PartOf(parts[p].offset), p);
+    EXPECT_EQ(arena_->PartOf(parts[p].offset + parts[p].length - 1), p);
+  }
+  EXPECT_EQ(arena_->capacity(), 3 * kPartGranules * kGranule) << "the spill counts in it";
+
+  RecordingDevice single(HostDevice::Create(kGranule).value());
+  Arena plain(&single, kMinBlock);
+  EXPECT_FALSE(plain.IsSpillPart(0));
+  EXPECT_EQ(plain.leading_parts(), 1u);
+}
+
+// The named part first, then the other GPU, though the spill is emptier,
+// and the spill only once both GPUs are full.
+TEST_F(SpillArenaTest, AllocateOffersTheSpillOnlyWhenEveryGpuIsFull) {
+  EXPECT_EQ(arena_->PartOf(MustAllocate(kGranule, 0).offset), 0u);
+  EXPECT_EQ(arena_->PartOf(MustAllocate(kGranule, 1).offset), 1u);
+  ASSERT_NO_FATAL_FAILURE(Fill(1));
+  for (uint64_t i = 1; i < kPartGranules; ++i) {
+    EXPECT_EQ(arena_->PartOf(MustAllocate(kGranule, 1).offset), 0u) << "granule " << i;
+  }
+  EXPECT_EQ(arena_->Stats().parts[0].used, kPartGranules * kGranule);
+  EXPECT_EQ(arena_->Stats().parts[kSpill].used, 0u);
+  for (size_t named : {size_t{0}, size_t{1}}) {
+    const Block block = MustAllocate(kGranule, named);
+    EXPECT_EQ(arena_->PartOf(block.offset), kSpill) << "named part " << named;
+    EXPECT_EQ(device_->committed_granules().count(block.offset / kGranule), 1u);
+  }
+  EXPECT_EQ(arena_->Stats().parts[kSpill].used, 2 * kGranule);
+  // A GPU's room, once back, is offered before the spill again.
+  arena_->Free(live_.front());
+  live_.erase(live_.begin());
+  EXPECT_EQ(arena_->PartOf(MustAllocate(kGranule, 1).offset), 0u);
+}
+
+TEST_F(SpillArenaTest, AFileStartsInTheEmptiestGpuNeverTheSpill) {
+  EXPECT_NE(arena_->EmptiestPart(), kSpill);
+  MustAllocate(2 * kGranule, 0);
+  MustAllocate(kGranule, 1);
+  EXPECT_EQ(arena_->EmptiestPart(), 1u) << "the spill is emptier still";
+  MustAllocate(2 * kGranule, 1);
+  EXPECT_EQ(arena_->EmptiestPart(), 0u);
+  ASSERT_NO_FATAL_FAILURE(Fill(0));
+  ASSERT_NO_FATAL_FAILURE(Fill(1));
+  EXPECT_FALSE(arena_->IsSpillPart(arena_->EmptiestPart())) << "both GPUs are full";
+}
+
+TEST_F(SpillArenaTest, AllocateExclusiveNeverUsesTheSpill) {
+  absl::StatusOr<Block> named_spill = arena_->AllocateExclusive(kGranule, kSpill);
+  ASSERT_TRUE(named_spill.ok()) << named_spill.status();
+  live_.push_back(*named_spill);
+  EXPECT_NE(arena_->PartOf(named_spill->offset), kSpill);
+  ASSERT_NO_FATAL_FAILURE(Fill(0));
+  ASSERT_NO_FATAL_FAILURE(Fill(1));
+  const BuddyStats before = arena_->Stats().blocks;
+  for (size_t part = 0; part < 3; ++part) {
+    absl::StatusOr<Block> block = arena_->AllocateExclusive(kGranule, part);
+    EXPECT_TRUE(absl::IsResourceExhausted(block.status())) << "part " << part << ": "
+                                                           << block.status();
+  }
+  EXPECT_TRUE(absl::IsResourceExhausted(arena_->AllocateExclusive(kMinBlock).status()));
+  ExpectSameBlockStats(arena_->Stats().blocks, before);
+  EXPECT_EQ(arena_->Stats().parts[kSpill].committed_bytes, 0u);
+  EXPECT_EQ(arena_->PartOf(MustAllocate(kGranule, 0).offset), kSpill) << "Allocate still may";
+}
+
+// A move holds its old block and its new one for a moment: the new one is
+// had past the capacity, yet the arena never reports more used than it
+// has, and is back as it was once the old block is freed.
+TEST_F(SpillArenaTest, AllocateForMoveGoesPastTheCapacityForAMoment) {
+  MakeArena(2 * kGranule);
+  const Block old_block = MustAllocate(2 * kGranule, 0);
+  live_.clear();
+  const ArenaStats full = arena_->Stats();
+  ASSERT_EQ(full.blocks.used, 2 * kGranule);
+  ASSERT_EQ(full.blocks.free, 0u);
+  ASSERT_TRUE(absl::IsResourceExhausted(arena_->Allocate(kMinBlock, kSpill).status()));
+
+  absl::StatusOr<Block> moved = arena_->AllocateForMove(2 * kGranule, {kSpill});
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->size, 2 * kGranule);
+  EXPECT_EQ(arena_->PartOf(moved->offset), kSpill);
+  ArenaStats during = arena_->Stats();
+  EXPECT_EQ(during.blocks.capacity, 2 * kGranule);
+  EXPECT_EQ(during.blocks.used, 2 * kGranule) << "more used than the capacity";
+  EXPECT_EQ(during.blocks.free, 0u);
+  EXPECT_EQ(during.blocks.largest_free, 0u);
+  EXPECT_EQ(during.blocks.fragmentation, 0.0);
+  EXPECT_EQ(during.parts[0].used, 2 * kGranule);
+  EXPECT_EQ(during.parts[kSpill].used, 2 * kGranule);
+  EXPECT_EQ(during.committed_bytes, 4 * kGranule);
+  EXPECT_EQ(arena_->LargestFree(), 0u);
+  EXPECT_TRUE(absl::IsResourceExhausted(arena_->Allocate(kMinBlock, 1).status()))
+      << "an allocation past the capacity while the move holds both";
+  // A second move on top of the first.
+  absl::StatusOr<Block> another = arena_->AllocateForMove(kMinBlock, {1});
+  ASSERT_TRUE(another.ok()) << another.status();
+  EXPECT_EQ(arena_->Stats().blocks.used, 2 * kGranule);
+  arena_->Free(*another);
+
+  arena_->Free(old_block);
+  live_.push_back(*moved);
+  const ArenaStats after = arena_->Stats();
+  ExpectSameBlockStats(after.blocks, full.blocks);
+  EXPECT_EQ(after.parts[0].used, 0u);
+  EXPECT_EQ(after.parts[0].committed_bytes, 0u);
+  EXPECT_EQ(after.committed_bytes, 2 * kGranule);
+  EXPECT_TRUE(absl::IsResourceExhausted(arena_->Allocate(kMinBlock, 0).status()));
+
+  arena_->Free(*moved);
+  live_.clear();
+  EXPECT_EQ(arena_->Stats().blocks.free, 2 * kGranule);
+  EXPECT_EQ(arena_->LargestFree(), 2 * kGranule);
+}
+
+TEST_F(SpillArenaTest, AllocateForMoveTriesThePartsInTheOrderGiven) {
+  const auto move_into = [&](std::vector<size_t> parts) -> absl::StatusOr<size_t> {
+    absl::StatusOr<Block> block = arena_->AllocateForMove(kGranule, parts);
+    if (!block.ok()) return block.status();
+    live_.push_back(*block);
+    EXPECT_EQ(block->size, kGranule);
+    return arena_->PartOf(block->offset);
+  };
+  EXPECT_EQ(move_into({kSpill, 0}).value_or(99), kSpill);
+  EXPECT_EQ(move_into({1, kSpill}).value_or(99), 1u);
+  EXPECT_EQ(move_into({0}).value_or(99), 0u);
+  ASSERT_NO_FATAL_FAILURE(Fill(1));
+  EXPECT_EQ(move_into({1, 0, kSpill}).value_or(99), 0u) << "part 1 is full";
+  EXPECT_EQ(move_into({1, kSpill, 0}).value_or(99), kSpill);
+  ASSERT_NO_FATAL_FAILURE(Fill(0));
+  EXPECT_TRUE(absl::IsResourceExhausted(move_into({1, 0}).status()))
+      << "never a part not given, though the spill has room";
+  EXPECT_TRUE(absl::IsResourceExhausted(move_into({}).status()));
+  const uint64_t spill_used = arena_->Stats().parts[kSpill].used;
+  while (move_into({kSpill}).ok()) {
+  }
+  EXPECT_EQ(arena_->Stats().parts[kSpill].used, kPartGranules * kGranule);
+  EXPECT_GT(arena_->Stats().parts[kSpill].used, spill_used);
+  EXPECT_TRUE(absl::IsResourceExhausted(move_into({0, 1, kSpill}).status()));
+}
+
+// A part that cannot back the block (its device refuses the memory) leaves
+// the move to the next part given.
+TEST_F(SpillArenaTest, AllocateForMovePassesOverAPartThatCannotBackTheBlock) {
+  const Block in_spill = MustAllocate(kMinBlock, kSpill);
+  device_->FailCommitsBeyond(0);
+  absl::StatusOr<Block> block = arena_->AllocateForMove(kMinBlock, {0, kSpill});
+  ASSERT_TRUE(block.ok()) << block.status();
+  live_.push_back(*block);
+  EXPECT_EQ(arena_->PartOf(block->offset), kSpill);
+  EXPECT_EQ(block->offset / kGranule, in_spill.offset / kGranule) << "in a committed granule";
+  EXPECT_TRUE(absl::IsResourceExhausted(arena_->AllocateForMove(kMinBlock, {0, 1}).status()));
+  EXPECT_EQ(arena_->Stats().parts[0].used, 0u);
+  EXPECT_EQ(arena_->Stats().parts[1].used, 0u);
+  device_->AllowCommits();
 }
 
 }  // namespace

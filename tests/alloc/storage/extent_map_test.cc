@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -15,10 +16,12 @@
 #include "alloc/base/errors.h"
 #include "alloc/devices/faulty_device.h"
 #include "alloc/devices/host_device.h"
+#include "alloc/devices/pooled_device.h"
 #include "alloc/storage/arena.h"
 #include "gtest/gtest.h"
 #include "tests/support/arena_dirt.h"
 #include "tests/support/test_scale.h"
+#include "tests/support/test_seed.h"
 
 namespace cudafs {
 namespace {
@@ -1031,6 +1034,475 @@ TEST_F(ExtentMapTest, ShareWithoutRoomChangesNothing) {
   EXPECT_FALSE(map.shared());
   EXPECT_EQ(map.allocated_bytes(), 2 * MiB);
   EXPECT_EQ(ReadAll(map, 0, data.size()), data);
+}
+
+// An arena over two host devices as the GPUs (parts 0 and 1) and a third
+// as the spill (part 2).
+class SpillTest : public ExtentMapTest {
+ protected:
+  static constexpr size_t kSpill = 2;
+  static constexpr uint64_t kAll = std::numeric_limits<uint64_t>::max();
+
+  void SetUp() override {
+    ExtentMapTest::SetUp();
+    MakePool(16 * MiB, 16 * MiB);
+  }
+
+  void TearDown() override {
+    for (const Block& block : pool_held_) pool_arena_->Free(block);
+    pool_held_.clear();
+    EXPECT_EQ(pool_arena_->Stats().blocks.used, 0u);
+    EXPECT_EQ(pool_arena_->Stats().committed_bytes, 0u);
+    ExtentMapTest::TearDown();
+  }
+
+  void MakePool(uint64_t gpu_bytes, uint64_t spill_bytes,
+                uint64_t capacity = std::numeric_limits<uint64_t>::max()) {
+    pool_arena_.reset();
+    std::vector<std::unique_ptr<Device>> gpus;
+    gpus.push_back(HostDevice::Create(gpu_bytes).value());
+    gpus.push_back(HostDevice::Create(gpu_bytes).value());
+    pool_ = PooledDevice::Create(std::move(gpus), HostDevice::Create(spill_bytes).value()).value();
+    pool_arena_ = std::make_unique<Arena>(pool_.get(), kMinBlock, capacity);
+    ASSERT_TRUE(pool_arena_->IsSpillPart(kSpill));
+  }
+
+  static bool Gpus(size_t part) { return part != kSpill; }
+  static bool Spill(size_t part) { return part == kSpill; }
+
+  uint64_t PoolUsed() const { return pool_arena_->Stats().blocks.used; }
+
+  // Leaves dirt in every free byte of `part`, holding one min_block at the
+  // end of each granule so that none is decommitted (which would zero it).
+  void DirtyPart(size_t part) {
+    std::vector<Block> blocks;
+    for (absl::StatusOr<Block> block = pool_arena_->AllocateForMove(kMinBlock, {part});
+         block.ok(); block = pool_arena_->AllocateForMove(kMinBlock, {part})) {
+      blocks.push_back(*block);
+    }
+    const std::string dirt(kMinBlock, kDirt);
+    std::vector<HostToDevice> copies;
+    for (const Block& block : blocks) copies.push_back({block.offset, dirt.data(), block.size});
+    ASSERT_TRUE(pool_->Write(copies).ok());
+    for (const Block& block : blocks) {
+      if (block.offset % HostDevice::kGranule == HostDevice::kGranule - kMinBlock) {
+        pool_held_.push_back(block);
+      } else {
+        pool_arena_->Free(block);
+      }
+    }
+  }
+
+  // Takes every free granule of `part` (the other parts keep their room).
+  void Fill(size_t part) {
+    for (absl::StatusOr<Block> block = pool_arena_->AllocateForMove(kMinBlock, {part});
+         block.ok(); block = pool_arena_->AllocateForMove(kMinBlock, {part})) {
+      pool_held_.push_back(*block);
+    }
+  }
+
+  // The part of each mapped run of the first `size` bytes, in file order.
+  std::vector<size_t> PartsInFileOrder(const ExtentMap& map, uint64_t size) const {
+    std::vector<size_t> parts;
+    for (const DeviceToDevice& copy : map.CopiesOut(size)) {
+      parts.push_back(pool_arena_->PartOf(copy.source_offset));
+    }
+    return parts;
+  }
+
+  // Where data and holes lie, as NextData / NextHole see them up to `end`.
+  static std::vector<uint64_t> Layout(const ExtentMap& map, uint64_t end) {
+    std::vector<uint64_t> edges;
+    for (uint64_t at = 0; at < end;) {
+      const std::optional<uint64_t> data = map.NextData(at);
+      if (!data) break;
+      edges.push_back(*data);
+      at = map.NextHole(*data);
+      edges.push_back(at);
+    }
+    return edges;
+  }
+
+  // Writes `model` (over 2 MiB) into `map`: its first 2 MiB at once (two
+  // max_extent blocks of 1 MiB, one in each GPU), the rest in pieces of
+  // random lengths, leaving some out (holes); then punches a hole inside.
+  // Blocks of many sizes.
+  void WriteWithHoles(ExtentMap& map, std::string& model, std::mt19937_64& rng) {
+    ASSERT_TRUE(map.Write(0, model.data(), 2 * MiB).ok());
+    for (uint64_t at = 2 * MiB; at < model.size();) {
+      const uint64_t length = std::min<uint64_t>(1 + rng() % (300 * KiB), model.size() - at);
+      if (rng() % 5 == 0 && at + length < model.size()) {
+        std::fill(model.begin() + at, model.begin() + at + length, '\0');
+      } else {
+        ASSERT_TRUE(map.Write(at, model.data() + at, length).ok());
+      }
+      at += length;
+    }
+    const uint64_t punch = model.size() / 2 + 5;
+    ASSERT_TRUE(map.PunchHole(punch, 200 * KiB).ok());
+    std::fill(model.begin() + punch, model.begin() + punch + 200 * KiB, '\0');
+  }
+
+  std::unique_ptr<PooledDevice> pool_;
+  std::unique_ptr<Arena> pool_arena_;
+  std::vector<Block> pool_held_;
+};
+
+TEST_F(SpillTest, LargeFilesGoRoundTheGpusButNotTheSpill) {
+  ExtentMap map(SpaceOf(pool_arena_.get(), 1 * MiB));
+  std::mt19937_64 rng(41);
+  const std::string data = RandomBytes(rng, 8 * MiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  EXPECT_EQ(map.BytesIn(0), 4 * MiB);
+  EXPECT_EQ(map.BytesIn(1), 4 * MiB);
+  EXPECT_EQ(map.BytesIn(kSpill), 0u);
+  EXPECT_EQ(ReadAll(map, 0, data.size()), data);
+}
+
+// Once both GPUs are full a file grows into the spill; it still starts in
+// a GPU.
+TEST_F(SpillTest, FilesGrowIntoTheSpillOnlyOnceTheGpusAreFull) {
+  Fill(0);
+  Fill(1);
+  ExtentMap map(SpaceOf(pool_arena_.get(), 1 * MiB));
+  std::mt19937_64 rng(42);
+  const std::string data = RandomBytes(rng, 3 * MiB + 5);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  EXPECT_EQ(map.BytesIn(kSpill), map.allocated_bytes());
+  EXPECT_EQ(ReadAll(map, 0, data.size()), data);
+  pool_arena_->Free(pool_held_.back());
+  pool_held_.pop_back();
+  ExtentMap next(SpaceOf(pool_arena_.get(), 1 * MiB));
+  ASSERT_TRUE(next.Write(0, "n", 1).ok());
+  EXPECT_EQ(next.BytesIn(1), kMinBlock) << "the room freed in a GPU comes first";
+}
+
+// Everything moves to the spill: the bytes, holes and extents stay as they
+// were, the arena's use too, and the GPUs hold no memory any more.
+TEST_F(SpillTest, MovingAFileToTheSpillKeepsItsBytesAndFreesTheGpus) {
+  DirtyPart(kSpill);
+  const uint64_t seed = TestSeed(43);
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  ExtentMap map(SpaceOf(pool_arena_.get(), 1 * MiB));
+  std::string model = RandomBytes(rng, 5 * MiB + 1234);
+  ASSERT_NO_FATAL_FAILURE(WriteWithHoles(map, model, rng));
+  map.TrimTail(model.size());
+  ASSERT_GT(map.BytesIn(0), 0u);
+  ASSERT_GT(map.BytesIn(1), 0u);
+  ASSERT_EQ(map.BytesIn(kSpill), 0u);
+  const uint64_t allocated = map.allocated_bytes();
+  const size_t extents = map.extent_count();
+  const uint64_t used = PoolUsed();
+  const std::vector<uint64_t> layout = Layout(map, model.size() + MiB);
+  const std::string before = ReadAll(map, 0, model.size() + 64 * KiB);
+  ASSERT_EQ(before, model + std::string(64 * KiB, '\0'));
+
+  absl::StatusOr<uint64_t> moved = map.Move(Gpus, {kSpill}, kAll);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, allocated);
+  EXPECT_EQ(map.BytesIn(kSpill), allocated);
+  EXPECT_EQ(map.BytesIn(0), 0u);
+  EXPECT_EQ(map.BytesIn(1), 0u);
+  EXPECT_EQ(map.allocated_bytes(), allocated);
+  EXPECT_EQ(map.extent_count(), extents);
+  EXPECT_EQ(Layout(map, model.size() + MiB), layout);
+  EXPECT_EQ(PoolUsed(), used);
+  EXPECT_TRUE(ReadAll(map, 0, before.size()) == before);
+  const ArenaStats stats = pool_arena_->Stats();
+  for (size_t gpu : {size_t{0}, size_t{1}}) {
+    EXPECT_EQ(stats.parts[gpu].used, 0u) << gpu;
+    EXPECT_EQ(stats.parts[gpu].committed_bytes, 0u) << "GPU " << gpu << " still holds memory";
+  }
+  absl::StatusOr<uint64_t> again = map.Move(Gpus, {kSpill}, kAll);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, 0u);
+  EXPECT_TRUE(ReadAll(map, 0, before.size()) == before);
+}
+
+TEST_F(SpillTest, MoveTakesWholeBlocksInFileOrderUntilTheBudget) {
+  ExtentMap map(SpaceOf(pool_arena_.get(), 1 * MiB));
+  std::mt19937_64 rng(44);
+  const std::string data = RandomBytes(rng, 4 * MiB + 4 * KiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  map.TrimTail(data.size());
+  ASSERT_EQ(map.extent_count(), 5u);  // four of 1 MiB, then 4 KiB
+  const std::vector<size_t> home = PartsInFileOrder(map, data.size());
+  ASSERT_EQ(home.size(), 5u);
+  ASSERT_NE(home[0], home[1]) << "the 1 MiB blocks go round the GPUs";
+  const auto expect_parts = [&](std::vector<size_t> expected) {
+    EXPECT_EQ(PartsInFileOrder(map, data.size()), expected);
+    EXPECT_TRUE(ReadAll(map, 0, data.size()) == data);
+  };
+
+  absl::StatusOr<uint64_t> moved = map.Move(Gpus, {kSpill}, 0);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, 0u);
+  expect_parts(home);
+  moved = map.Move(Gpus, {kSpill}, 1);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, 1 * MiB) << "a whole block";
+  expect_parts({kSpill, home[1], home[2], home[3], home[4]});
+  moved = map.Move(Gpus, {kSpill}, 1 * MiB + 1);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, 2 * MiB);
+  expect_parts({kSpill, kSpill, kSpill, home[3], home[4]});
+  EXPECT_EQ(map.BytesIn(kSpill), 3 * MiB);
+  // Only what `leave` names moves.
+  const size_t other = home[4] == 0 ? 1 : 0;
+  moved = map.Move([&](size_t part) { return part == other; }, {kSpill}, kAll);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, home[3] == other ? 1 * MiB : 0);
+  moved = map.Move(Gpus, {kSpill}, kAll);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, home[3] == other ? 4 * KiB : 1 * MiB + 4 * KiB);
+  expect_parts({kSpill, kSpill, kSpill, kSpill, kSpill});
+  EXPECT_EQ(map.BytesIn(kSpill), map.allocated_bytes());
+  EXPECT_EQ(PoolUsed(), map.allocated_bytes());
+}
+
+TEST_F(SpillTest, ASharedFileNeverMoves) {
+  ExtentMap map(SpaceOf(pool_arena_.get(), 4 * MiB));
+  std::mt19937_64 rng(45);
+  const std::string data = RandomBytes(rng, 8 * MiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  absl::StatusOr<std::vector<DeviceRange>> ranges = map.Share(data.size());
+  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  const std::vector<size_t> parts = PartsInFileOrder(map, data.size());
+  const uint64_t used = PoolUsed();
+  absl::StatusOr<uint64_t> moved = map.Move(Gpus, {kSpill}, kAll);
+  EXPECT_TRUE(absl::IsFailedPrecondition(moved.status())) << moved.status();
+  EXPECT_EQ(PartsInFileOrder(map, data.size()), parts);
+  EXPECT_EQ(map.BytesIn(kSpill), 0u);
+  EXPECT_EQ(PoolUsed(), used);
+  EXPECT_EQ(SharedBytes(*pool_, *ranges), data);
+  EXPECT_TRUE(ReadAll(map, 0, data.size()) == data);
+}
+
+// Back from the spill into the first GPU given that has room, and from one
+// GPU to the other.
+TEST_F(SpillTest, MovingBackRestoresTheFile) {
+  DirtyPart(0);
+  DirtyPart(1);
+  const uint64_t held = PoolUsed();
+  std::mt19937_64 rng(46);
+  ExtentMap map(SpaceOf(pool_arena_.get(), 1 * MiB));
+  std::string model = RandomBytes(rng, 3 * MiB + 100);
+  ASSERT_NO_FATAL_FAILURE(WriteWithHoles(map, model, rng));
+  const uint64_t allocated = map.allocated_bytes();
+  ASSERT_TRUE(map.Move(Gpus, {kSpill}, kAll).ok());
+  ASSERT_EQ(map.BytesIn(kSpill), allocated);
+
+  const size_t dirt = pool_held_.size();
+  Fill(0);
+  absl::StatusOr<uint64_t> moved = map.Move(Spill, {0, 1}, kAll);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, allocated);
+  EXPECT_EQ(map.BytesIn(1), allocated) << "GPU 0 is full";
+  EXPECT_EQ(map.BytesIn(kSpill), 0u);
+  EXPECT_TRUE(ReadAll(map, 0, model.size()) == model);
+
+  for (size_t i = dirt; i < pool_held_.size(); ++i) pool_arena_->Free(pool_held_[i]);
+  pool_held_.resize(dirt);
+  moved = map.Move([](size_t part) { return part == 1; }, {0}, kAll);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, allocated);
+  EXPECT_EQ(map.BytesIn(0), allocated);
+  EXPECT_TRUE(ReadAll(map, 0, model.size() + 64 * KiB) == model + std::string(64 * KiB, '\0'));
+  EXPECT_EQ(PoolUsed(), held + allocated);
+}
+
+// A mapping gets GPU memory: blocks in the spill, large ones too, come
+// back to a GPU, with the file's bytes.
+TEST_F(SpillTest, ShareBringsASpilledFileBackToTheGpus) {
+  ExtentMap map(SpaceOf(pool_arena_.get(), 4 * MiB));
+  std::mt19937_64 rng(47);
+  const std::string data = RandomBytes(rng, 8 * MiB + 100 * KiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  map.TrimTail(data.size());
+  ASSERT_TRUE(map.Move(Gpus, {kSpill}, kAll).ok());
+  ASSERT_EQ(map.BytesIn(kSpill), map.allocated_bytes());
+
+  absl::StatusOr<std::vector<DeviceRange>> ranges = map.Share(data.size());
+  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  uint64_t total = 0;
+  for (const DeviceRange& range : *ranges) {
+    const size_t part = pool_arena_->PartOf(range.offset);
+    EXPECT_NE(part, kSpill) << "range at " << range.offset;
+    EXPECT_EQ(pool_arena_->PartOf(range.offset + range.length - 1), part);
+    EXPECT_TRUE(pool_->Exclusive(range));
+    total += range.length;
+  }
+  EXPECT_EQ(total, 10 * MiB);
+  EXPECT_EQ(map.BytesIn(kSpill), 0u);
+  EXPECT_EQ(map.allocated_bytes(), total);
+  EXPECT_EQ(PoolUsed(), total) << "the spilled blocks went back";
+  const std::string shared = SharedBytes(*pool_, *ranges);
+  EXPECT_TRUE(shared.substr(0, data.size()) == data);
+  EXPECT_TRUE(AllZero(shared, data.size()));
+  EXPECT_TRUE(ReadAll(map, 0, data.size()) == data);
+}
+
+// Only the spilled blocks move for a mapping: a large block in a GPU is
+// kept where it is.
+TEST_F(SpillTest, ShareKeepsTheBlocksInAGpuAndBringsBackTheSpilledOnes) {
+  ExtentMap map(SpaceOf(pool_arena_.get(), 4 * MiB));
+  std::mt19937_64 rng(51);
+  const std::string data = RandomBytes(rng, 8 * MiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  const std::vector<DeviceToDevice> before = map.CopiesOut(data.size());
+  ASSERT_EQ(before.size(), 2u);
+  absl::StatusOr<uint64_t> moved = map.Move(Gpus, {kSpill}, 1);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  ASSERT_EQ(*moved, 4 * MiB);
+
+  absl::StatusOr<std::vector<DeviceRange>> ranges = map.Share(data.size());
+  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  ASSERT_EQ(ranges->size(), 2u);
+  EXPECT_NE(pool_arena_->PartOf((*ranges)[0].offset), kSpill);
+  EXPECT_EQ((*ranges)[0].length, 4 * MiB);
+  EXPECT_EQ((*ranges)[1].offset, before[1].source_offset) << "the GPU's block moved";
+  EXPECT_EQ(map.BytesIn(kSpill), 0u);
+  EXPECT_EQ(PoolUsed(), 8 * MiB);
+  EXPECT_EQ(SharedBytes(*pool_, *ranges), data);
+}
+
+// A spilled file comes back to a GPU for a mapping as a move does: the
+// new blocks take the old ones' place, so a full mount has room for them.
+TEST_F(SpillTest, ShareBringsASpilledFileBackEvenWhenTheMountIsFull) {
+  MakePool(16 * MiB, 16 * MiB, /*capacity=*/8 * MiB);
+  ExtentMap map(SpaceOf(pool_arena_.get(), 4 * MiB));
+  std::mt19937_64 rng(48);
+  const std::string data = RandomBytes(rng, 8 * MiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  ASSERT_EQ(pool_arena_->Stats().blocks.free, 0u);
+  absl::StatusOr<uint64_t> moved = map.Move(Gpus, {kSpill}, kAll);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  ASSERT_EQ(*moved, 8 * MiB);
+
+  absl::StatusOr<std::vector<DeviceRange>> ranges = map.Share(data.size());
+  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  EXPECT_EQ(map.BytesIn(kSpill), 0u);
+  EXPECT_EQ(SharedBytes(*pool_, *ranges), data);
+  EXPECT_EQ(PoolUsed(), 8 * MiB);
+}
+
+TEST_F(SpillTest, MoveWithoutRoomChangesNothing) {
+  MakePool(16 * MiB, 2 * MiB);
+  ExtentMap map(SpaceOf(pool_arena_.get(), 1 * MiB));
+  std::mt19937_64 rng(49);
+  const std::string data = RandomBytes(rng, 4 * MiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  const std::vector<size_t> parts = PartsInFileOrder(map, data.size());
+  const uint64_t used = PoolUsed();
+  Fill(kSpill);
+
+  absl::StatusOr<uint64_t> moved = map.Move(Gpus, {kSpill}, kAll);
+  EXPECT_TRUE(absl::IsResourceExhausted(moved.status())) << moved.status();
+  EXPECT_EQ(PartsInFileOrder(map, data.size()), parts);
+  EXPECT_EQ(map.BytesIn(kSpill), 0u);
+  EXPECT_EQ(map.allocated_bytes(), 4 * MiB);
+  EXPECT_EQ(map.extent_count(), 4u);
+  EXPECT_TRUE(ReadAll(map, 0, data.size()) == data);
+  EXPECT_EQ(pool_arena_->Stats().parts[kSpill].used, 2 * MiB);
+  EXPECT_EQ(PoolUsed() - 2 * MiB, used);
+
+  // Room for one block: it moves, the first in file order, and Move says
+  // how much; the next finds none.
+  for (Block& block : pool_held_) pool_arena_->Free(block);
+  pool_held_.clear();
+  absl::StatusOr<Block> half = pool_arena_->AllocateForMove(1 * MiB, {kSpill});
+  ASSERT_TRUE(half.ok()) << half.status();
+  pool_held_.push_back(*half);
+  moved = map.Move(Gpus, {kSpill}, kAll);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, 1 * MiB);
+  EXPECT_EQ(PartsInFileOrder(map, data.size()),
+            (std::vector<size_t>{kSpill, parts[1], parts[2], parts[3]}));
+  EXPECT_TRUE(ReadAll(map, 0, data.size()) == data);
+  moved = map.Move(Gpus, {kSpill}, kAll);
+  EXPECT_TRUE(absl::IsResourceExhausted(moved.status())) << moved.status();
+  EXPECT_TRUE(ReadAll(map, 0, data.size()) == data);
+}
+
+// Random writes, punches, truncates and trims interleaved with moves to
+// the spill and back, against a std::string model, on dirty parts.
+TEST_F(SpillTest, RandomizedWithMovesAgainstModel) {
+  MakePool(8 * MiB, 8 * MiB);
+  for (size_t part = 0; part < 3; ++part) DirtyPart(part);
+  const uint64_t held = PoolUsed();
+  constexpr uint64_t kCap = 2 * MiB;
+  constexpr uint64_t kMaxExtent = 256 * KiB;
+  const uint64_t seed = TestSeed(50);
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  {
+    ExtentMap map(SpaceOf(pool_arena_.get(), kMaxExtent));
+    std::string model(kCap, '\0');
+    uint64_t size = 0;
+    const auto random_range = [&](uint64_t* offset, uint64_t* length) {
+      *length = 1 + rng() % (rng() % 2 ? 8 * KiB : 300 * KiB);
+      *offset = rng() % (kCap - *length + 1);
+    };
+    const auto gpu_bytes = [&] { return map.BytesIn(0) + map.BytesIn(1); };
+    int moves = 0;
+    for (int op = 0; op < Scaled(2000); ++op) {
+      SCOPED_TRACE(op);
+      uint64_t offset, length;
+      random_range(&offset, &length);
+      const int kind = rng() % 20;
+      if (kind < 8) {
+        const std::string data = RandomBytes(rng, length);
+        ASSERT_TRUE(map.Write(offset, data.data(), length).ok());
+        model.replace(offset, length, data);
+        size = std::max(size, offset + length);
+      } else if (kind < 10) {
+        ASSERT_TRUE(map.PunchHole(offset, length).ok());
+        std::fill(model.begin() + offset, model.begin() + offset + length, '\0');
+      } else if (kind < 11) {
+        size = std::min(size, offset);
+        ASSERT_TRUE(map.Truncate(size).ok());
+        std::fill(model.begin() + size, model.end(), '\0');
+      } else if (kind < 12) {
+        map.TrimTail(size);
+      } else if (kind < 16) {
+        const uint64_t budget = rng() % 3 == 0 ? kAll : rng() % (1 * MiB);
+        const uint64_t before = gpu_bytes();
+        const uint64_t spill_before = map.BytesIn(kSpill);
+        absl::StatusOr<uint64_t> moved = map.Move(Gpus, {kSpill}, budget);
+        ASSERT_TRUE(moved.ok()) << moved.status();
+        if (before <= budget) {
+          EXPECT_EQ(*moved, before);
+        } else {
+          EXPECT_GE(*moved, budget);
+          EXPECT_LT(*moved, budget + kMaxExtent);
+        }
+        EXPECT_EQ(map.BytesIn(kSpill), spill_before + *moved);
+        moves += *moved > 0;
+      } else {
+        const uint64_t budget = rng() % 3 == 0 ? kAll : rng() % (1 * MiB);
+        const uint64_t before = map.BytesIn(kSpill);
+        const std::vector<size_t> to = rng() % 2 ? std::vector<size_t>{0, 1}
+                                                 : std::vector<size_t>{1, 0};
+        absl::StatusOr<uint64_t> moved = map.Move(Spill, to, budget);
+        ASSERT_TRUE(moved.ok()) << moved.status();
+        EXPECT_EQ(map.BytesIn(kSpill), before - *moved);
+        EXPECT_GE(*moved, std::min(before, budget));
+        moves += *moved > 0;
+      }
+      ASSERT_EQ(map.BytesIn(0) + map.BytesIn(1) + map.BytesIn(kSpill), map.allocated_bytes());
+      ASSERT_EQ(map.allocated_bytes(), PoolUsed() - held);
+      uint64_t o, l;
+      random_range(&o, &l);
+      ASSERT_TRUE(ReadAll(map, o, l) == model.substr(o, l));
+      if (op % 16 == 0) {
+        ASSERT_TRUE(ReadAll(map, 0, kCap) == model);
+      }
+    }
+    ASSERT_TRUE(ReadAll(map, 0, kCap) == model);
+    EXPECT_GT(moves, Scaled(2000) / 20);
+  }
+  EXPECT_EQ(PoolUsed(), held);
 }
 
 }  // namespace
