@@ -237,8 +237,11 @@ class Filesystem {
   // `bytes` have moved; returns the bytes moved. Every request sees a
   // file as if its bytes had never moved: each file moves under its lock,
   // a piece at a time. Files another process maps (ExportShared) stay.
+  // `out_of_room`, when given, says whether the moves stopped for want of
+  // room in `to` with bytes still to move.
   enum class MoveOrder { kLeastRecentlyUsed, kMostRecentlyUsed };
-  uint64_t MoveData(size_t from, absl::Span<const size_t> to, uint64_t bytes, MoveOrder order);
+  uint64_t MoveData(size_t from, absl::Span<const size_t> to, uint64_t bytes, MoveOrder order,
+                    bool* out_of_room = nullptr);
   // Bytes of blocks regular file `ino` holds in each place
   // (Device::PartPlace), as kWhereAttribute's value: "gpu0 N\nhost M\n".
   absl::StatusOr<std::string> Where(InodeNumber ino);

@@ -24,7 +24,8 @@ constexpr uint64_t kMovePiece = 256 * kMiB;
 }  // namespace
 
 uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t bytes,
-                              MoveOrder order) {
+                              MoveOrder order, bool* out_of_room) {
+  if (out_of_room != nullptr) *out_of_room = false;
   struct Candidate {
     uint32_t last_use;
     std::shared_ptr<Inode> inode;
@@ -55,7 +56,10 @@ uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t
       absl::StatusOr<uint64_t> piece = data->Move(leave, to, std::min(kMovePiece, bytes - moved));
       if (!piece.ok()) {
         // No room in any of `to`: no other file will find any either.
-        if (absl::IsResourceExhausted(piece.status())) return moved;
+        if (absl::IsResourceExhausted(piece.status())) {
+          if (out_of_room != nullptr) *out_of_room = true;
+          return moved;
+        }
         break;
       }
       if (*piece == 0) break;

@@ -111,17 +111,23 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
       if (bytes && memory->free >= *bytes) break;
       const uint64_t wanted =
           bytes ? *bytes - memory->free : std::numeric_limits<uint64_t>::max();
-      const uint64_t moved = filesystem_->MoveData(part, spill_parts_, wanted,
-                                                   Filesystem::MoveOrder::kLeastRecentlyUsed);
+      bool out_of_room = false;
+      const uint64_t moved =
+          filesystem_->MoveData(part, spill_parts_, wanted,
+                                Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
       stats_.moved_out_bytes += moved;
       if (moved > 0) continue;
-      if (!bytes) break;  // all that can move has
+      if (out_of_room) {
+        return absl::ResourceExhaustedError(absl::StrFormat(
+            "%s: host memory (spill=) is full, and files are left on the GPU",
+            device.DescribePart(part)));
+      }
+      if (!bytes) break;  // all that can move has: the rest is mapped by other programs
       const std::optional<Device::GpuMemory> now = device.PartMemory(part);
       if (!now || now->free >= *bytes) break;
       return absl::ResourceExhaustedError(absl::StrFormat(
           "%s: %d bytes free of the %d asked for, and no more of this mount's data can move "
-          "off it (the rest is other programs' memory, files they map, or host memory "
-          "(spill=) is full)",
+          "off it (the rest is other programs' memory, or files they map)",
           device.DescribePart(part), now->free, *bytes));
     }
   }

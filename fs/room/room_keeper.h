@@ -57,11 +57,12 @@ class RoomKeeper {
   bool active() const { return !spill_parts_.empty(); }
 
   void Round();
-  // Returns once `bytes` (nullopt: all the GPU's memory) are free on each
-  // GPU of the mount holding data, or ResourceExhausted saying how much is
-  // free where no more data can move (host memory full, files mapped by
-  // other processes, memory other programs hold). FailedPrecondition on a
-  // mount without host memory to move data to.
+  // Returns once `bytes` are free on each GPU of the mount holding data
+  // (nullopt: once every byte that can move has: files other processes
+  // map stay). ResourceExhausted when host memory is full with bytes left
+  // to move, or when `bytes` cannot be free because the rest is files
+  // other processes map or other programs' memory. FailedPrecondition on
+  // a mount without host memory to move data to.
   absl::Status MakeRoom(std::optional<uint64_t> bytes);
 
   Stats stats() const;
