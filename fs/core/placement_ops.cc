@@ -1,9 +1,11 @@
 // Where file data lives: the moves between the arena's parts (GPUs, host
 // memory) that give a GPU's memory back, and where a file's bytes are.
-#include <cerrno>
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "alloc/base/errors.h"
 #include "fs/core/filesystem.h"
+#include "alloc/devices/device.h"
 #include "fs/core/filesystem_state.h"
 
 namespace cudafs {
@@ -20,6 +23,8 @@ namespace {
 // Bytes moved under one hold of a file's lock: its readers and writers wait
 // at most this long a move (milliseconds at link speed).
 constexpr uint64_t kMovePiece = 256 * kMiB;
+// Threads moving files at once.
+constexpr size_t kMoveThreads = 8;
 
 }  // namespace
 
@@ -28,6 +33,7 @@ uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t
   if (out_of_room != nullptr) *out_of_room = false;
   struct Candidate {
     uint32_t last_use;
+    uint64_t bytes;  // in `from` when looked at
     std::shared_ptr<Inode> inode;
   };
   std::vector<Candidate> candidates;
@@ -35,8 +41,10 @@ uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t
     if (!inode->is_regular()) continue;
     absl::ReaderMutexLock lock(&inode->mu);
     const CachedFile* data = inode->data();
-    if (data == nullptr || data->shared() || data->BytesIn(from) == 0) continue;
-    candidates.push_back({data->last_use(), std::move(inode)});
+    if (data == nullptr || data->shared()) continue;
+    if (const uint64_t in_part = data->BytesIn(from)) {
+      candidates.push_back({data->last_use(), in_part, std::move(inode)});
+    }
   }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [order](const Candidate& a, const Candidate& b) {
@@ -44,29 +52,52 @@ uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t
                                                                    : a.last_use > b.last_use;
                    });
   const auto leave = [from](size_t part) { return part == from; };
-  uint64_t moved = 0;
-  for (const Candidate& candidate : candidates) {
-    // A file's lock is let go between pieces, so that its readers and
-    // writers go on; the file may be shared, truncated or gone meanwhile.
-    for (;;) {
-      if (moved >= bytes) return moved;
-      absl::MutexLock lock(&candidate.inode->mu);
-      CachedFile* data = candidate.inode->data();
-      if (data == nullptr || data->shared()) break;
-      absl::StatusOr<uint64_t> piece = data->Move(leave, to, std::min(kMovePiece, bytes - moved));
-      if (!piece.ok()) {
-        // No room in any of `to`: no other file will find any either.
-        if (absl::IsResourceExhausted(piece.status())) {
-          if (out_of_room != nullptr) *out_of_room = true;
-          return moved;
-        }
-        break;
-      }
-      if (*piece == 0) break;
-      moved += *piece;
+  // Files move on several threads: most of a move is committing host
+  // memory and copying into it, which one core does at a few GB/s. The
+  // files a round moves are the first in order whose bytes make up what is
+  // left to move, so threads keep the order but for files moving at once.
+  std::atomic<uint64_t> moved{0};
+  std::atomic<bool> full{false};
+  size_t first = 0;
+  while (first < candidates.size() && moved.load() < bytes && !full.load()) {
+    std::vector<std::pair<const Candidate*, uint64_t>> round;  // file, budget
+    for (uint64_t planned = moved.load(); first < candidates.size() && planned < bytes; ++first) {
+      const uint64_t budget = std::min(candidates[first].bytes, bytes - planned);
+      round.emplace_back(&candidates[first], budget);
+      planned += budget;
     }
+    std::atomic<size_t> next{0};
+    const auto work = [&] {
+      // Devices wait for their copies asleep here, leaving cores to requests.
+      MarkBackgroundThread();
+      for (size_t i; (i = next.fetch_add(1)) < round.size();) {
+        const std::shared_ptr<Inode>& inode = round[i].first->inode;
+        // A file's lock is let go between pieces, so that its readers and
+        // writers go on; the file may be shared, truncated or gone
+        // meanwhile.
+        for (uint64_t done = 0; done < round[i].second && !full.load();) {
+          absl::StatusOr<uint64_t> piece = 0;
+          {
+            absl::MutexLock lock(&inode->mu);
+            CachedFile* data = inode->data();
+            if (data != nullptr && !data->shared()) {
+              piece = data->Move(leave, to, std::min(kMovePiece, round[i].second - done));
+            }
+          }
+          // No room in any of `to`: no other file will find any either.
+          if (absl::IsResourceExhausted(piece.status())) full.store(true);
+          if (!piece.ok() || *piece == 0) break;
+          done += *piece;
+          moved.fetch_add(*piece);
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < std::min(kMoveThreads, round.size()); ++t) threads.emplace_back(work);
+    for (std::thread& thread : threads) thread.join();
   }
-  return moved;
+  if (out_of_room != nullptr) *out_of_room = full.load();
+  return moved.load();
 }
 
 absl::StatusOr<std::string> Filesystem::Where(InodeNumber ino) {

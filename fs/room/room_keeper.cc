@@ -5,6 +5,7 @@
 #include <optional>
 #include <tuple>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_format.h"
 
 namespace cudafs {
@@ -21,6 +22,10 @@ uint64_t Margin(const Device::GpuMemory& memory) { return memory.reserve / 2; }
 // this process holds no context (whose free memory it cannot see without
 // taking one).
 constexpr absl::Duration kBlindRetry = absl::Seconds(30);
+// A GPU with twice its reserve free is asked again only after this long:
+// a program allocating that fast fills the reserve before any move could
+// help, and asking the driver costs the daemon's only idle CPU.
+constexpr absl::Duration kCalmInterval = absl::Milliseconds(500);
 
 }  // namespace
 
@@ -31,6 +36,7 @@ RoomKeeper::RoomKeeper(Filesystem* filesystem, const Arena* arena, Options optio
   }
   absl::MutexLock lock(&mu_);
   room_since_.assign(arena_->part_count(), absl::InfinitePast());
+  next_look_.assign(arena_->part_count(), absl::InfinitePast());
 }
 
 std::vector<size_t> RoomKeeper::Destinations(size_t from) const {
@@ -62,7 +68,11 @@ void RoomKeeper::Round() {
   bool spilled = false;
   for (const size_t part : spill_parts_) spilled |= arena_->Stats().parts[part].used > 0;
   for (const size_t part : gpu_parts_) {
+    if (now < next_look_[part]) continue;
     const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
+    if (memory && !spilled && memory->free >= 2 * memory->reserve) {
+      next_look_[part] = now + kCalmInterval;
+    }
     if (memory && memory->free < memory->reserve) {
       room_since_[part] = absl::InfinitePast();
       stats_.moved_out_bytes +=
@@ -103,6 +113,7 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
         "this mount has no host memory to move its data to (spill=0, or no GPU)");
   }
   hold_until_ = options_.clock() + options_.hold;
+  absl::c_fill(next_look_, absl::InfinitePast());
   const Device& device = arena_->device();
   for (const size_t part : gpu_parts_) {
     for (;;) {

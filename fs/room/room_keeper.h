@@ -81,6 +81,8 @@ class RoomKeeper {
   mutable absl::Mutex mu_;
   // By part: since when a GPU has had room (InfinitePast: not now).
   std::vector<absl::Time> room_since_ ABSL_GUARDED_BY(mu_);
+  // By part: when to ask a GPU with plenty free again.
+  std::vector<absl::Time> next_look_ ABSL_GUARDED_BY(mu_);
   absl::Time hold_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
