@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "absl/algorithm/container.h"
@@ -189,43 +190,45 @@ absl::Status PooledDevice::Copy(absl::Span<const DeviceToDevice> copies) {
     if (!within[m].empty()) status.Update(members_[m].device->Copy(within[m]));
   }
   if (across.empty()) return status;
-  std::unique_ptr<char, decltype(&std::free)> bounce(
-      static_cast<char*>(std::aligned_alloc(4096, kBounceBytes)), &std::free);
-  if (bounce == nullptr) return absl::ResourceExhaustedError("no memory to copy between devices");
-  for (const DeviceToDevice& c : across) status.Update(CopyAcross(c, bounce.get()));
+  for (const DeviceToDevice& c : across) status.Update(CopyAcross(c));
   return status;
 }
 
-absl::Status PooledDevice::CopyAcross(const DeviceToDevice& copy, char* bounce) const {
+absl::Status PooledDevice::CopyAcross(const DeviceToDevice& copy) const {
   const size_t from = MemberOf(copy.source_offset, copy.length);
   const size_t to = MemberOf(copy.destination_offset, copy.length);
   const uint64_t source = copy.source_offset - members_[from].base;
   const uint64_t destination = copy.destination_offset - members_[to].base;
-  // In pieces of kBounceBytes, one batch: the member spreads them over its
-  // copy streams.
-  if (char* view = members_[to].device->HostView(destination)) {
-    std::vector<DeviceToHost> reads;
-    for (size_t done = 0; done < copy.length; done += kBounceBytes) {
-      reads.push_back({view + done, source + done, std::min(kBounceBytes, copy.length - done)});
+  char* to_view = members_[to].device->HostView(destination);
+  const char* from_view = members_[from].device->HostView(source);
+  // Pinned staging: a GPU copies at link speed only to and from pinned
+  // memory, and pinning memory as it comes costs more than the copy.
+  char* staging = staging_.Acquire();
+  std::unique_ptr<char, decltype(&std::free)> heap(nullptr, &std::free);
+  if (staging == nullptr) {
+    heap.reset(static_cast<char*>(std::aligned_alloc(4096, kStagingBytes)));
+    if (heap == nullptr) return absl::ResourceExhaustedError("no memory to copy between devices");
+    staging = heap.get();
+  }
+  absl::Status status = absl::OkStatus();
+  for (size_t done = 0; done < copy.length && status.ok(); done += kStagingBytes) {
+    const size_t n = std::min(kStagingBytes, copy.length - done);
+    if (from_view != nullptr) {
+      std::memcpy(staging, from_view + done, n);
+    } else {
+      const DeviceToHost read{staging, source + done, n};
+      status = members_[from].device->Read({&read, 1});
+      if (!status.ok()) break;
     }
-    return members_[from].device->Read(reads);
-  }
-  if (const char* view = members_[from].device->HostView(source)) {
-    std::vector<HostToDevice> writes;
-    for (size_t done = 0; done < copy.length; done += kBounceBytes) {
-      writes.push_back(
-          {destination + done, view + done, std::min(kBounceBytes, copy.length - done)});
+    if (to_view != nullptr) {
+      std::memcpy(to_view + done, staging, n);
+    } else {
+      const HostToDevice write{destination + done, staging, n};
+      status = members_[to].device->Write({&write, 1});
     }
-    return members_[to].device->Write(writes);
   }
-  for (size_t done = 0; done < copy.length; done += kBounceBytes) {
-    const size_t n = std::min(kBounceBytes, copy.length - done);
-    const DeviceToHost read{bounce, copy.source_offset + done - members_[from].base, n};
-    if (absl::Status s = members_[from].device->Read({&read, 1}); !s.ok()) return s;
-    const HostToDevice write{copy.destination_offset + done - members_[to].base, bounce, n};
-    if (absl::Status s = members_[to].device->Write({&write, 1}); !s.ok()) return s;
-  }
-  return absl::OkStatus();
+  if (heap == nullptr) staging_.Release(staging);
+  return status;
 }
 
 size_t PooledDevice::max_batch_copies() const {

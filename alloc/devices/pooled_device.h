@@ -9,9 +9,9 @@
 // sticky error) fails only the operations that touch its range: the files
 // with bytes there read EIO, the rest of the mount works on.
 //
-// A copy between two members goes through host memory (a bounce buffer):
-// it serves copy_file_range and a shared mapping's relayout, where the
-// bytes must cross anyway. Host buffers are handed to every member, so
+// A copy between two members goes through pinned host memory (staging
+// buffers kept for the next copy): it serves copy_file_range and a shared
+// mapping's relayout, where the bytes must cross anyway. Host buffers are handed to every member, so
 // requests reach each GPU from pinned memory (pinned once for the process,
 // for as long as any member may copy from it: PinnedHostRanges).
 //
@@ -23,8 +23,8 @@
 // A spill member (spill=) is host memory after the GPUs, a part of its
 // own (IsSpillPart): the arena offers it only where no GPU can take a
 // block, and data moves there to give a GPU's memory back. Copies between
-// it and a GPU go straight between the GPU and its memory (HostView), with
-// no bounce buffer.
+// it and a GPU go through the staging buffers, and into or out of its
+// memory (HostView) with a memcpy.
 #ifndef CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 
@@ -39,6 +39,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "alloc/devices/device.h"
+#include "alloc/devices/pinned_buffer_pool.h"
 
 namespace cudafs {
 
@@ -89,7 +90,7 @@ class PooledDevice final : public Device {
     bool spill = false;
   };
   // Bytes a cross-member copy moves through host memory at a time.
-  static constexpr size_t kBounceBytes = 4 * kMiB;
+  static constexpr size_t kStagingBytes = 8 * kMiB;
 
   PooledDevice(std::vector<Member> members, uint64_t arena_size, uint64_t granule)
       : members_(std::move(members)), arena_size_(arena_size), granule_(granule) {}
@@ -113,14 +114,16 @@ class PooledDevice final : public Device {
     std::vector<DeviceToDevice> copies;  // member offsets, run-relative
   };
   absl::StatusOr<std::vector<CopyRun>> CopyRuns(absl::Span<const DeviceToDevice> copies) const;
-  // A copy from one member to another: straight into or out of a member
-  // whose memory is this process's (HostView), else through `bounce`
-  // (kBounceBytes of host memory).
-  absl::Status CopyAcross(const DeviceToDevice& copy, char* bounce) const;
+  // A copy from one member to another through a pinned staging buffer,
+  // from or into a member's own memory (HostView) with a memcpy.
+  absl::Status CopyAcross(const DeviceToDevice& copy) const;
 
   const std::vector<Member> members_;
   const uint64_t arena_size_;
   const uint64_t granule_;
+  // For copies between members, pinned for every GPU of the pool (this
+  // device's AllocateHostBuffer); after members_, so freed first.
+  mutable PinnedBufferPool staging_{this, kStagingBytes};
 };
 
 }  // namespace cudafs

@@ -336,9 +336,10 @@ TEST(PooledDeviceSpillTest, OneGpuAndASpillAreTwoParts) {
   EXPECT_TRUE(pool->IsSpillPart(1));
 }
 
-// A copy between a GPU and the spill goes straight between the GPU and the
-// spill's memory: one batch on the GPU, none on the spill device, larger
-// than the bounce buffer and of an odd length at odd offsets.
+// A copy between a GPU and the spill goes between the GPU and the spill's
+// own memory: one transfer on the GPU per staging buffer (8 MiB), none on
+// the spill device; larger than a staging buffer, of an odd length at odd
+// offsets.
 TEST(PooledDeviceSpillTest, CopiesBetweenAGpuAndTheSpillGoStraightBothWays) {
   SpillPool pool;
   const uint64_t spill = pool.base(2);
@@ -355,8 +356,8 @@ TEST(PooledDeviceSpillTest, CopiesBetweenAGpuAndTheSpillGoStraightBothWays) {
   EXPECT_EQ(ReadBack(*pool.device, spill, 1001), std::string(1001, 's')) << "before the copy";
   EXPECT_EQ(ReadBack(*pool.device, spill + 1001 + bytes.size(), 4096), std::string(4096, 's'))
       << "after the copy";
-  EXPECT_EQ(pool.gpus[1]->read_batches(), gpu_reads + 1);
-  EXPECT_EQ(pool.spill->write_batches(), spill_writes) << "went through a bounce buffer";
+  EXPECT_EQ(pool.gpus[1]->read_batches(), gpu_reads + 2);
+  EXPECT_EQ(pool.spill->write_batches(), spill_writes) << "the spill's memory was not written";
 
   // Back into the other GPU, at another odd offset.
   const uint64_t other = pool.base(0);
@@ -368,8 +369,8 @@ TEST(PooledDeviceSpillTest, CopiesBetweenAGpuAndTheSpillGoStraightBothWays) {
   EXPECT_EQ(ReadBack(*pool.device, other + 77, bytes.size()), bytes);
   EXPECT_EQ(ReadBack(*pool.device, other, 77), std::string(77, 'g'));
   EXPECT_EQ(ReadBack(*pool.device, other + 77 + bytes.size(), 4096), std::string(4096, 'g'));
-  EXPECT_EQ(pool.gpus[0]->write_batches(), gpu_writes + 1);
-  EXPECT_EQ(pool.spill->read_batches(), spill_reads) << "went through a bounce buffer";
+  EXPECT_EQ(pool.gpus[0]->write_batches(), gpu_writes + 2);
+  EXPECT_EQ(pool.spill->read_batches(), spill_reads) << "the spill's memory was not read";
 }
 
 TEST(PooledDeviceSpillTest, SmallCopiesBetweenAGpuAndTheSpillInOneBatch) {
