@@ -15,6 +15,9 @@ cudafs \- a tmpfs-like filesystem whose file data lives in GPU memory
 .br
 .B cudafs
 \fB\-\-help\fR | \fB\-\-version\fR | \fB\-\-list\-devices\fR | \fB\-\-stats\fR [\fB\-\-all\fR|\fB\-\-json\fR] \fIMOUNTPOINT\fR
+.br
+.B cudafs
+\fB\-\-make\-room\fR \fIMOUNTPOINT\fR \fISIZE\fR|\fBall\fR
 .SH DESCRIPTION
 .B cudafs
 mounts a FUSE filesystem that behaves like tmpfs but keeps file data in the
@@ -52,6 +55,21 @@ type; \fB\-\-json\fR prints the same, with size_bytes, used_bytes and files,
 as one JSON object. The counters are the read\-only attribute
 \fBuser.cudafs.stats\fR of the mount's root, readable by root and the user
 who mounted.
+.SH GIVING MEMORY BACK
+File data lives on the GPUs and, when they are wanted by other programs, in
+host memory, as tmpfs pages live in RAM or swap. \fBreserve=\fR (10% of each
+GPU) is kept free: when another program's allocations leave less, the least
+recently used files move to host memory (at most \fBspill=\fR of it, 50% by
+default) until half a reserve more is free, and come back once the GPU has
+had room for 5 s. Nothing is lost; \fBsize=\fR bounds the data wherever it
+lives. A program that sizes itself from free memory at start, or allocates
+most of a GPU at once, needs the room made first:
+\fBcudafs \-\-make\-room\fR \fIMOUNTPOINT\fR \fISIZE\fR returns once SIZE is
+free on each GPU of the mount (\fBall\fR: once every byte that can move has),
+and holds that room for 60 s; it exits with status 1 and a message when it
+cannot. The mount's owner and root may make room (Python:
+\fBcudafs.make_room\fR). \fBgetfattr \-n user.cudafs.where\fR \fIFILE\fR
+prints where a file's bytes are, one "PLACE BYTES" line a place (gpu0, host).
 .SH GPU PROGRAMS
 A program maps a file of the mount into its own memory without reading it
 through FUSE: \fBlibcudafs_client\fR (\fIcudafs/cudafs.h\fR:
