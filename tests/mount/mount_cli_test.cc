@@ -8,6 +8,7 @@
 #include <sys/utsname.h>
 #include <sys/xattr.h>
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <regex>
@@ -1518,6 +1519,13 @@ TEST_P(CliMountTest, MakeRoomNeedsHostMemoryToMoveDataTo) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.err.find("without host memory to move data to"), std::string::npos)
       << result.err;
+  // The attribute behind it takes decimal bytes or "all", and nothing else.
+  for (const char* value : {"", "lots", "1g", "-1", "99999999999999999999999"}) {
+    SCOPED_TRACE(value);
+    EXPECT_TRUE(SysFails(setxattr(dir.path().c_str(), "user.cudafs.make_room", value,
+                                  std::strlen(value), 0),
+                         "setxattr", {EINVAL}));
+  }
   EXPECT_TRUE(BytesEqual(ReadStored(dir.path() + "/f").value_or(""), RandomBytes(kMiB, 8)));
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
