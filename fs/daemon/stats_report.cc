@@ -1,12 +1,15 @@
 #include "fs/daemon/stats_report.h"
 
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace cudafs {
@@ -35,15 +38,27 @@ uint64_t StatsReport::Number(absl::string_view name) const {
   return value && absl::SimpleAtoi(*value, &number) ? number : 0;
 }
 
-std::string StatsReport::Summary(absl::string_view mountpoint,
-                                 const MountFigures& figures) const {
+std::string StatsReport::Summary(absl::string_view mountpoint, const MountFigures& figures) const {
   const uint64_t size = figures.size_bytes;
   const uint64_t percent = size == 0 ? 0 : (figures.used_bytes * 100 + size / 2) / size;
   std::string line = absl::StrFormat("%s: %s of %s used (%d%%), %d files", mountpoint,
-                                     HumanBytes(figures.used_bytes),
-                                     HumanBytes(figures.size_bytes), percent, figures.files);
-  if (const std::optional<std::string> device = Get("device")) {
+                                     HumanBytes(figures.used_bytes), HumanBytes(figures.size_bytes),
+                                     percent, figures.files);
+  if (Get("device0_place")) {
+    // A pool, or a GPU with host memory to move data to: each place.
+    std::vector<std::string> places;
+    for (int i = 0;
+         const std::optional<std::string> place = Get(absl::StrCat("device", i, "_place")); ++i) {
+      places.push_back(
+          absl::StrCat(*place, " ", HumanBytes(Number(absl::StrCat("device", i, "_bytes")))));
+    }
+    absl::StrAppend(&line, ", held: ", absl::StrJoin(places, ", "));
+  } else if (const std::optional<std::string> device = Get("device")) {
     absl::StrAppend(&line, ", ", HumanBytes(Number("device_bytes")), " held on ", *device);
+  }
+  if (Number("moved_out_bytes") > 0 || Number("moved_back_bytes") > 0) {
+    absl::StrAppend(&line, ", moved off the GPUs ", HumanBytes(Number("moved_out_bytes")),
+                    " and back ", HumanBytes(Number("moved_back_bytes")));
   }
   if (const std::optional<std::string> transport = Get("transport")) {
     absl::StrAppend(&line, ", ", *transport);

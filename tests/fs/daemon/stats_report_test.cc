@@ -37,6 +37,24 @@ TEST(StatsReportTest, SummaryIsOneLineOfWhatPeopleAsk) {
             std::string::npos);
 }
 
+// With places (a pool, or a GPU with host memory to spill to), each says
+// what it holds, and moves off the GPUs show once there were any.
+TEST(StatsReportTest, SummaryNamesEachPlaceAndTheMoves) {
+  const StatsReport report = StatsReport::Parse(
+      "device 2 devices: GPU 0; host memory\ndevice_bytes 3145728\ndevice0 GPU 0\n"
+      "device0_place gpu0\ndevice0_bytes 2097152\ndevice1 host memory\ndevice1_place host\n"
+      "device1_bytes 1048576\ntransport io_uring\ncache_budget_bytes 0\nmoved_out_bytes 0\n"
+      "moved_back_bytes 0\n");
+  EXPECT_EQ(report.Summary("/mnt/gpu", {64 << 20, 3 << 20, 5}),
+            "/mnt/gpu: 3.0 MiB of 64.0 MiB used (5%), 5 files, held: gpu0 2.0 MiB, host 1.0 MiB, "
+            "io_uring, no write-back cache");
+  const StatsReport moved =
+      StatsReport::Parse("device0_place gpu0\nmoved_out_bytes 2097152\nmoved_back_bytes 1024\n");
+  EXPECT_NE(moved.Summary("/m", {}).find("moved off the GPUs 2.0 MiB and back 1.0 KiB"),
+            std::string::npos)
+      << moved.Summary("/m", {});
+}
+
 TEST(StatsReportTest, JsonHasEveryCounterNumbersAsNumbers) {
   const nlohmann::json json =
       nlohmann::json::parse(StatsReport::Parse(kCounters).Json({64 << 20, 3 << 20, 5}));
