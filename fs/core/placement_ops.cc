@@ -12,8 +12,8 @@
 #include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
 #include "alloc/base/errors.h"
-#include "fs/core/filesystem.h"
 #include "alloc/devices/device.h"
+#include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
 
 namespace cudafs {

@@ -28,8 +28,9 @@ int MakeRoomCommand(const std::string& mountpoint, std::optional<uint64_t> bytes
   std::string why;
   switch (error) {
     case EOPNOTSUPP:  // ENOTSUP on Linux
-      why = "not the root of a cudafs mount, or one without host memory to move data to "
-            "(a host-memory mount, or spill=0)";
+      why =
+          "not the root of a cudafs mount, or one without host memory to move data to "
+          "(a host-memory mount, or spill=0)";
       break;
     case ENOSPC:
       why = "no more data can move off a GPU (the daemon's log says how much is free)";

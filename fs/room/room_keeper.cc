@@ -75,10 +75,9 @@ void RoomKeeper::Round() {
     }
     if (memory && memory->free < memory->reserve) {
       room_since_[part] = absl::InfinitePast();
-      stats_.moved_out_bytes +=
-          filesystem_->MoveData(part, Destinations(part),
-                                memory->reserve - memory->free + Margin(*memory),
-                                Filesystem::MoveOrder::kLeastRecentlyUsed);
+      stats_.moved_out_bytes += filesystem_->MoveData(
+          part, Destinations(part), memory->reserve - memory->free + Margin(*memory),
+          Filesystem::MoveOrder::kLeastRecentlyUsed);
       continue;
     }
     if (!spilled) continue;
@@ -120,18 +119,16 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
       const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
       if (!memory) break;  // nothing of ours is there
       if (bytes && memory->free >= *bytes) break;
-      const uint64_t wanted =
-          bytes ? *bytes - memory->free : std::numeric_limits<uint64_t>::max();
+      const uint64_t wanted = bytes ? *bytes - memory->free : std::numeric_limits<uint64_t>::max();
       bool out_of_room = false;
-      const uint64_t moved =
-          filesystem_->MoveData(part, spill_parts_, wanted,
-                                Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
+      const uint64_t moved = filesystem_->MoveData(
+          part, spill_parts_, wanted, Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
       stats_.moved_out_bytes += moved;
       if (moved > 0) continue;
       if (out_of_room) {
-        return absl::ResourceExhaustedError(absl::StrFormat(
-            "%s: host memory (spill=) is full, and files are left on the GPU",
-            device.DescribePart(part)));
+        return absl::ResourceExhaustedError(
+            absl::StrFormat("%s: host memory (spill=) is full, and files are left on the GPU",
+                            device.DescribePart(part)));
       }
       if (!bytes) break;  // all that can move has: the rest is mapped by other programs
       const std::optional<Device::GpuMemory> now = device.PartMemory(part);
