@@ -46,6 +46,7 @@ Arena::Arena(Device* device, uint64_t min_block, uint64_t capacity)
   // bytes past the capacity are simply not in it. Several parts may each
   // fill up to the capacity: Headroom bounds their sum.
   absl::MutexLock lock(&mu_);
+  held_back_.assign(part_offsets_.size(), false);
   for (const DeviceRange& part : device->parts()) {
     const uint64_t range = std::min<uint64_t>(part.length / min_block * min_block, capacity_);
     parts_.push_back(std::make_unique<Part>(range, min_block));
@@ -88,20 +89,32 @@ absl::StatusOr<Block> Arena::AllocateForMove(uint64_t size, absl::Span<const siz
 absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size, size_t preferred,
                                            absl::FunctionRef<bool(uint64_t offset)> accept) {
   preferred = std::min(preferred, part_offsets_.size() - 1);
-  absl::StatusOr<Block> block = AllocateIn(preferred, size, accept);
-  if (block.ok() || part_offsets_.size() == 1) return block;
-  // The other parts, the emptiest first and spill parts last. A part whose
-  // device failed or is full (reserve=) refuses; the caller hears ENOSPC if
-  // any part was full, else the preferred part's error.
-  std::vector<std::tuple<bool, uint64_t, size_t>> others;  // not spill, free bytes, part
+  bool preferred_held_back = false;
+  {
+    absl::MutexLock lock(&mu_);
+    preferred_held_back = held_back_[preferred];
+  }
+  absl::StatusOr<Block> block =
+      absl::ResourceExhaustedError("every part of the arena is held back or full");
+  if (!preferred_held_back) {
+    block = AllocateIn(preferred, size, accept);
+    if (block.ok() || part_offsets_.size() == 1) return block;
+  }
+  // The other parts, the emptiest first, then spill parts, then parts held
+  // back. A part whose device failed or is full (reserve=) refuses; the
+  // caller hears ENOSPC if any part was full, else the preferred part's
+  // error.
+  std::vector<std::tuple<int, uint64_t, size_t>> others;  // rank, free bytes, part
   {
     absl::MutexLock lock(&mu_);
     for (size_t p = 0; p < parts_.size(); ++p) {
-      if (p != preferred) others.emplace_back(!spill_[p], parts_[p]->allocator.Stats().free, p);
+      if (p == preferred && !preferred_held_back) continue;
+      const int rank = held_back_[p] ? 0 : spill_[p] ? 1 : 2;
+      others.emplace_back(rank, parts_[p]->allocator.Stats().free, p);
     }
   }
   std::sort(others.rbegin(), others.rend());
-  for (const auto& [not_spill, free, part] : others) {
+  for (const auto& [rank, free, part] : others) {
     absl::StatusOr<Block> other = AllocateIn(part, size, accept);
     if (other.ok()) return other;
     if (absl::IsResourceExhausted(other.status())) block = other;
@@ -205,6 +218,11 @@ size_t Arena::PartOf(uint64_t offset) const {
 
 uint64_t Arena::Headroom() const { return used_ < capacity_ ? capacity_ - used_ : 0; }
 
+void Arena::HoldBack(size_t part, bool held) {
+  absl::MutexLock lock(&mu_);
+  held_back_.at(part) = held;
+}
+
 size_t Arena::leading_parts() const {
   return static_cast<size_t>(std::find(spill_.begin(), spill_.end(), true) - spill_.begin());
 }
@@ -216,7 +234,7 @@ size_t Arena::EmptiestPart() const {
   uint64_t most = 0;
   for (size_t p = 0; p < parts_.size(); ++p) {
     const uint64_t free = parts_[p]->allocator.Stats().free;
-    if (!spill_[p] && free > most) most = free, emptiest = p;
+    if (!spill_[p] && !held_back_[p] && free > most) most = free, emptiest = p;
   }
   return emptiest;
 }

@@ -105,9 +105,14 @@ class Arena {
   // How many parts come before the first spill part (Device: spill parts
   // are last).
   size_t leading_parts() const;
-  // The part with the most free bytes but spill parts: where a new file
-  // starts.
+  // The part with the most free bytes but spill parts and parts held back:
+  // where a new file starts.
   size_t EmptiestPart() const;
+  // A part held back is offered after every other one, spill parts
+  // included: room made on it for another program (RoomKeeper::MakeRoom)
+  // stays free while that program starts. Exclusive blocks still come from
+  // it where no other part has one.
+  void HoldBack(size_t part, bool held);
 
   Device& device() const { return *device_; }
   uint64_t min_block() const { return min_block_; }
@@ -167,6 +172,7 @@ class Arena {
   // Where each part starts, and its allocator, by offset.
   const std::vector<uint64_t> part_offsets_;
   const std::vector<bool> spill_;  // by part: Device::IsSpillPart
+  std::vector<bool> held_back_ ABSL_GUARDED_BY(mu_);  // by part: HoldBack
   std::vector<std::unique_ptr<Part>> parts_ ABSL_GUARDED_BY(mu_);
   // Granule index -> its state. Only granules some block touches have an
   // entry, so this grows with use, not with arena size.

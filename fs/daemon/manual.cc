@@ -66,7 +66,7 @@ lives. A program that sizes itself from free memory at start, or allocates
 most of a GPU at once, needs the room made first:
 \fBcudafs \-\-make\-room\fR \fIMOUNTPOINT\fR \fISIZE\fR returns once SIZE is
 free on each GPU of the mount (\fBall\fR: once every byte that can move has),
-and holds that room for 60 s; it exits with status 1 and a message when it
+and holds that room for 60 s (new data goes to host memory first); it exits with status 1 and a message when it
 cannot. The mount's owner and root may make room (Python:
 \fBcudafs.make_room\fR). \fBgetfattr \-n user.cudafs.where\fR \fIFILE\fR
 prints where a file's bytes are, one "PLACE BYTES" line a place (gpu0, host).

@@ -29,7 +29,7 @@ constexpr absl::Duration kCalmInterval = absl::Milliseconds(500);
 
 }  // namespace
 
-RoomKeeper::RoomKeeper(Filesystem* filesystem, const Arena* arena, Options options)
+RoomKeeper::RoomKeeper(Filesystem* filesystem, Arena* arena, Options options)
     : filesystem_(filesystem), arena_(arena), options_(std::move(options)) {
   for (size_t part = 0; part < arena_->part_count(); ++part) {
     (arena_->IsSpillPart(part) ? spill_parts_ : gpu_parts_).push_back(part);
@@ -64,6 +64,7 @@ void RoomKeeper::Round() {
   if (!active()) return;
   absl::MutexLock lock(&mu_);
   const absl::Time now = options_.clock();
+  EndHold(now);
   const Device& device = arena_->device();
   bool spilled = false;
   for (const size_t part : spill_parts_) spilled |= arena_->Stats().parts[part].used > 0;
@@ -113,6 +114,8 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
   }
   hold_until_ = options_.clock() + options_.hold;
   absl::c_fill(next_look_, absl::InfinitePast());
+  for (const size_t part : gpu_parts_) arena_->HoldBack(part, true);
+  holding_ = true;
   const Device& device = arena_->device();
   for (const size_t part : gpu_parts_) {
     for (;;) {
@@ -140,6 +143,12 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
     }
   }
   return absl::OkStatus();
+}
+
+void RoomKeeper::EndHold(absl::Time now) {
+  if (!holding_ || now < hold_until_) return;
+  for (const size_t part : gpu_parts_) arena_->HoldBack(part, false);
+  holding_ = false;
 }
 
 RoomKeeper::Stats RoomKeeper::stats() const {

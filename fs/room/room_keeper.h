@@ -13,7 +13,8 @@
 //    bringing it back never crowds a running program's transfers.
 //  - MakeRoom: moves data off every GPU until the size asked for is free on
 //    each (for a job launcher, before a program that sizes itself from free
-//    memory starts), and holds that room: nothing comes back for `hold`.
+//    memory starts), and holds that room for `hold`: nothing comes back,
+//    and new data goes to host memory first (Arena::HoldBack).
 //
 // Thread-safe; a Round and a MakeRoom never run at once.
 #ifndef CUDAFS_FS_ROOM_ROOM_KEEPER_H_
@@ -50,7 +51,7 @@ class RoomKeeper {
   };
 
   // `filesystem` and `arena` (its arena) must outlive the keeper.
-  RoomKeeper(Filesystem* filesystem, const Arena* arena, Options options);
+  RoomKeeper(Filesystem* filesystem, Arena* arena, Options options);
 
   // Whether the mount has anything to keep: GPUs and host memory to move
   // their data to.
@@ -72,8 +73,11 @@ class RoomKeeper {
   // room first, then host memory.
   std::vector<size_t> Destinations(size_t from) const;
 
+  // Ends a hold that is over: the GPUs take new data again.
+  void EndHold(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   Filesystem* const filesystem_;
-  const Arena* const arena_;
+  Arena* const arena_;
   const Options options_;
   std::vector<size_t> gpu_parts_;
   std::vector<size_t> spill_parts_;
@@ -84,6 +88,7 @@ class RoomKeeper {
   // By part: when to ask a GPU with plenty free again.
   std::vector<absl::Time> next_look_ ABSL_GUARDED_BY(mu_);
   absl::Time hold_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool holding_ ABSL_GUARDED_BY(mu_) = false;  // GPU parts held back
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -658,6 +658,22 @@ TEST_F(SpillArenaTest, AllocateOffersTheSpillOnlyWhenEveryGpuIsFull) {
   EXPECT_EQ(arena_->PartOf(MustAllocate(kGranule, 1).offset), 0u);
 }
 
+// A part held back (room made for another program) comes after every
+// other part, the spill included, and is a file's start no more.
+TEST_F(SpillArenaTest, APartHeldBackIsOfferedLast) {
+  arena_->HoldBack(0, true);
+  EXPECT_EQ(arena_->PartOf(MustAllocate(kGranule, 0).offset), 1u) << "named, but held back";
+  EXPECT_EQ(arena_->EmptiestPart(), 1u);
+  arena_->HoldBack(1, true);
+  EXPECT_EQ(arena_->PartOf(MustAllocate(kGranule, 0).offset), kSpill);
+  ASSERT_NO_FATAL_FAILURE(Fill(kSpill));
+  EXPECT_NE(arena_->PartOf(MustAllocate(kGranule, 0).offset), kSpill)
+      << "a part held back still takes what nothing else can";
+  arena_->HoldBack(0, false);
+  arena_->HoldBack(1, false);
+  EXPECT_EQ(arena_->PartOf(MustAllocate(kGranule, 0).offset), 0u);
+}
+
 TEST_F(SpillArenaTest, AFileStartsInTheEmptiestGpuNeverTheSpill) {
   EXPECT_NE(arena_->EmptiestPart(), kSpill);
   MustAllocate(2 * kGranule, 0);
