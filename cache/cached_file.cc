@@ -26,8 +26,12 @@ CachedFile::~CachedFile() {
 }
 
 void CachedFile::NoteUse() {
-  last_use_.store(static_cast<uint32_t>(absl::ToUnixSeconds(absl::Now())),
-                  std::memory_order_relaxed);
+  // Written once a second at most: readers of one file on many threads
+  // would otherwise pass its cache line between them on every request.
+  const auto now = static_cast<uint32_t>(absl::ToUnixSeconds(absl::Now()));
+  if (last_use_.load(std::memory_order_relaxed) != now) {
+    last_use_.store(now, std::memory_order_relaxed);
+  }
 }
 
 absl::Status CachedFile::Read(uint64_t offset, size_t length, char* out, uint64_t file_size) {

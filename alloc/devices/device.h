@@ -108,7 +108,8 @@ class Device {
 
   // Where the arena's bytes are plain memory of this process (the host
   // device): the address of arena byte `offset`, so that a pool copies
-  // between it and a GPU directly. Null by default.
+  // into and out of it with a memcpy rather than a device call. Null by
+  // default.
   virtual char* HostView(uint64_t /*offset*/) { return nullptr; }
 
   // Unit of physical backing: Commit/Decommit ranges are multiples of it

@@ -40,13 +40,13 @@ Arena::Arena(Device* device, uint64_t min_block, uint64_t capacity)
       capacity_(UsableCapacity(*device, min_block, capacity)),
       granule_(device->granule_size()),
       part_offsets_(PartOffsets(*device)),
-      spill_(SpillParts(*device)) {
+      spill_(SpillParts(*device)),
+      held_back_(part_offsets_.size()) {
   // The buddy allocator covers a range of any multiple of min_block with
   // the aligned power-of-two blocks of its binary decomposition, so the
   // bytes past the capacity are simply not in it. Several parts may each
   // fill up to the capacity: Headroom bounds their sum.
   absl::MutexLock lock(&mu_);
-  held_back_.assign(part_offsets_.size(), false);
   for (const DeviceRange& part : device->parts()) {
     const uint64_t range = std::min<uint64_t>(part.length / min_block * min_block, capacity_);
     parts_.push_back(std::make_unique<Part>(range, min_block));
@@ -89,11 +89,7 @@ absl::StatusOr<Block> Arena::AllocateForMove(uint64_t size, absl::Span<const siz
 absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size, size_t preferred,
                                            absl::FunctionRef<bool(uint64_t offset)> accept) {
   preferred = std::min(preferred, part_offsets_.size() - 1);
-  bool preferred_held_back = false;
-  {
-    absl::MutexLock lock(&mu_);
-    preferred_held_back = held_back_[preferred];
-  }
+  const bool preferred_held_back = held_back_[preferred].load(std::memory_order_relaxed);
   absl::StatusOr<Block> block =
       absl::ResourceExhaustedError("every part of the arena is held back or full");
   if (!preferred_held_back) {
@@ -109,7 +105,7 @@ absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size, size_t preferred,
     absl::MutexLock lock(&mu_);
     for (size_t p = 0; p < parts_.size(); ++p) {
       if (p == preferred && !preferred_held_back) continue;
-      const int rank = held_back_[p] ? 0 : spill_[p] ? 1 : 2;
+      const int rank = held_back_[p].load(std::memory_order_relaxed) ? 0 : spill_[p] ? 1 : 2;
       others.emplace_back(rank, parts_[p]->allocator.Stats().free, p);
     }
   }
@@ -219,8 +215,7 @@ size_t Arena::PartOf(uint64_t offset) const {
 uint64_t Arena::Headroom() const { return used_ < capacity_ ? capacity_ - used_ : 0; }
 
 void Arena::HoldBack(size_t part, bool held) {
-  absl::MutexLock lock(&mu_);
-  held_back_.at(part) = held;
+  held_back_.at(part).store(held, std::memory_order_relaxed);
 }
 
 size_t Arena::leading_parts() const {
@@ -234,7 +229,9 @@ size_t Arena::EmptiestPart() const {
   uint64_t most = 0;
   for (size_t p = 0; p < parts_.size(); ++p) {
     const uint64_t free = parts_[p]->allocator.Stats().free;
-    if (!spill_[p] && !held_back_[p] && free > most) most = free, emptiest = p;
+    if (!spill_[p] && !held_back_[p].load(std::memory_order_relaxed) && free > most) {
+      most = free, emptiest = p;
+    }
   }
   return emptiest;
 }

@@ -26,6 +26,7 @@
 #ifndef CUDAFS_ALLOC_STORAGE_ARENA_H_
 #define CUDAFS_ALLOC_STORAGE_ARENA_H_
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -172,7 +173,8 @@ class Arena {
   // Where each part starts, and its allocator, by offset.
   const std::vector<uint64_t> part_offsets_;
   const std::vector<bool> spill_;  // by part: Device::IsSpillPart
-  std::vector<bool> held_back_ ABSL_GUARDED_BY(mu_);  // by part: HoldBack
+  // By part: HoldBack. Read with no lock, as every allocation asks.
+  std::vector<std::atomic<bool>> held_back_;
   std::vector<std::unique_ptr<Part>> parts_ ABSL_GUARDED_BY(mu_);
   // Granule index -> its state. Only granules some block touches have an
   // entry, so this grows with use, not with arena size.

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
 #include <cerrno>
 #include <cstring>
 #include <memory>
