@@ -105,6 +105,10 @@ class Device {
     uint64_t reserve = 0;
   };
   virtual std::optional<GpuMemory> PartMemory(size_t /*part*/) const { return std::nullopt; }
+  // Keeps `bytes` of the spill parts' host memory ready to take data at
+  // link speed, committed and pinned ahead (SpillDevice). Nothing by
+  // default.
+  virtual void KeepSpillReady(uint64_t /*bytes*/) {}
 
   // Where the arena's bytes are plain memory of this process (the host
   // device): the address of arena byte `offset`, so that a pool copies

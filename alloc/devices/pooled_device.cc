@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "alloc/devices/spill_device.h"
 
 namespace cudafs {
 
@@ -48,14 +49,22 @@ absl::StatusOr<std::unique_ptr<PooledDevice>> PooledDevice::Create(
   const uint64_t granule = devices.front()->granule_size();
   const std::string first = devices.front()->Describe();
   const bool has_spill = spill != nullptr;
-  if (has_spill) devices.push_back(std::move(spill));
+  if (has_spill) {
+    if (spill->HostView(0) == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(spill->Describe(), " is no host memory: it cannot take spilled data"));
+    }
+    std::vector<Device*> gpus;
+    for (const auto& device : devices) gpus.push_back(device.get());
+    devices.push_back(std::make_unique<SpillDevice>(std::move(spill), std::move(gpus)));
+  }
   std::vector<Member> members;
   uint64_t base = 0;
   for (auto& device : devices) {
     if (device->granule_size() != granule) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          device->Describe(), " backs memory in units of ", device->granule_size(),
-          " bytes where ", first, " uses ", granule));
+      return absl::InvalidArgumentError(
+          absl::StrCat(device->Describe(), " backs memory in units of ", device->granule_size(),
+                       " bytes where ", first, " uses ", granule));
     }
     const uint64_t size = device->arena_size();
     members.push_back({std::move(device), base, false});
@@ -64,6 +73,11 @@ absl::StatusOr<std::unique_ptr<PooledDevice>> PooledDevice::Create(
   members.back().spill = has_spill;
   const uint64_t end = members.back().base + members.back().device->arena_size();
   return std::unique_ptr<PooledDevice>(new PooledDevice(std::move(members), end, granule));
+}
+
+PooledDevice::~PooledDevice() {
+  staging_.reset();
+  while (!members_.empty()) members_.pop_back();
 }
 
 std::string PooledDevice::Describe() const {
@@ -88,6 +102,12 @@ std::string PooledDevice::PartPlace(size_t part) const {
 
 std::optional<Device::GpuMemory> PooledDevice::PartMemory(size_t part) const {
   return members_.at(part).device->PartMemory(0);
+}
+
+void PooledDevice::KeepSpillReady(uint64_t bytes) {
+  for (const Member& m : members_) {
+    if (m.spill) m.device->KeepSpillReady(bytes);
+  }
 }
 
 size_t PooledDevice::MemberOf(uint64_t offset, uint64_t length) const {
@@ -115,8 +135,8 @@ absl::Status PooledDevice::Route(
   if (items.empty()) return absl::OkStatus();
   const size_t first = MemberOf(items.front().*offset, items.front().*length);
   const bool one = first < members_.size() && absl::c_all_of(items, [&](const T& item) {
-    return MemberOf(item.*offset, item.*length) == first;
-  });
+                     return MemberOf(item.*offset, item.*length) == first;
+                   });
   if (one && members_[first].base == 0) return run(*members_[first].device, items);
   if (one) {
     absl::InlinedVector<T, 16> local(items.begin(), items.end());
@@ -160,9 +180,8 @@ absl::Status PooledDevice::Write(absl::Span<const HostToDevice> copies) {
 }
 
 absl::Status PooledDevice::Read(absl::Span<const DeviceToHost> copies) {
-  return Route<DeviceToHost>(
-      copies, &DeviceToHost::device_offset, &DeviceToHost::length,
-      [](Device& d, absl::Span<const DeviceToHost> c) { return d.Read(c); });
+  return Route<DeviceToHost>(copies, &DeviceToHost::device_offset, &DeviceToHost::length,
+                             [](Device& d, absl::Span<const DeviceToHost> c) { return d.Read(c); });
 }
 
 absl::Status PooledDevice::Zero(absl::Span<const DeviceRange> ranges) {
@@ -182,8 +201,8 @@ absl::Status PooledDevice::Copy(absl::Span<const DeviceToDevice> copies) {
       across.push_back(c);
       continue;
     }
-    within[to].push_back({c.destination_offset - members_[to].base,
-                          c.source_offset - members_[to].base, c.length});
+    within[to].push_back(
+        {c.destination_offset - members_[to].base, c.source_offset - members_[to].base, c.length});
   }
   absl::Status status = absl::OkStatus();
   for (size_t m = 0; m < members_.size(); ++m) {
@@ -201,9 +220,24 @@ absl::Status PooledDevice::CopyAcross(const DeviceToDevice& copy) const {
   const uint64_t destination = copy.destination_offset - members_[to].base;
   char* to_view = members_[to].device->HostView(destination);
   const char* from_view = members_[from].device->HostView(source);
-  // Pinned staging: a GPU copies at link speed only to and from pinned
-  // memory, and pinning memory as it comes costs more than the copy.
-  char* staging = staging_.Acquire();
+  if (to_view != nullptr && from_view != nullptr) {
+    std::memcpy(to_view, from_view, copy.length);
+    return absl::OkStatus();
+  }
+  // Host memory the GPUs have pinned (SpillDevice) takes their DMA as is;
+  // any other host memory works too, through the driver's own staging.
+  if (to_view != nullptr) {
+    const DeviceToHost read{to_view, source, copy.length};
+    return members_[from].device->Read({&read, 1});
+  }
+  if (from_view != nullptr) {
+    const HostToDevice write{destination, from_view, copy.length};
+    return members_[to].device->Write({&write, 1});
+  }
+  // GPU to GPU: pinned staging, as a GPU copies at link speed only to and
+  // from pinned memory, and pinning memory as it comes costs more than
+  // the copy.
+  char* staging = staging_->Acquire();
   std::unique_ptr<char, decltype(&std::free)> heap(nullptr, &std::free);
   if (staging == nullptr) {
     heap.reset(static_cast<char*>(std::aligned_alloc(4096, kStagingBytes)));
@@ -213,21 +247,13 @@ absl::Status PooledDevice::CopyAcross(const DeviceToDevice& copy) const {
   absl::Status status = absl::OkStatus();
   for (size_t done = 0; done < copy.length && status.ok(); done += kStagingBytes) {
     const size_t n = std::min(kStagingBytes, copy.length - done);
-    if (from_view != nullptr) {
-      std::memcpy(staging, from_view + done, n);
-    } else {
-      const DeviceToHost read{staging, source + done, n};
-      status = members_[from].device->Read({&read, 1});
-      if (!status.ok()) break;
-    }
-    if (to_view != nullptr) {
-      std::memcpy(to_view + done, staging, n);
-    } else {
-      const HostToDevice write{destination + done, staging, n};
-      status = members_[to].device->Write({&write, 1});
-    }
+    const DeviceToHost read{staging, source + done, n};
+    status = members_[from].device->Read({&read, 1});
+    if (!status.ok()) break;
+    const HostToDevice write{destination + done, staging, n};
+    status = members_[to].device->Write({&write, 1});
   }
-  if (heap == nullptr) staging_.Release(staging);
+  if (heap == nullptr) staging_->Release(staging);
   return status;
 }
 
@@ -277,7 +303,8 @@ absl::StatusOr<std::vector<PooledDevice::CopyRun>> PooledDevice::CopyRuns(
       const uint64_t cut = c.destination_offset / granule_ * granule_;
       if (cut < copied_to) {
         return absl::UnimplementedError(
-            "the file's bytes on two GPUs meet inside one granule: map it writable, or read it");
+            "the file's bytes on two GPUs meet inside one granule: map it "
+            "writable, or read it");
       }
       runs.push_back(CopyRun{cut, m, {}});
     }

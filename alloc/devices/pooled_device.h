@@ -9,11 +9,12 @@
 // sticky error) fails only the operations that touch its range: the files
 // with bytes there read EIO, the rest of the mount works on.
 //
-// A copy between two members goes through pinned host memory (staging
-// buffers kept for the next copy): it serves copy_file_range and a shared
-// mapping's relayout, where the bytes must cross anyway. Host buffers are handed to every member, so
-// requests reach each GPU from pinned memory (pinned once for the process,
-// for as long as any member may copy from it: PinnedHostRanges).
+// A copy between two GPUs goes through pinned host memory (staging buffers
+// kept for the next copy): it serves copy_file_range and a shared
+// mapping's relayout, where the bytes must cross anyway. Host buffers are
+// handed to every member, so requests reach each GPU from pinned memory
+// (pinned once for the process, for as long as any member may copy from
+// it: PinnedHostRanges).
 //
 // Memory for other processes: a shared export is each member's export of
 // its own ranges, one after another; a private copy goes into pieces of
@@ -22,9 +23,9 @@
 //
 // A spill member (spill=) is host memory after the GPUs, a part of its
 // own (IsSpillPart): the arena offers it only where no GPU can take a
-// block, and data moves there to give a GPU's memory back. Copies between
-// it and a GPU go through the staging buffers, and into or out of its
-// memory (HostView) with a memcpy.
+// block, and data moves there to give a GPU's memory back. It is a
+// SpillDevice, its memory registered with every GPU, so a GPU copies
+// straight into and out of it (HostView), with no staging.
 #ifndef CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 
@@ -49,9 +50,13 @@ class PooledDevice final : public Device {
   static constexpr uint64_t kMemberAlignment = kGiB;
 
   // InvalidArgument without members, or when their granules differ.
-  // `spill`, when given, is the last member and a spill part.
+  // `spill`, host memory with a HostView when given, becomes the last
+  // member, a spill part (SpillDevice).
   static absl::StatusOr<std::unique_ptr<PooledDevice>> Create(
       std::vector<std::unique_ptr<Device>> members, std::unique_ptr<Device> spill = nullptr);
+  // Staging buffers first, then the members in reverse order: the spill
+  // lets go of the GPUs before they go.
+  ~PooledDevice() override;
 
   std::string Describe() const override;
   uint64_t arena_size() const override { return arena_size_; }
@@ -61,6 +66,7 @@ class PooledDevice final : public Device {
   std::string PartPlace(size_t part) const override;
   bool IsSpillPart(size_t part) const override { return members_.at(part).spill; }
   std::optional<GpuMemory> PartMemory(size_t part) const override;
+  void KeepSpillReady(uint64_t bytes) override;
   absl::Status Commit(uint64_t offset, uint64_t length) override;
   absl::Status Decommit(uint64_t offset, uint64_t length) override;
   absl::Status Write(absl::Span<const HostToDevice> copies) override;
@@ -93,7 +99,9 @@ class PooledDevice final : public Device {
   static constexpr size_t kStagingBytes = 8 * kMiB;
 
   PooledDevice(std::vector<Member> members, uint64_t arena_size, uint64_t granule)
-      : members_(std::move(members)), arena_size_(arena_size), granule_(granule) {}
+      : members_(std::move(members)), arena_size_(arena_size), granule_(granule) {
+    staging_.emplace(this, kStagingBytes);
+  }
 
   // The member whose range holds [offset, offset + length), or
   // members_.size() when none holds all of it.
@@ -114,16 +122,16 @@ class PooledDevice final : public Device {
     std::vector<DeviceToDevice> copies;  // member offsets, run-relative
   };
   absl::StatusOr<std::vector<CopyRun>> CopyRuns(absl::Span<const DeviceToDevice> copies) const;
-  // A copy from one member to another through a pinned staging buffer,
-  // from or into a member's own memory (HostView) with a memcpy.
+  // A copy from one member to another: straight into or out of a member's
+  // own memory (HostView), else through a pinned staging buffer.
   absl::Status CopyAcross(const DeviceToDevice& copy) const;
 
-  const std::vector<Member> members_;
+  std::vector<Member> members_;
   const uint64_t arena_size_;
   const uint64_t granule_;
-  // For copies between members, pinned for every GPU of the pool (this
-  // device's AllocateHostBuffer); after members_, so freed first.
-  mutable PinnedBufferPool staging_{this, kStagingBytes};
+  // For copies between GPUs, pinned for every GPU of the pool (this
+  // device's AllocateHostBuffer); freed before the members.
+  mutable std::optional<PinnedBufferPool> staging_;
 };
 
 }  // namespace cudafs

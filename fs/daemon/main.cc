@@ -61,9 +61,6 @@ constexpr int kExitUsage = 2;
 // zero_message_open: how long a file goes without a write before its
 // growth slack is given back (and how often that is looked at).
 constexpr absl::Duration kIdleGrowthTrimInterval = absl::Seconds(1);
-// How often the room keeper asks each GPU holding data how much is free:
-// one driver call a GPU, nothing while no GPU holds data.
-constexpr absl::Duration kRoomKeeperInterval = absl::Milliseconds(100);
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "cudafs: %s\n", message.c_str());
@@ -448,7 +445,11 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   const MemoryTrimmer trimmer;
   // Other programs' allocations are seen only by asking: no event says so.
   std::optional<PeriodicTask> keeping;
-  if (keeper.active()) keeping.emplace(kRoomKeeperInterval, [&keeper] { keeper.Round(); });
+  if (keeper.active()) {
+    keeping.emplace(RoomKeeper::Options{}.interval,
+                    std::function<absl::Duration()>([&keeper] { return keeper.Round(); }),
+                    "room-keeper");
+  }
   // zero_message_open: no RELEASE says when a writer is done, so a file's
   // growth slack goes once it has had no write for a while.
   std::optional<PeriodicTask> growth_trimmer;

@@ -1,10 +1,12 @@
-// PeriodicTask: runs a function on a thread of its own every `interval`
-// until destroyed. For the daemon's housekeeping (MemoryTrimmer, the idle
-// growth trim of zero_message_open).
+// PeriodicTask: runs a function on a thread of its own every `interval`,
+// or after whatever delay each run asks for, until destroyed. For the
+// daemon's housekeeping (MemoryTrimmer, the idle growth trim of
+// zero_message_open, the room keeper).
 #ifndef CUDAFS_FS_DAEMON_PERIODIC_TASK_H_
 #define CUDAFS_FS_DAEMON_PERIODIC_TASK_H_
 
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -16,6 +18,10 @@ class PeriodicTask {
  public:
   // Starts the thread; the first run comes one interval from now.
   PeriodicTask(absl::Duration interval, std::function<void()> task);
+  // The first run comes after `first`, each later one after the delay the
+  // run before returned. The thread is called `name` (top -H shows it).
+  PeriodicTask(absl::Duration first, std::function<absl::Duration()> task,
+               const std::string& name = "");
   // Stops the thread, waiting for a run in progress.
   ~PeriodicTask();
 

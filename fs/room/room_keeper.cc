@@ -22,10 +22,6 @@ uint64_t Margin(const Device::GpuMemory& memory) { return memory.reserve / 2; }
 // this process holds no context (whose free memory it cannot see without
 // taking one).
 constexpr absl::Duration kBlindRetry = absl::Seconds(30);
-// A GPU with twice its reserve free is asked again only after this long:
-// a program allocating that fast fills the reserve before any move could
-// help, and asking the driver costs the daemon's only idle CPU.
-constexpr absl::Duration kCalmInterval = absl::Milliseconds(500);
 
 }  // namespace
 
@@ -37,6 +33,7 @@ RoomKeeper::RoomKeeper(Filesystem* filesystem, Arena* arena, Options options)
   absl::MutexLock lock(&mu_);
   room_since_.assign(arena_->part_count(), absl::InfinitePast());
   next_look_.assign(arena_->part_count(), absl::InfinitePast());
+  reserve_seen_.assign(arena_->part_count(), 0);
 }
 
 std::vector<size_t> RoomKeeper::Destinations(size_t from) const {
@@ -60,19 +57,33 @@ std::vector<size_t> RoomKeeper::Destinations(size_t from) const {
   return parts;
 }
 
-void RoomKeeper::Round() {
-  if (!active()) return;
+absl::Duration RoomKeeper::Round() {
+  if (!active()) return options_.calm_interval;
   absl::MutexLock lock(&mu_);
   const absl::Time now = options_.clock();
   EndHold(now);
-  const Device& device = arena_->device();
+  Device& device = arena_->device();
+  const ArenaStats arena = arena_->Stats();
   bool spilled = false;
-  for (const size_t part : spill_parts_) spilled |= arena_->Stats().parts[part].used > 0;
+  for (const size_t part : spill_parts_) spilled |= arena.parts[part].used > 0;
+  uint64_t on_gpus = 0;
+  absl::Time next = now + options_.calm_interval;
   for (const size_t part : gpu_parts_) {
-    if (now < next_look_[part]) continue;
+    on_gpus += arena.parts[part].used;
+    if (now < next_look_[part]) {
+      next = std::min(next, next_look_[part]);
+      continue;
+    }
     const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
+    reserve_seen_[part] = memory ? memory->reserve : 0;
+    // A GPU with twice its reserve free is asked again only after the calm
+    // interval: a program allocating that fast fills the reserve before
+    // any move could help, and asking the driver is the daemon's only
+    // work at rest.
     if (memory && !spilled && memory->free >= 2 * memory->reserve) {
-      next_look_[part] = now + kCalmInterval;
+      next_look_[part] = now + options_.calm_interval;
+    } else {
+      next = now + options_.interval;
     }
     if (memory && memory->free < memory->reserve) {
       room_since_[part] = absl::InfinitePast();
@@ -103,6 +114,10 @@ void RoomKeeper::Round() {
     // much later rather than take a context every round.
     if (moved == 0 && !memory) room_since_[part] = now + kBlindRetry;
   }
+  uint64_t reserves = 0;
+  for (const size_t part : gpu_parts_) reserves += reserve_seen_[part];
+  device.KeepSpillReady(std::min(reserves, on_gpus));
+  return std::max(next - now, absl::ZeroDuration());
 }
 
 absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
@@ -110,7 +125,8 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
   ++stats_.make_room_calls;
   if (!active()) {
     return absl::FailedPreconditionError(
-        "this mount has no host memory to move its data to (spill=0, or no GPU)");
+        "this mount has no host memory to move its data to (spill=0, or no "
+        "GPU)");
   }
   hold_until_ = options_.clock() + options_.hold;
   absl::c_fill(next_look_, absl::InfinitePast());
@@ -136,10 +152,11 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
       if (!bytes) break;  // all that can move has: the rest is mapped by other programs
       const std::optional<Device::GpuMemory> now = device.PartMemory(part);
       if (!now || now->free >= *bytes) break;
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "%s: %d bytes free of the %d asked for, and no more of this mount's data can move "
-          "off it (the rest is other programs' memory, or files they map)",
-          device.DescribePart(part), now->free, *bytes));
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("%s: %d bytes free of the %d asked for, and no more of this mount's "
+                          "data can move "
+                          "off it (the rest is other programs' memory, or files they map)",
+                          device.DescribePart(part), now->free, *bytes));
     }
   }
   return absl::OkStatus();

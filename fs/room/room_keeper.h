@@ -4,13 +4,17 @@
 // Filesystem::MoveData. Nothing is lost: a move only changes where bytes
 // live.
 //
-//  - Round (the daemon calls it every 100 ms): a GPU whose free memory, as
-//    its driver reports it, fell below its reserve= because another
-//    program allocated gets that much back, least recently used files
-//    first, into another GPU of the mount that has room, else host memory.
-//    A GPU that has had room for `settle` gets data back from host memory,
-//    most recently used first, `return_per_round` at most a round, so that
-//    bringing it back never crowds a running program's transfers.
+//  - Round (the daemon calls it again after the delay it returns): a GPU
+//    whose free memory, as its driver reports it, fell below its reserve=
+//    because another program allocated gets that much back, least
+//    recently used files first, into another GPU of the mount that has
+//    room, else host memory. A GPU that has had room for `settle` gets
+//    data back from host memory, most recently used first,
+//    `return_per_round` at most a round, so that bringing it back never
+//    crowds a running program's transfers. While GPUs hold data, host
+//    memory for as much as their reserves is kept ready (pinned ahead,
+//    Device::KeepSpillReady), so that the first reserve's worth leaves a
+//    GPU at link speed.
 //  - MakeRoom: moves data off every GPU until the size asked for is free on
 //    each (for a job launcher, before a program that sizes itself from free
 //    memory starts), and holds that room for `hold`: nothing comes back,
@@ -39,6 +43,10 @@ namespace cudafs {
 class RoomKeeper {
  public:
   struct Options {
+    // Between rounds while anything may need doing (pressure, data to
+    // bring back), and while every GPU is calm (twice its reserve free).
+    absl::Duration interval = absl::Milliseconds(100);
+    absl::Duration calm_interval = absl::Seconds(1);
     absl::Duration settle = absl::Seconds(5);
     uint64_t return_per_round = 256 * kMiB;
     absl::Duration hold = absl::Seconds(60);
@@ -57,7 +65,8 @@ class RoomKeeper {
   // their data to.
   bool active() const { return !spill_parts_.empty(); }
 
-  void Round();
+  // Returns how long to wait before the next round.
+  absl::Duration Round();
   // Returns once `bytes` are free on each GPU of the mount holding data
   // (nullopt: once every byte that can move has: files other processes
   // map stay). ResourceExhausted when host memory is full with bytes left
@@ -89,6 +98,9 @@ class RoomKeeper {
   std::vector<absl::Time> next_look_ ABSL_GUARDED_BY(mu_);
   absl::Time hold_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool holding_ ABSL_GUARDED_BY(mu_) = false;  // GPU parts held back
+  // By part: the reserve of a GPU holding a context when last looked at,
+  // 0 without one (host memory is kept ready for as much).
+  std::vector<uint64_t> reserve_seen_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -31,6 +31,7 @@
 #include "alloc/base/sizes.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/devices/pooled_device.h"
+#include "alloc/devices/spill_device.h"
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
 #include "gtest/gtest.h"
@@ -374,6 +375,62 @@ TEST_P(RoomKeeperTest, NothingMovesWhileEveryGpuHasItsReserveFree) {
               (std::map<std::string, uint64_t>{{"gpu0", mount_->AllocatedBytes(ino)}}));
   }
   EXPECT_EQ(mount_->PartUsed(SpillPart()), 0u);
+}
+
+// At rest the keeper asks a calm GPU (twice its reserve free) once per
+// calm interval and sleeps in between; anything that may need doing brings
+// the short interval back.
+TEST_P(RoomKeeperTest, RoundsComeOftenOnlyWhileSomethingMayNeedDoing) {
+  Build(1);
+  WriteFiles(8);
+  const RoomKeeper::Options defaults;
+  EXPECT_EQ(keeper_->Round(), defaults.calm_interval);
+  const int asked = fake_.calls("cuMemGetInfo");
+  now_ += absl::Milliseconds(300);
+  EXPECT_EQ(keeper_->Round(), defaults.calm_interval - absl::Milliseconds(300));
+  EXPECT_EQ(fake_.calls("cuMemGetInfo"), asked) << "a calm GPU was asked again too soon";
+  now_ += defaults.calm_interval - absl::Milliseconds(300);
+  EXPECT_EQ(keeper_->Round(), defaults.calm_interval);
+  EXPECT_GT(fake_.calls("cuMemGetInfo"), asked);
+
+  LeaveFree(0, kReserve + kReserve / 2);  // not calm, not under pressure
+  now_ += defaults.calm_interval;
+  EXPECT_EQ(keeper_->Round(), defaults.interval);
+  EXPECT_EQ(keeper_->stats().moved_out_bytes, 0u);
+  LeaveFree(0, kReserve / 2);
+  now_ += defaults.interval;
+  EXPECT_EQ(keeper_->Round(), defaults.interval);
+  EXPECT_GT(keeper_->stats().moved_out_bytes, 0u);
+}
+
+// Host memory for as much as the GPUs' reserves (no more than they hold)
+// is pinned ahead while they hold data, a chunk a round, and let go once
+// they hold none.
+TEST_P(RoomKeeperTest, HostMemoryForTheReservesIsKeptReadyWhileTheGpusHoldData) {
+  Build(1);
+  const auto& spill = dynamic_cast<const SpillDevice&>(mount_->pool().member(SpillPart()));
+  keeper_->Round();
+  EXPECT_EQ(spill.pinned_bytes(), 0u) << "nothing on the GPU";
+  const std::vector<InodeNumber> files = WriteFiles(4);
+  for (int round = 0; round < 3; ++round) {
+    now_ += absl::Seconds(1);
+    keeper_->Round();
+  }
+  EXPECT_GE(spill.ready_bytes(), 4 * kFileBytes) << "as much as the GPU holds, below its reserve";
+  EXPECT_EQ(spill.pinned_bytes(), SpillDevice::kChunk);
+
+  // Pressure: the files leave for the ready memory, and come back.
+  LeaveFree(0, kReserve / 2);
+  now_ += absl::Seconds(1);
+  keeper_->Round();
+  EXPECT_EQ(mount_->BytesIn("gpu0"), 0u);
+  EXPECT_EQ(spill.pinned_bytes(), SpillDevice::kChunk) << "no more host memory was needed";
+  mount_->ExpectAllIntact();
+
+  for (size_t i = 0; i < files.size(); ++i) mount_->Remove("f" + std::to_string(i), files[i]);
+  now_ += absl::Seconds(1);
+  keeper_->Round();
+  EXPECT_EQ(spill.pinned_bytes(), 0u) << "the GPUs hold nothing: no memory is kept";
 }
 
 TEST_P(RoomKeeperTest, PressureMovesTheLeastRecentlyUsedFilesToHostMemoryUntilTheReserveIsFree) {

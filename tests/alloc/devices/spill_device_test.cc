@@ -1,0 +1,195 @@
+#include "alloc/devices/spill_device.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "alloc/devices/host_device.h"
+#include "alloc/devices/null_device.h"
+#include "gtest/gtest.h"
+#include "tests/support/recording_device.h"
+
+namespace cudafs {
+namespace {
+
+constexpr uint64_t kGranule = HostDevice::kGranule;
+constexpr uint64_t kChunk = 4 * kGranule;
+
+// A GPU stand-in that keeps which host ranges are registered with it.
+class RegisteringGpu final : public DeviceWrapper {
+ public:
+  RegisteringGpu() : DeviceWrapper(std::make_unique<NullDevice>(kGranule)) {}
+  void RegisterHostMemory(void* memory, size_t length) override {
+    absl::MutexLock lock(&mu_);
+    EXPECT_TRUE(ranges_.emplace(memory, length).second) << "registered twice";
+    ++registrations_;
+  }
+  void UnregisterHostMemory(void* memory) override {
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(ranges_.erase(memory), 1u) << "unregistered but not registered";
+  }
+  std::map<void*, size_t> ranges() const {
+    absl::MutexLock lock(&mu_);
+    return ranges_;
+  }
+  int registrations() const {
+    absl::MutexLock lock(&mu_);
+    return registrations_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<void*, size_t> ranges_ ABSL_GUARDED_BY(mu_);
+  int registrations_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A spill of `chunks` chunks and a half (the last chunk short) over
+// recorded host memory, registered with two GPUs.
+struct Spill {
+  explicit Spill(uint64_t chunks = 3) {
+    auto recording = std::make_unique<RecordingDevice>(
+        HostDevice::Create(chunks * kChunk + 2 * kGranule).value());
+    host = recording.get();
+    device = std::make_unique<SpillDevice>(std::move(recording),
+                                           std::vector<Device*>{&gpus[0], &gpus[1]}, kChunk);
+  }
+  ~Spill() {
+    for (const std::string& violation : host->violations()) ADD_FAILURE() << violation;
+    device.reset();  // and the host device with it
+    for (const RegisteringGpu& gpu : gpus) EXPECT_TRUE(gpu.ranges().empty()) << "left registered";
+  }
+  char* Chunk(size_t c) { return device->HostView(c * kChunk); }
+  // The chunks registered with both GPUs, each checked whole.
+  std::vector<size_t> Registered() const {
+    std::vector<size_t> chunks;
+    for (const auto& [memory, length] : gpus[0].ranges()) {
+      const size_t c = (static_cast<char*>(memory) - device->HostView(0)) / kChunk;
+      EXPECT_EQ(length, std::min(kChunk, device->arena_size() - c * kChunk)) << "chunk " << c;
+      chunks.push_back(c);
+    }
+    EXPECT_EQ(gpus[0].ranges(), gpus[1].ranges());
+    return chunks;
+  }
+
+  RegisteringGpu gpus[2];
+  RecordingDevice* host = nullptr;
+  std::unique_ptr<SpillDevice> device;
+};
+
+TEST(SpillDeviceTest, AGranuleCommitsAndRegistersItsWholeChunkOnce) {
+  Spill spill;
+  ASSERT_TRUE(spill.device->Commit(kChunk + kGranule, kGranule).ok());
+  EXPECT_EQ(spill.Registered(), std::vector<size_t>{1});
+  EXPECT_EQ(spill.host->granules_committed(), kChunk / kGranule) << "the chunk, whole";
+  ASSERT_TRUE(spill.device->Commit(kChunk, kGranule).ok());
+  EXPECT_EQ(spill.host->commit_calls(), 1) << "the chunk was committed already";
+  EXPECT_EQ(spill.gpus[0].registrations(), 1);
+  EXPECT_EQ(spill.device->pinned_bytes(), kChunk);
+  EXPECT_EQ(spill.device->ready_bytes(), kChunk - 2 * kGranule);
+
+  // Its bytes are plain memory the GPUs copy into.
+  spill.device->HostView(kChunk + kGranule)[7] = 'x';
+  char byte = 0;
+  const DeviceToHost read{&byte, kChunk + kGranule + 7, 1};
+  ASSERT_TRUE(spill.device->Read({&read, 1}).ok());
+  EXPECT_EQ(byte, 'x');
+}
+
+TEST(SpillDeviceTest, AChunkGoesOnlyOnceItIsEmpty) {
+  Spill spill;
+  ASSERT_TRUE(spill.device->Commit(0, 2 * kGranule).ok());
+  ASSERT_TRUE(spill.device->Decommit(0, kGranule).ok());
+  EXPECT_EQ(spill.Registered(), std::vector<size_t>{0}) << "a granule of it is still committed";
+  EXPECT_EQ(spill.host->committed_granules().size(), kChunk / kGranule);
+  ASSERT_TRUE(spill.device->Decommit(kGranule, kGranule).ok());
+  EXPECT_TRUE(spill.Registered().empty());
+  EXPECT_TRUE(spill.host->committed_granules().empty()) << "the memory went back";
+  EXPECT_EQ(spill.device->pinned_bytes(), 0u);
+}
+
+TEST(SpillDeviceTest, ARangeOverSeveralChunksAndTheShortLastOne) {
+  Spill spill;
+  const uint64_t size = spill.device->arena_size();
+  ASSERT_TRUE(spill.device->Commit(kChunk - kGranule, size - (kChunk - kGranule)).ok());
+  EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(spill.device->pinned_bytes(), size);
+  EXPECT_EQ(spill.device->ready_bytes(), kChunk - kGranule);
+  ASSERT_TRUE(spill.device->Decommit(kChunk - kGranule, size - (kChunk - kGranule)).ok());
+  EXPECT_TRUE(spill.Registered().empty());
+}
+
+TEST(SpillDeviceTest, WhatTheHostRefusesLeavesNothingCommittedOrRegistered) {
+  Spill spill;
+  ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
+  spill.host->FailCommitsBeyond(0);
+  const absl::Status refused = spill.device->Commit(kChunk - kGranule, 2 * kGranule);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_EQ(spill.Registered(), std::vector<size_t>{0});
+  EXPECT_EQ(spill.device->ready_bytes(), kChunk - kGranule)
+      << "the granule of chunk 0 the failed range took was given back";
+  spill.host->AllowCommits();
+  ASSERT_TRUE(spill.device->Decommit(0, kGranule).ok());
+  EXPECT_TRUE(spill.Registered().empty());
+}
+
+TEST(SpillDeviceTest, ReadyMemoryIsPinnedAheadAChunkAtATimeAndLetGo) {
+  Spill spill;
+  spill.device->KeepSpillReady(2 * kChunk);
+  EXPECT_EQ(spill.Registered(), std::vector<size_t>{0}) << "one chunk a call";
+  spill.device->KeepSpillReady(2 * kChunk);
+  EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1})) << "the lowest first";
+  spill.device->KeepSpillReady(2 * kChunk);
+  EXPECT_EQ(spill.Registered().size(), 2u) << "enough is ready";
+  EXPECT_EQ(spill.device->ready_bytes(), 2 * kChunk);
+
+  // Data in a ready chunk commits nothing more; emptied, the chunk stays
+  // ready while the target wants it.
+  const int commits = spill.host->commit_calls();
+  ASSERT_TRUE(spill.device->Commit(kGranule, kGranule).ok());
+  EXPECT_EQ(spill.host->commit_calls(), commits);
+  ASSERT_TRUE(spill.device->Decommit(kGranule, kGranule).ok());
+  EXPECT_EQ(spill.Registered().size(), 2u);
+
+  // A smaller target lets the highest go at once.
+  spill.device->KeepSpillReady(kChunk);
+  EXPECT_EQ(spill.Registered(), std::vector<size_t>{0});
+  spill.device->KeepSpillReady(0);
+  EXPECT_TRUE(spill.Registered().empty());
+}
+
+TEST(SpillDeviceTest, ManyThreadsCommittingInOneChunkPinItOnce) {
+  Spill spill(4);
+  std::vector<std::thread> threads;
+  for (uint64_t g = 0; g < kChunk / kGranule; ++g) {
+    threads.emplace_back([&spill, g] {
+      EXPECT_TRUE(spill.device->Commit(2 * kChunk + g * kGranule, kGranule).ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(spill.host->commit_calls(), 1);
+  EXPECT_EQ(spill.gpus[1].registrations(), 1);
+  EXPECT_EQ(spill.device->ready_bytes(), 0u);
+  threads.clear();
+  for (uint64_t g = 0; g < kChunk / kGranule; ++g) {
+    threads.emplace_back([&spill, g] {
+      EXPECT_TRUE(spill.device->Decommit(2 * kChunk + g * kGranule, kGranule).ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(spill.Registered().empty());
+}
+
+TEST(SpillDeviceTest, DestroyedWithDataItUnregistersEverything) {
+  Spill spill;
+  ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
+  spill.device->KeepSpillReady(3 * kChunk);
+  EXPECT_EQ(spill.Registered().size(), 2u);
+  // ~Spill checks that the GPUs hold no range once the device is gone.
+}
+
+}  // namespace
+}  // namespace cudafs
