@@ -20,6 +20,6 @@ std::string ManualPage(absl::string_view version);
 std::string ManualRoff(absl::string_view markdown, absl::string_view version,
                        absl::string_view options);
 
-} // namespace cudafs
+}  // namespace cudafs
 
-#endif // CUDAFS_FS_DAEMON_MANUAL_H_
+#endif  // CUDAFS_FS_DAEMON_MANUAL_H_
