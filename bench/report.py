@@ -273,7 +273,7 @@ def notes(results):
         "- Each mount had `size=%s` unless its spec says otherwise." % run["mount_size"],
     ]
     if results.null_target:
-        lines.append("- *%% of NAME*: the value as a fraction of target NAME, cudafs with the "
+        lines.append("- *% of NAME*: the value as a fraction of target NAME, cudafs with the "
                      "null backend (no data stored) and otherwise the same options, so the same "
                      "FUSE transport and caching, measured in the same run.")
     return "\n".join(lines)

@@ -49,6 +49,30 @@ TEST(ManualTest, ListsEveryOptionOfTheTable) {
   EXPECT_TRUE(absl::StrContains(page, "cudafs 1.2.3"));
 }
 
+// The page's text (docs/cudafs.8.md) becomes roff: the markup it uses, and
+// nothing of the text taken for a roff request.
+TEST(ManualTest, TurnsTheTextIntoRoff) {
+  EXPECT_EQ(ManualRoff("<!--\nabout the file\n-->\n# cudafs(8) System Administration\n"
+                       "## NAME\n\ncudafs - a name\n",
+                       "1.2.3", ""),
+            ".TH CUDAFS 8 \"\" \"cudafs 1.2.3\" \"System Administration\"\n"
+            ".SH NAME\ncudafs \\- a name\n");
+  EXPECT_EQ(ManualRoff("## A\none **-f** and *FILE*, `x-y`\ntwo\n\n.three \\*not\\*\n", "", ""),
+            ".SH A\none \\fB\\-f\\fR and \\fIFILE\\fR, \\fBx\\-y\\fR\ntwo\n"
+            ".PP\n\\&.three *not*\n");
+  EXPECT_EQ(ManualRoff("### B\n**a**\\\n**b** \\\\\n", "", ""),
+            ".SS B\n\\fBa\\fR\n.br\n\\fBb\\fR \\e\n");
+  EXPECT_EQ(ManualRoff("## C\ntext:\n\n```\n.x -y\n\nz\n```\n\n"
+                       "*term*\n: what it is\ngoes on\n\nafter\n",
+                       "", ""),
+            ".SH C\ntext:\n.PP\n.nf\n.RS\n\\&.x \\-y\n\\&\nz\n.RE\n.fi\n"
+            ".TP\n\\fIterm\\fR\nwhat it is\ngoes on\n.PP\nafter\n");
+  EXPECT_EQ(ManualRoff("## OPTIONS\n<!-- options -->\n", "", ".SS from the table\n"),
+            ".SH OPTIONS\n.SS from the table\n");
+  // A marker that does not close is text.
+  EXPECT_EQ(ManualRoff("a * b ** c `d\n", "", ""), "a * b ** c `d\n");
+}
+
 TEST(ManualTest, EscapesWhatRoffWouldTakeForItself) {
   EXPECT_EQ(RoffEscape("a-b\\c"), "a\\-b\\ec");
   EXPECT_EQ(RoffEscape(".x\n'y"), "\\&.x\n\\&'y");
