@@ -7,7 +7,7 @@
 B=${CUDAFS:-build/cudafs}; M=${MOUNT:-/mnt/idle-cpu}; S=${SECONDS_IDLE:-60}; mkdir -p "$M"
 for opts in "size=8g" "size=8g,spill=0"; do
   "$B" "$M" -o "$opts" || exit 1
-  dd if=/dev/zero of="$M/f" bs=8M count=128 status=none; sync; sleep 1
+  dd if=/dev/zero of="$M/f" bs=8M count=128 status=none; sync; sleep 5
   pid=$(pgrep -f "cudafs $M" | head -1)
   declare -A before
   for t in /proc/$pid/task/*; do before[$t]=$(awk '{print $14+$15}' "$t/stat"); done

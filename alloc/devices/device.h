@@ -106,9 +106,10 @@ class Device {
   };
   virtual std::optional<GpuMemory> PartMemory(size_t /*part*/) const { return std::nullopt; }
   // Keeps `bytes` of the spill parts' host memory ready to take data at
-  // link speed, committed and pinned ahead (SpillDevice). Nothing by
-  // default.
-  virtual void KeepSpillReady(uint64_t /*bytes*/) {}
+  // link speed, committed and pinned ahead, a step a call (SpillDevice).
+  // Whether a call should come again soon: it made progress and more is
+  // wanted. Nothing by default.
+  virtual bool KeepSpillReady(uint64_t /*bytes*/) { return false; }
 
   // Where the arena's bytes are plain memory of this process (the host
   // device): the address of arena byte `offset`, so that a pool copies

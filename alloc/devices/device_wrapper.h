@@ -33,7 +33,7 @@ class DeviceWrapper : public Device {
   std::optional<GpuMemory> PartMemory(size_t part) const override {
     return target_->PartMemory(part);
   }
-  void KeepSpillReady(uint64_t bytes) override { target_->KeepSpillReady(bytes); }
+  bool KeepSpillReady(uint64_t bytes) override { return target_->KeepSpillReady(bytes); }
   char* HostView(uint64_t offset) override { return target_->HostView(offset); }
   absl::Status Commit(uint64_t offset, uint64_t length) override {
     return target_->Commit(offset, length);

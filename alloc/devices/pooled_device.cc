@@ -104,10 +104,12 @@ std::optional<Device::GpuMemory> PooledDevice::PartMemory(size_t part) const {
   return members_.at(part).device->PartMemory(0);
 }
 
-void PooledDevice::KeepSpillReady(uint64_t bytes) {
+bool PooledDevice::KeepSpillReady(uint64_t bytes) {
+  bool again = false;
   for (const Member& m : members_) {
-    if (m.spill) m.device->KeepSpillReady(bytes);
+    if (m.spill) again |= m.device->KeepSpillReady(bytes);
   }
+  return again;
 }
 
 size_t PooledDevice::MemberOf(uint64_t offset, uint64_t length) const {
@@ -303,8 +305,7 @@ absl::StatusOr<std::vector<PooledDevice::CopyRun>> PooledDevice::CopyRuns(
       const uint64_t cut = c.destination_offset / granule_ * granule_;
       if (cut < copied_to) {
         return absl::UnimplementedError(
-            "the file's bytes on two GPUs meet inside one granule: map it "
-            "writable, or read it");
+            "the file's bytes on two GPUs meet inside one granule: map it writable, or read it");
       }
       runs.push_back(CopyRun{cut, m, {}});
     }

@@ -66,7 +66,7 @@ class PooledDevice final : public Device {
   std::string PartPlace(size_t part) const override;
   bool IsSpillPart(size_t part) const override { return members_.at(part).spill; }
   std::optional<GpuMemory> PartMemory(size_t part) const override;
-  void KeepSpillReady(uint64_t bytes) override;
+  bool KeepSpillReady(uint64_t bytes) override;
   absl::Status Commit(uint64_t offset, uint64_t length) override;
   absl::Status Decommit(uint64_t offset, uint64_t length) override;
   absl::Status Write(absl::Span<const HostToDevice> copies) override;

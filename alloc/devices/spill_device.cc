@@ -115,20 +115,20 @@ absl::Status SpillDevice::Decommit(uint64_t offset, uint64_t length) {
   return absl::OkStatus();
 }
 
-void SpillDevice::KeepSpillReady(uint64_t bytes) {
+bool SpillDevice::KeepSpillReady(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
   ready_target_ = bytes;
-  if (pinned_ - committed_ < bytes) {
-    // The lowest chunk not pinned: the arena hands out the lowest free
-    // blocks first, so that is where data goes next.
-    for (size_t c = 0; c < chunks_.size(); ++c) {
-      if (chunks_[c].pinned || chunks_[c].busy) continue;
-      Pin(c).IgnoreError();
-      break;
-    }
-    return;
-  }
   ReleaseSurplus();
+  // The lowest chunks not pinned: the arena hands out the lowest free
+  // blocks first, so that is where data goes next.
+  int pinned = 0;
+  for (size_t c = 0; c < chunks_.size() && pinned < kReadyChunks; ++c) {
+    if (pinned_ - committed_ >= bytes) return false;
+    if (chunks_[c].pinned || chunks_[c].busy) continue;
+    if (!Pin(c).ok()) return false;
+    ++pinned;
+  }
+  return pinned_ - committed_ < bytes && pinned > 0;
 }
 
 uint64_t SpillDevice::ready_bytes() const {

@@ -35,10 +35,12 @@ class SpillDevice final : public DeviceWrapper {
   absl::Status Decommit(uint64_t offset, uint64_t length) override;
 
   // Keeps `bytes` of registered memory ready beyond what is committed:
-  // pins at most one more chunk toward it per call (a caller polls), and
+  // pins at most kReadyChunks more chunks toward it per call (a caller
+  // polls; true while it made progress and more is wanted), and
   // releases emptied chunks above it at once. Best effort: memory the host
   // refuses is simply not ready.
-  void KeepSpillReady(uint64_t bytes) override;
+  bool KeepSpillReady(uint64_t bytes) override;
+  static constexpr int kReadyChunks = 4;
 
   // Registered memory not committed, and registered memory in all.
   uint64_t ready_bytes() const;

@@ -1,5 +1,7 @@
 #include "fs/daemon/periodic_task.h"
 
+#include <pthread.h>
+
 #include <utility>
 
 namespace cudafs {
@@ -10,8 +12,11 @@ PeriodicTask::PeriodicTask(absl::Duration interval, std::function<void()> task)
                      return interval;
                    })) {}
 
-PeriodicTask::PeriodicTask(absl::Duration first, std::function<absl::Duration()> task)
-    : thread_([this, first, task = std::move(task)] {
+PeriodicTask::PeriodicTask(absl::Duration first, std::function<absl::Duration()> task,
+                           const std::string& name)
+    : thread_([this, first, task = std::move(task), name] {
+        // At most 15 characters; a longer name is simply not set.
+        if (!name.empty()) pthread_setname_np(pthread_self(), name.c_str());
         for (absl::Duration wait = first; !stop_.WaitForNotificationWithTimeout(wait);) {
           wait = task();
         }

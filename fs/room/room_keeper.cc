@@ -7,6 +7,7 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_format.h"
+#include "alloc/base/log.h"
 
 namespace cudafs {
 
@@ -116,7 +117,7 @@ absl::Duration RoomKeeper::Round() {
   }
   uint64_t reserves = 0;
   for (const size_t part : gpu_parts_) reserves += reserve_seen_[part];
-  device.KeepSpillReady(std::min(reserves, on_gpus));
+  if (device.KeepSpillReady(std::min(reserves, on_gpus))) next = now + options_.interval;
   return std::max(next - now, absl::ZeroDuration());
 }
 
@@ -125,8 +126,7 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
   ++stats_.make_room_calls;
   if (!active()) {
     return absl::FailedPreconditionError(
-        "this mount has no host memory to move its data to (spill=0, or no "
-        "GPU)");
+        "this mount has no host memory to move its data to (spill=0, or no GPU)");
   }
   hold_until_ = options_.clock() + options_.hold;
   absl::c_fill(next_look_, absl::InfinitePast());
@@ -134,16 +134,32 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
   holding_ = true;
   const Device& device = arena_->device();
   for (const size_t part : gpu_parts_) {
+    const absl::Time start = absl::Now();
+    absl::Duration moving;
+    uint64_t moved_here = 0;
+    const auto log = [&] {
+      if (moved_here == 0) return;
+      LogInfo(absl::StrFormat("make-room: moved %d MiB off %s in %d ms (%d ms of it moving)",
+                              moved_here >> 20, device.DescribePart(part),
+                              absl::ToInt64Milliseconds(absl::Now() - start),
+                              absl::ToInt64Milliseconds(moving)));
+    };
     for (;;) {
       const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
-      if (!memory) break;  // nothing of ours is there
-      if (bytes && memory->free >= *bytes) break;
+      if (!memory || (bytes && memory->free >= *bytes)) {  // done, or nothing of ours is there
+        log();
+        break;
+      }
       const uint64_t wanted = bytes ? *bytes - memory->free : std::numeric_limits<uint64_t>::max();
       bool out_of_room = false;
+      const absl::Time move_start = absl::Now();
       const uint64_t moved = filesystem_->MoveData(
           part, spill_parts_, wanted, Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
+      moving += absl::Now() - move_start;
+      moved_here += moved;
       stats_.moved_out_bytes += moved;
       if (moved > 0) continue;
+      log();
       if (out_of_room) {
         return absl::ResourceExhaustedError(
             absl::StrFormat("%s: host memory (spill=) is full, and files are left on the GPU",
@@ -152,11 +168,10 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
       if (!bytes) break;  // all that can move has: the rest is mapped by other programs
       const std::optional<Device::GpuMemory> now = device.PartMemory(part);
       if (!now || now->free >= *bytes) break;
-      return absl::ResourceExhaustedError(
-          absl::StrFormat("%s: %d bytes free of the %d asked for, and no more of this mount's "
-                          "data can move "
-                          "off it (the rest is other programs' memory, or files they map)",
-                          device.DescribePart(part), now->free, *bytes));
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s: %d bytes free of the %d asked for, and no more of this mount's data can move "
+          "off it (the rest is other programs' memory, or files they map)",
+          device.DescribePart(part), now->free, *bytes));
     }
   }
   return absl::OkStatus();

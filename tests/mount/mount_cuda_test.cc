@@ -5,6 +5,10 @@
 
 #ifdef CUDAFS_WITH_CUDA
 
+#include <sys/xattr.h>
+
+#include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include "alloc/devices/cuda_device.h"
@@ -99,7 +103,8 @@ TEST_P(MountCudaTest, EnospcWhenTheGpuRunsOutBelowSize) {
   absl::StatusOr<std::unique_ptr<cudafs::CudaDevice>> hog =
       cudafs::CudaDevice::Create(first->front(), 256 * kGiB);
   ASSERT_TRUE(hog.ok()) << hog.status();
-  StartCuda({"size=4g", "device=0"});  // the GPU the hog holds
+  // The GPU the hog holds, and no host memory to write to instead.
+  StartCuda({"size=4g", "device=0", "spill=0", "reserve=0"});
   if (IsSkipped() || HasFatalFailure()) return;
   // Both contexts first (they come with the first data): they need memory
   // too.
@@ -138,6 +143,38 @@ TEST_P(MountCudaTest, EnospcWhenTheGpuRunsOutBelowSize) {
   EXPECT_TRUE(BytesEqual(*kept, expected));
   ASSERT_SYS_OK(unlink(Path("fill").c_str()));
   EXPECT_TRUE(Eventually([&] { return WriteLarge(Path("again"), 64 * kMiB, 4); }, 5s));
+  ASSERT_TRUE((*hog)->Decommit(0, to_take).ok());
+}
+
+// With host memory (spill=, on by default), a write the full GPU cannot
+// take goes there instead, up to size=, and reads back intact.
+TEST_P(MountCudaTest, WhenTheGpuIsFullWritesGoToHostMemory) {
+  absl::StatusOr<std::vector<int>> first = cudafs::ResolveCudaDevices("");
+  ASSERT_TRUE(first.ok());
+  absl::StatusOr<std::unique_ptr<cudafs::CudaDevice>> hog =
+      cudafs::CudaDevice::Create(first->front(), 256 * kGiB);
+  ASSERT_TRUE(hog.ok()) << hog.status();
+  StartCuda({"size=2g", "device=0", "reserve=0"});
+  if (IsSkipped() || HasFatalFailure()) return;
+  ASSERT_TRUE(WriteLarge(Path("first"), kMiB, 9));
+  const uint64_t granule = (*hog)->granule_size();
+  ASSERT_TRUE((*hog)->Commit(0, granule).ok());
+  ASSERT_TRUE((*hog)->Decommit(0, granule).ok());
+  const uint64_t to_take = (FreeVram() - 256 * kMiB) / granule * granule;
+  ASSERT_TRUE((*hog)->Commit(0, to_take).ok());
+
+  ASSERT_TRUE(WriteLarge(Path("big"), 1024 * kMiB, 6));
+  char value[256] = {};
+  const ssize_t got = getxattr(Path("big").c_str(), "user.cudafs.where", value, sizeof value - 1);
+  ASSERT_GT(got, 0) << strerror(errno);
+  const std::string where(value, got);
+  EXPECT_NE(where.find("host "), std::string::npos) << where;
+  const std::optional<std::string> read = ReadFile(Path("big"));
+  ASSERT_TRUE(read.has_value());
+  std::string expected;
+  const std::string pattern = RandomBytes(kMiB, 6);
+  for (int i = 0; i < 1024; ++i) expected += pattern;
+  EXPECT_TRUE(BytesEqual(*read, expected));
   ASSERT_TRUE((*hog)->Decommit(0, to_take).ok());
 }
 

@@ -136,15 +136,19 @@ TEST(SpillDeviceTest, WhatTheHostRefusesLeavesNothingCommittedOrRegistered) {
   EXPECT_TRUE(spill.Registered().empty());
 }
 
-TEST(SpillDeviceTest, ReadyMemoryIsPinnedAheadAChunkAtATimeAndLetGo) {
-  Spill spill;
+TEST(SpillDeviceTest, ReadyMemoryIsPinnedAheadAFewChunksACallAndLetGo) {
+  Spill spill(6);
+  const uint64_t wanted = (SpillDevice::kReadyChunks + 1) * kChunk;
+  EXPECT_TRUE(spill.device->KeepSpillReady(wanted)) << "more to come";
+  EXPECT_EQ(spill.Registered().size(), static_cast<size_t>(SpillDevice::kReadyChunks));
+  EXPECT_FALSE(spill.device->KeepSpillReady(wanted)) << "done";
+  EXPECT_EQ(spill.Registered().size(), static_cast<size_t>(SpillDevice::kReadyChunks) + 1);
+  EXPECT_EQ(spill.Registered().back(), static_cast<size_t>(SpillDevice::kReadyChunks))
+      << "the lowest first";
+  EXPECT_FALSE(spill.device->KeepSpillReady(wanted));
+  EXPECT_EQ(spill.device->ready_bytes(), wanted);
   spill.device->KeepSpillReady(2 * kChunk);
-  EXPECT_EQ(spill.Registered(), std::vector<size_t>{0}) << "one chunk a call";
-  spill.device->KeepSpillReady(2 * kChunk);
-  EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1})) << "the lowest first";
-  spill.device->KeepSpillReady(2 * kChunk);
-  EXPECT_EQ(spill.Registered().size(), 2u) << "enough is ready";
-  EXPECT_EQ(spill.device->ready_bytes(), 2 * kChunk);
+  EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1})) << "the highest went";
 
   // Data in a ready chunk commits nothing more; emptied, the chunk stays
   // ready while the target wants it.
@@ -187,7 +191,7 @@ TEST(SpillDeviceTest, DestroyedWithDataItUnregistersEverything) {
   Spill spill;
   ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
   spill.device->KeepSpillReady(3 * kChunk);
-  EXPECT_EQ(spill.Registered().size(), 2u);
+  EXPECT_EQ(spill.Registered().size(), 4u);
   // ~Spill checks that the GPUs hold no range once the device is gone.
 }
 
