@@ -50,7 +50,7 @@ Caller CallerOf(fuse_req_t req) {
 // Without KILLPRIV_V2 (libfuse 3.14 cannot ask for it, nor can anyone of
 // a kernel before 5.11) the kernel gives its verdict another way: before a
 // write through the page cache, a truncate (O_TRUNC opens included: see
-// Init), a fallocate or a copy_file_range it decides with the caller's
+// Negotiate), a fallocate or a copy_file_range it decides with the caller's
 // CAP_FSETID, and
 // fuse_setattr() sends the mode without the bits in a SETATTR of its own
 // (file_remove_privs(), do_truncate()). The request that changes the data
@@ -113,104 +113,41 @@ char* ReadBuffer(Device& device, size_t size, size_t max_request) {
   return buffer.data();
 }
 
-// Declines a capability libfuse may ask for by default.
-void Unwant(fuse_conn_info* conn, uint64_t capability) {
-#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
-  fuse_unset_feature_flag(conn, capability);
-#else
-  conn->want &= ~static_cast<unsigned>(capability);
-#endif
-}
-
+// INIT: what the kernel offers, negotiated (negotiation.h), written back.
 void Init(void* userdata, fuse_conn_info* conn) {
   FuseContext& context = *static_cast<FuseContext*>(userdata);
 #if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
-  // Shared mmap of direct-I/O files, through the page cache.
-  const bool mmap_with_direct_io = fuse_set_feature_flag(conn, FUSE_CAP_DIRECT_IO_ALLOW_MMAP);
-  // Over io_uring libfuse's ring threads (one per CPU) take requests and
-  // call the same operations; RunSessionLoop still serves /dev/fuse, which
-  // carries INIT, FORGET and interrupts.
-  const bool uring = context.settings.uring && fuse_set_feature_flag(conn, FUSE_CAP_OVER_IO_URING);
-  if (!context.settings.uring) fuse_unset_feature_flag(conn, FUSE_CAP_OVER_IO_URING);
+  const KernelOffer offer{.capable = conn->capable_ext,
+                          .wanted = conn->want_ext,
+                          .cpus = static_cast<uint32_t>(get_nprocs_conf())};
 #else
-  const bool mmap_with_direct_io = false;
-  const bool uring = false;
+  const KernelOffer offer{.capable = conn->capable,
+                          .wanted = conn->want,
+                          .cpus = static_cast<uint32_t>(get_nprocs_conf())};
 #endif
-  context.stats.transport = uring ? "io_uring" : "/dev/fuse";
-  // Large requests: FUSE's per-request cost, not the copy, is the limit
-  // (see docs/DESIGN.md, "Data path"). libfuse grants max_write up to the
-  // size of the buffer the first request was received in (our
-  // receive-buf-size patch), which RunSessionLoop sizes from max_request.
-  conn->max_write = static_cast<uint32_t>(context.settings.max_request);
-  conn->max_readahead = static_cast<uint32_t>(context.settings.max_request);
-  const uint64_t queues = static_cast<uint32_t>(get_nprocs_conf());
-  // Every /dev/fuse worker holds a receive buffer (a request plus 8 KiB of
-  // header room) and, once it has served a read, a read reply buffer; over
-  // io_uring reads are answered from the ring entry's own buffer.
-  uint64_t buffers =
-      uint64_t{context.settings.workers} * (2 * context.settings.max_request + 8 * kKiB);
-  if (uring) {
-    context.stats.uring_buffer_bytes = queues * context.settings.uring_depth * conn->max_write;
-    buffers += context.stats.uring_buffer_bytes;
-    LogInfo(absl::StrFormat("requests over io_uring, %d queues of depth %d", queues,
-                            context.settings.uring_depth));
-  } else {
-    LogInfo(context.settings.uring ? "the kernel did not offer io_uring: requests over /dev/fuse"
-                          : "requests over /dev/fuse");
-  }
-  context.stats.request_buffer_bytes = buffers;
-  if (!context.settings.request_limit_note.empty()) LogInfo(context.settings.request_limit_note);
-  LogInfo(absl::StrFormat("asked for requests of up to %d KiB, readahead %d KiB; request buffers "
-                          "take up to %d MiB of host memory",
-                          conn->max_write / kKiB, conn->max_readahead / kKiB,
-                          (buffers + kMiB - 1) / kMiB));
-  context.negotiated.direct_io_min = context.settings.requested_direct_io_min.value_or(
-      mmap_with_direct_io ? kDefaultDirectIoMin : kNeverDirectIo);
-  if (context.settings.zero_message_open) {
-    // Existing files then never get an open reply to ask for direct I/O
-    // in; new files still do (CREATE), and keep the default rule.
-    if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
-      conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
-      context.negotiated.zero_message_open = true;
+  const Negotiation negotiation = Negotiate(context.settings, offer);
+#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
+  // Through libfuse's setters, which keep its record of the wants (and
+  // the 32-bit want it converts) in step.
+  for (int bit = 0; bit < 64; ++bit) {
+    const uint64_t flag = uint64_t{1} << bit;
+    if (negotiation.want & flag) {
+      fuse_set_feature_flag(conn, flag);
     } else {
-      LogInfo("the kernel cannot open files without a request: zero_message_open is off");
+      fuse_unset_feature_flag(conn, flag);
     }
   }
-#ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
-  // The kernel says, with the caller's CAP_FSETID, when a write, truncate
-  // or O_TRUNC open must clear set-id bits; a FUSE request carries no
-  // capabilities, so the daemon could only guess from the uid. (Without
-  // it, direct-I/O writes would not clear them at all: the kernel leaves
-  // that to the filesystem.)
-  context.negotiated.kernel_kills_set_id = fuse_set_feature_flag(conn, FUSE_CAP_HANDLE_KILLPRIV_V2);
+#else
+  conn->want = static_cast<unsigned>(negotiation.want);
 #endif
-  if (!context.negotiated.kernel_kills_set_id) {
-    // Without KILLPRIV_V2 the kernel removes set-id bits itself, with a
-    // SETATTR of the new mode (see DataChangerOf), but only when the
-    // filesystem does not claim FUSE_HANDLE_KILLPRIV (v1: "the filesystem
-    // kills them on write, truncate and chown", which it could do only by
-    // uid), so that is refused.
-    Unwant(conn, FUSE_CAP_HANDLE_KILLPRIV);
-  }
-  // O_TRUNC arrives with open instead of as a separate setattr, except:
-  // - without KILLPRIV_V2: fuse_do_setattr() drops the ATTR_OPEN truncate,
-  //   and the mode the kernel computed with it, when the OPEN already
-  //   truncated, and the OPEN itself says nothing about CAP_FSETID;
-  // - with zero_message_open: there is no OPEN to carry it (the kernel
-  //   would take the truncate as done).
-  // The kernel then truncates with a SETATTR (size 0 and, where due, the
-  // mode) after the open, one more request per O_TRUNC open, as on every
-  // local filesystem.
-  if (context.negotiated.kernel_kills_set_id && !context.negotiated.zero_message_open &&
-      (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)) {
-    conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
-  } else {
-    Unwant(conn, FUSE_CAP_ATOMIC_O_TRUNC);
-  }
-  if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
-  // Lookups and readdir in one directory run concurrently in the core.
-  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-  conn->time_gran = 1;  // nanosecond timestamps
+  conn->max_write = negotiation.max_write;
+  conn->max_readahead = negotiation.max_readahead;
+  conn->time_gran = negotiation.time_gran;
+  context.negotiated = negotiation.negotiated;
+  context.stats.transport = negotiation.uring ? "io_uring" : "/dev/fuse";
+  context.stats.uring_buffer_bytes = negotiation.uring_buffer_bytes;
+  context.stats.request_buffer_bytes = negotiation.request_buffer_bytes;
+  for (const std::string& line : negotiation.log) LogInfo(line);
 }
 
 void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
