@@ -18,6 +18,7 @@
 #include "alloc/base/errors.h"
 #include "alloc/base/log.h"
 #include "alloc/devices/pinned_buffer.h"
+#include "fs/fuse/io_mode.h"
 
 namespace cudafs {
 namespace {
@@ -256,48 +257,6 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_
   ReplyStatus(req, Fs(req).Rename(parent, name, new_parent, new_name, flags));
 }
 
-// The kill_suidgid flag of an open, create or write.
-bool KernelKills(const fuse_file_info* fi) {
-#ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
-  return fi->kill_suidgid;
-#else
-  (void)fi;
-  return false;
-#endif
-}
-
-// How an open is served (see Negotiated::direct_io_min): direct I/O for
-// O_DIRECT and for files that are large when opened; the page cache for the
-// rest. A new file (`size_at_open` unset) is empty, so its size says
-// nothing: it gets direct I/O, which keeps a large stream at full speed and
-// costs a file written once no more requests than the page cache does
-// (which asks for security.capability before the first write, besides).
-bool ChooseDirectIo(const FuseContext& context, int flags, std::optional<uint64_t> size_at_open) {
-  if (context.negotiated.direct_io_min == kNeverDirectIo) return false;
-  return (flags & O_DIRECT) || !size_at_open || *size_at_open >= context.negotiated.direct_io_min;
-}
-
-// The handle (fh) of an open with direct I/O; the others are 0. Requests
-// on an open carry its handle, not its flags.
-constexpr uint64_t kDirectIoOpen = 1;
-
-void SetCaching(bool direct_io, fuse_file_info* fi) {
-  if (direct_io) {
-    fi->direct_io = 1;
-    fi->fh = kDirectIoOpen;
-#if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
-    // Writers at different offsets of one file need not queue in the
-    // kernel: the inode lock in the core orders what must be ordered.
-    fi->parallel_direct_writes = 1;
-#endif
-    return;
-  }
-  // Data changes only through this connection, which keeps the kernel's
-  // page cache coherent (direct-I/O writes to the same file included), so
-  // cached pages may outlive an open.
-  fi->keep_cache = 1;
-}
-
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // Under zero_message_open the first OPEN's ENOSYS tells the kernel to open
   // every file itself from then on (FUSE_CAP_NO_OPEN_SUPPORT): the open
@@ -305,13 +264,9 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (Context(req).negotiated.zero_message_open) return (void)fuse_reply_err(req, ENOSYS);
   absl::StatusOr<uint64_t> size = Fs(req).Open(ino, fi->flags, DataChangerOf(req, KernelKills(fi)));
   if (!size.ok()) return ReplyError(req, size.status());
-  const bool direct_io = ChooseDirectIo(Context(req), fi->flags, *size);
+  const bool direct_io = ChooseDirectIo(Context(req).negotiated, fi->flags, *size);
   SetCaching(direct_io, fi);
-  // Reads served from the page cache never reach us, and the kernel keeps
-  // no atime of its own for FUSE files: an open for reading is where
-  // relatime applies (a truncating one leaves nothing to read).
-  const bool reads = (fi->flags & O_ACCMODE) != O_WRONLY && !(fi->flags & O_TRUNC);
-  if (!direct_io && reads && !(fi->flags & O_NOATIME)) Fs(req).MarkAccessed(ino);
+  if (MarksAccessAtOpen(fi->flags, direct_io)) Fs(req).MarkAccessed(ino);
   if (fuse_reply_open(req, fi) != 0) Fs(req).Release(ino);
 }
 
@@ -326,7 +281,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                      counted ? Filesystem::Handle::kCounted : Filesystem::Handle::kUncounted);
   if (!st.ok()) return ReplyError(req, st.status());
   fuse_entry_param entry = EntryOf(req, *st);
-  SetCaching(ChooseDirectIo(Context(req), fi->flags, std::nullopt), fi);
+  SetCaching(ChooseDirectIo(Context(req).negotiated, fi->flags, std::nullopt), fi);
   if (fuse_reply_create(req, &entry, fi) != 0) {
     if (counted) Fs(req).Release(st->st_ino);
     Fs(req).Forget(st->st_ino, 1);
@@ -376,7 +331,7 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t 
   // device DMA from it.
   UringPayload(req, size);
   const Caller caller =
-      DataChangerOf(req, KernelKills(fi), /*uid_rule_without_kernel=*/fi->fh == kDirectIoOpen);
+      DataChangerOf(req, KernelKills(fi), /*uid_rule_without_kernel=*/IsDirectIoOpen(fi));
   absl::StatusOr<size_t> written =
       Fs(req).Write(ino, offset, data, size, (fi->flags & O_APPEND) != 0, caller);
   if (!written.ok()) return ReplyError(req, written.status());
