@@ -602,32 +602,6 @@ fuse_lowlevel_ops MakeOperations() {
 
 }  // namespace
 
-namespace {
-
-// `offset` -1: attributes only; 0: attributes and every cached page.
-void Invalidate(const FuseContext& context, InodeNumber ino, off_t offset, const char* what) {
-  fuse_session* const session = context.session.load();
-  if (session == nullptr) return;
-  const int result = fuse_lowlevel_notify_inval_inode(session, ino, offset, 0);
-  // ENOENT: the kernel holds no such inode, so nothing stale either.
-  if (result != 0 && result != -ENOENT) {
-    LogError(absl::StrFormat("cannot invalidate the kernel's %s of inode %d: %s", what, ino,
-                             std::strerror(-result)));
-  }
-}
-
-}  // namespace
-
-void InvalidateCachedAttributes(const FuseContext& context, InodeNumber ino) {
-  // Attributes only: that never waits on the page cache, so it is safe
-  // even from inside the request that made the change.
-  Invalidate(context, ino, -1, "attributes");
-}
-
-void InvalidateCachedData(const FuseContext& context, InodeNumber ino) {
-  Invalidate(context, ino, 0, "pages");
-}
-
 const fuse_lowlevel_ops& FuseOperations() {
   static const fuse_lowlevel_ops ops = MakeOperations();
   return ops;

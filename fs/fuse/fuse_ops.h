@@ -54,19 +54,9 @@ struct FuseContext {
   // Asked first about the root directory's extended attributes (the
   // stats, fault injection); null: every attribute is the Filesystem's.
   ControlAttributes* control = nullptr;
-  // The mounted session, once there is one: for notifications.
-  std::atomic<fuse_session*> session{nullptr};
 };
 
 const fuse_lowlevel_ops& FuseOperations();
-
-// Tells the kernel that its cached attributes of `ino` are stale (the
-// Filesystem's attributes_changed). Does nothing before the mount.
-void InvalidateCachedAttributes(const FuseContext& context, InodeNumber ino);
-// Tells the kernel that `ino`'s attributes and cached pages are stale (its
-// bytes changed behind FUSE). May wait on the kernel's page locks: never
-// from inside a request.
-void InvalidateCachedData(const FuseContext& context, InodeNumber ino);
 
 }  // namespace cudafs
 
