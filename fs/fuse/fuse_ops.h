@@ -1,6 +1,8 @@
-// The FUSE low-level operations table. Each operation turns a request into
-// one Filesystem call and its result into one reply; no filesystem logic
-// lives here.
+// The FUSE low-level operations table and what the glue holds. Each
+// operation turns a request into one Filesystem call and its result into
+// one reply; no filesystem logic lives here. The table and INIT are in
+// fuse_ops.cc, the handlers by concern in fuse_dir_ops.cc, fuse_file_ops.cc,
+// fuse_attr_ops.cc and fuse_xattr_ops.cc (fuse_handlers.h lists them).
 #ifndef CUDAFS_FS_FUSE_FUSE_OPS_H_
 #define CUDAFS_FS_FUSE_FUSE_OPS_H_
 
