@@ -1,7 +1,7 @@
 // Filesystem: the cudafs core. Inodes, directories, permissions, timestamps
 // and file data (through the Arena), with one method per FUSE low-level
 // operation, addressed by inode number like the FUSE protocol. It knows
-// nothing about FUSE itself (fs/fuse/fuse_ops.cc translates), so every
+// nothing about FUSE itself (the glue in fs/fuse translates), so every
 // operation is testable without mounting.
 //
 // Semantics follow tmpfs: setgid directories, suid/sgid dropped on write
