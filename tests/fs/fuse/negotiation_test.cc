@@ -20,7 +20,8 @@ void PrintTo(const Negotiated& negotiated, std::ostream* os) {
 namespace {
 
 // The capabilities the rows name exist from libfuse 3.18 on, the version
-// ./build.sh builds and the package carries.
+// ./build.sh builds and the package carries; the fallback build against an
+// older one has a test of its own, below.
 #if FUSE_VERSION >= FUSE_MAKE_VERSION(3, 18)
 
 // The flags, by name, so that a failure says which differ.
@@ -254,6 +255,34 @@ TEST(NegotiationTest, BufferBytes) {
   // Not offered: no ring, no ring buffers.
   EXPECT_EQ(Negotiate(settings, Offering(kEverything & ~FUSE_CAP_OVER_IO_URING)).uring_buffer_bytes,
             0u);
+}
+
+#else  // libfuse before 3.18 (Debian 12's 3.14): the fallback build
+
+// It knows neither io_uring, direct-I/O mmap nor KILLPRIV_V2: the kernel
+// clears set-id bits itself, so KILLPRIV and O_TRUNC with open are declined,
+// and no file gets direct I/O by default.
+TEST(NegotiationTest, OlderLibfuseAsksForNoneOfTheNewerCapabilities) {
+  constexpr uint64_t kDefaults = FUSE_CAP_ASYNC_READ | FUSE_CAP_AUTO_INVAL_DATA |
+                                 FUSE_CAP_ASYNC_DIO | FUSE_CAP_ATOMIC_O_TRUNC |
+                                 FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
+  FuseSettings settings;
+  settings.uring = true;
+  settings.zero_message_open = true;
+  const KernelOffer offer{.capable = kDefaults | FUSE_CAP_HANDLE_KILLPRIV |
+                                     FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_EXPORT_SUPPORT |
+                                     FUSE_CAP_PARALLEL_DIROPS,
+                          .wanted = kDefaults | FUSE_CAP_HANDLE_KILLPRIV,
+                          .cpus = 8};
+  const Negotiation got = Negotiate(settings, offer);
+  EXPECT_EQ(got.want, (kDefaults & ~FUSE_CAP_ATOMIC_O_TRUNC) | FUSE_CAP_NO_OPEN_SUPPORT |
+                          FUSE_CAP_EXPORT_SUPPORT | FUSE_CAP_PARALLEL_DIROPS);
+  const Negotiated expected{
+      .direct_io_min = kNeverDirectIo, .zero_message_open = true, .kernel_kills_set_id = false};
+  EXPECT_EQ(got.negotiated, expected);
+  EXPECT_FALSE(got.uring);
+  ASSERT_FALSE(got.log.empty());
+  EXPECT_EQ(got.log[0], "the kernel did not offer io_uring: requests over /dev/fuse");
 }
 
 #endif  // FUSE_VERSION >= 3.18
