@@ -1,7 +1,7 @@
 // Filesystem: the cudafs core. Inodes, directories, permissions, timestamps
 // and file data (through the Arena), with one method per FUSE low-level
 // operation, addressed by inode number like the FUSE protocol. It knows
-// nothing about FUSE itself (fs/fuse/fuse_ops.cc translates), so every
+// nothing about FUSE itself (the glue in fs/fuse translates), so every
 // operation is testable without mounting.
 //
 // Semantics follow tmpfs: setgid directories, suid/sgid dropped on write
@@ -48,6 +48,7 @@ inline constexpr InodeNumber kRootInode = 1;  // FUSE_ROOT_ID
 inline constexpr char kWhereAttribute[] = "user.cudafs.where";
 
 struct FilesystemState;
+class KernelNotifier;
 
 struct FilesystemConfig {
   mode_t root_mode = 01777;  // like tmpfs
@@ -66,12 +67,11 @@ struct FilesystemConfig {
   // TrimIdleGrowth instead: with this set, writes that leave slack note
   // their file for it.
   bool trim_growth_when_idle = false;
-  // Called, outside every lock, when an operation changed attributes that
-  // its reply does not carry (set-id bits dropped by a write, an O_TRUNC
-  // open, fallocate or a copy; the atime of a copy's source or of
-  // MarkAccessed), so that whoever caches attributes (the kernel, for FUSE)
-  // drops them. May be empty.
-  std::function<void(InodeNumber)> attributes_changed;
+  // Told, outside every lock, when an operation changed attributes that
+  // its reply does not carry (KernelNotifier::AttributesChanged), so that
+  // whoever caches attributes (the kernel, for FUSE) drops them. Null:
+  // nobody caches them. Must outlive the Filesystem.
+  KernelNotifier* notifier = nullptr;
 };
 
 // setattr: only the engaged fields change.
@@ -159,8 +159,8 @@ class Filesystem {
   void TrimIdleGrowth(absl::Duration idle);
   // Counts as a read of `ino` for its atime (relatime rules, unless the
   // mount is noatime): for reads that a cache above the filesystem serves
-  // without asking it. A moved atime is reported through
-  // FilesystemConfig::attributes_changed.
+  // without asking it. A moved atime is reported to
+  // FilesystemConfig::notifier.
   void MarkAccessed(InodeNumber ino);
 
   // Reads up to `size` bytes at `offset` into `out`; short at end of file.

@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "alloc/base/errors.h"
+#include "fs/core/kernel_notifier.h"
 
 namespace cudafs {
 namespace {
@@ -83,7 +84,7 @@ void FilesystemState::NoteGrowth(InodeNumber ino) {
 }
 
 void FilesystemState::AttributesChanged(InodeNumber ino) const {
-  if (config.attributes_changed) config.attributes_changed(ino);
+  if (config.notifier != nullptr) config.notifier->AttributesChanged(ino);
 }
 
 void FilesystemState::ReadsNamespace() const { namespace_mu.AssertReaderHeld(); }

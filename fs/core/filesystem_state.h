@@ -62,7 +62,7 @@ struct FilesystemState {
   // held.
   void NoteGrowth(InodeNumber ino);
   // Tells whoever caches attributes that those of `ino` changed (see
-  // FilesystemConfig::attributes_changed). Call with no lock held.
+  // FilesystemConfig::notifier). Call with no lock held.
   void AttributesChanged(InodeNumber ino) const;
 
   // Tell the analysis that Inode::namespace_lock is this namespace_mu,

@@ -46,6 +46,7 @@
 #include "fs/daemon/periodic_task.h"
 #include "fs/daemon/make_room_command.h"
 #include "fs/daemon/stats_report.h"
+#include "fs/fuse/fuse_kernel_notifier.h"
 #include "fs/fuse/fuse_ops.h"
 #include "fs/fuse/session_loop.h"
 #include "fs/room/room_keeper.h"
@@ -283,7 +284,7 @@ std::string RaiseReadahead(const std::string& device, uint64_t bytes) {
 // The share service for the mount whose files carry device `numbers`
 // (MAJOR:MINOR), letting in whom the mount's options let in; null, with a
 // log line, when it cannot listen (the mount works without it).
-std::unique_ptr<ShareServer> StartSharing(Filesystem& filesystem, const FuseContext& context,
+std::unique_ptr<ShareServer> StartSharing(Filesystem& filesystem, KernelNotifier* notifier,
                                           const MountOptions& options,
                                           const std::string& numbers) {
   unsigned major_number = 0, minor_number = 0;
@@ -293,7 +294,7 @@ std::unique_ptr<ShareServer> StartSharing(Filesystem& filesystem, const FuseCont
   settings.owner = getuid();
   settings.allow_other = absl::c_linear_search(options.fuse_options, "allow_other");
   settings.allow_root = absl::c_linear_search(options.fuse_options, "allow_root");
-  settings.file_changed = [&context](InodeNumber ino) { InvalidateCachedData(context, ino); };
+  settings.notifier = notifier;
   absl::StatusOr<std::unique_ptr<ShareServer>> server =
       ShareServer::Start(&filesystem, settings);
   if (!server.ok()) {
@@ -370,17 +371,14 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   Arena arena(device.get(), options.min_block, capacity);
 
   FilesystemConfig config = plan.FilesystemConfigFor(arena.capacity(), backend);
-  // The glue invalidates what the kernel caches; it exists once the
-  // filesystem does, and nothing is cached before the mount.
-  const FuseContext* glue = nullptr;
-  config.attributes_changed = [&glue](InodeNumber ino) {
-    if (glue != nullptr) InvalidateCachedAttributes(*glue, ino);
-  };
+  // Every call up into the kernel goes through the notifier; nothing is cached
+  // before the mount, so it is attached to the session once there is one.
+  FuseKernelNotifier notifier;
+  config.notifier = &notifier;
   Filesystem filesystem(&arena, config);
   RoomKeeper keeper(&filesystem, &arena, RoomKeeper::Options{});
   UringBuffers uring_buffers(device.get());
   FuseContext context(&filesystem, device.get(), plan.FuseSettingsFor(backend), &uring_buffers);
-  glue = &context;
   ControlPlane control(&context, &arena, getuid(), faults, &keeper);
   context.control = &control;
 
@@ -406,9 +404,9 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   // libfuse copies the argument vector when it edits it; the copy is ours.
   fuse_opt_free_args(&args);
   if (session == nullptr) return fail("cannot start the FUSE session (see the message above)");
-  context.session = session;
+  notifier.Attach(session);
   if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
-    context.session = nullptr;
+    notifier.Attach(nullptr);
     fuse_session_destroy(session);
     return fail(absl::StrFormat("cannot mount on %s", options.mountpoint));
   }
@@ -437,7 +435,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
         !note.empty()) {
       LogInfo(note);
     }
-    sharing = StartSharing(filesystem, context, options, mount->device);
+    sharing = StartSharing(filesystem, &notifier, options, mount->device);
     control.set_sharing(sharing.get());
   }
   ready.Send(0);
@@ -462,7 +460,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
                                     context.settings.max_request);
   if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
   uring_buffers.UnregisterAll();  // before libfuse frees them
-  context.session = nullptr;
+  notifier.Attach(nullptr);
   fuse_session_destroy(session);
   return result < 0 ? 1 : 0;
 }

@@ -250,7 +250,7 @@ ShareOutcome ShareHandler::Sync(int fd) {
   // A sync vouches for writes: it needs what a writable mapping needs.
   absl::StatusOr<InodeNumber> ino = CheckFileDescriptor(fd, true, settings_.mount_device);
   absl::Status status = ino.ok() ? filesystem_->NoteMappedWrite(*ino) : ino.status();
-  if (status.ok() && settings_.file_changed) settings_.file_changed(*ino);
+  if (status.ok() && settings_.notifier != nullptr) settings_.notifier->DataChanged(*ino);
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     ++stats_.syncs;

@@ -8,7 +8,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +19,7 @@
 #include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
 #include "fs/core/filesystem.h"
+#include "fs/core/kernel_notifier.h"
 #include "fs/wire/share_protocol.h"
 
 namespace cudafs {
@@ -29,9 +29,10 @@ struct ShareSettings {
   uid_t owner = 0;         // the mounting user
   bool allow_other = false;
   bool allow_root = false;
-  // Called after a process wrote file `ino` through a shared mapping, so
-  // that the kernel drops what it caches of it.
-  std::function<void(InodeNumber ino)> file_changed;
+  // Told (DataChanged) after a process wrote a file through a shared
+  // mapping, so that the kernel drops what it caches of it. Null: nothing
+  // caches. Must outlive the service.
+  KernelNotifier* notifier = nullptr;
 };
 
 // Whether user `uid` may use the mount (FUSE's rule: the owner, anyone

@@ -1270,7 +1270,7 @@ bool DirectIoAvailable() {
 // attributes and small files' pages: what was seen once costs no request
 // the second time. Large files bypass the page cache. Listings are asked
 // for every time: the kernel's readdir cache can keep a stale one (see
-// OpenDirectory in fs/fuse/fuse_ops.cc).
+// OpenDirectory in fs/fuse/fuse_dir_ops.cc).
 TEST_P(CliMountTest, KernelCachesWhatOnlyThisMountChanges) {
   ScratchDir dir;
   ASSERT_FALSE(dir.path().empty());

@@ -1818,8 +1818,8 @@ TEST_P(DifferentialTest, FallocatedSpaceAndSeekData) {
 // ---------------------------------------------------------------------------
 // Open flags and I/O calls
 
-// Built against libfuse 3.14, cudafs gets no atomic O_TRUNC (see Init in
-// fs/fuse/fuse_ops.cc): the OPEN arrives without O_TRUNC, so an open for reading
+// Built against libfuse 3.14, cudafs gets no atomic O_TRUNC (see Negotiate in
+// fs/fuse/negotiation.cc): the OPEN arrives without O_TRUNC, so an open for reading
 // applies relatime to a file that still has data (kRelatimeAtOpen), and the
 // kernel truncates with a SETATTR after it. `fields` is the watched file's
 // record up to its times.

@@ -33,6 +33,7 @@
 #include "alloc/devices/host_device.h"
 #include "alloc/storage/arena.h"
 #include "gtest/gtest.h"
+#include "tests/support/recording_notifier.h"
 
 namespace cudafs {
 namespace {
@@ -493,19 +494,19 @@ TEST_F(FilesystemTest, DataChangesDropSetIdBitsWhenTheCallerMust) {
 // The kernel caches attributes, and a write's reply carries none: the
 // core says when it changed the mode on its own.
 TEST_F(FilesystemTest, DroppedSetIdBitsAreReported) {
-  std::vector<InodeNumber> reported;
+  RecordingNotifier notifier;
   FilesystemConfig config;
-  config.attributes_changed = [&reported](InodeNumber ino) { reported.push_back(ino); };
+  config.notifier = &notifier;
   Build(8 * kMiB, config);
   const InodeNumber plain = NewFile(kRootInode, "plain", 0755);
   const InodeNumber setid = NewFile(kRootInode, "setid", 06755);
   WriteAt(plain, 0, "x", bob_);
   WriteAt(setid, 0, "x", root_);
-  EXPECT_TRUE(reported.empty());
+  EXPECT_TRUE(notifier.attributes_changed().empty());
   WriteAt(setid, 0, "x", bob_);
-  EXPECT_EQ(reported, std::vector<InodeNumber>{setid});
+  EXPECT_EQ(notifier.attributes_changed(), std::vector<InodeNumber>{setid});
   WriteAt(setid, 0, "x", bob_);  // nothing left to drop
-  EXPECT_EQ(reported, std::vector<InodeNumber>{setid});
+  EXPECT_EQ(notifier.attributes_changed(), std::vector<InodeNumber>{setid});
   for (int i = 0; i < 3; ++i) {
     ASSERT_OK(fs_->SetAttributes(setid, Mode(06755), root_));
     if (i == 0) ASSERT_OK(fs_->Open(setid, O_WRONLY | O_TRUNC, bob_));
@@ -516,7 +517,8 @@ TEST_F(FilesystemTest, DroppedSetIdBitsAreReported) {
   // The copy also read `plain`, written since its last access: its atime
   // moved, and the kernel refreshes only the target's attributes after a
   // copy.
-  EXPECT_EQ(reported, std::vector<InodeNumber>({setid, setid, setid, setid, plain}));
+  EXPECT_EQ(notifier.attributes_changed(),
+            std::vector<InodeNumber>({setid, setid, setid, setid, plain}));
 }
 
 // Reads that a cache above the core serves never reach it: MarkAccessed
@@ -524,10 +526,10 @@ TEST_F(FilesystemTest, DroppedSetIdBitsAreReported) {
 TEST_F(FilesystemTest, MarkAccessedAppliesRelatimeAndReportsIt) {
   for (const bool update_atime : {true, false}) {
     SCOPED_TRACE(update_atime ? "relatime" : "noatime");
-    std::vector<InodeNumber> reported;
+    RecordingNotifier notifier;
     FilesystemConfig config;
     config.update_atime = update_atime;
-    config.attributes_changed = [&reported](InodeNumber ino) { reported.push_back(ino); };
+    config.notifier = &notifier;
     Build(8 * kMiB, config);
     const InodeNumber ino = NewFile(kRootInode, "f", 0644);
     Age(ino);
@@ -536,10 +538,10 @@ TEST_F(FilesystemTest, MarkAccessedAppliesRelatimeAndReportsIt) {
     const std::vector<InodeNumber> once =
         update_atime ? std::vector<InodeNumber>{ino} : std::vector<InodeNumber>{};
     EXPECT_EQ(Stat(ino).st_atim.tv_sec > aged.st_atim.tv_sec, update_atime);
-    EXPECT_EQ(reported, once);
+    EXPECT_EQ(notifier.attributes_changed(), once);
     fs_->MarkAccessed(ino);  // newer than mtime and ctime now: relatime keeps it
     fs_->MarkAccessed(ino + 100);  // no such inode: nothing to report
-    EXPECT_EQ(reported, once);
+    EXPECT_EQ(notifier.attributes_changed(), once);
   }
 }
 
