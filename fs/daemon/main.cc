@@ -36,6 +36,7 @@
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
 #include "fs/daemon/abandoned_mount_watcher.h"
+#include "fs/daemon/command_line.h"
 #include "fs/daemon/control_plane.h"
 #include "fs/daemon/manual.h"
 #include "fs/daemon/memory_trimmer.h"
