@@ -5,7 +5,6 @@
 // mounted or failed, so `cudafs DIR` returns only once DIR is usable and
 // exits 2 with the child's one-line message when it is not.
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -17,10 +16,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +35,7 @@
 #include "fs/daemon/abandoned_mount_watcher.h"
 #include "fs/daemon/command_line.h"
 #include "fs/daemon/control_plane.h"
+#include "fs/daemon/host_probes.h"
 #include "fs/daemon/manual.h"
 #include "fs/daemon/memory_trimmer.h"
 #include "fs/daemon/mount_info.h"
@@ -117,29 +115,6 @@ int PrintStats(const std::string& mountpoint, MountOptions::StatsFormat format) 
   return 0;
 }
 
-// A generation for this mount's inodes, never 0 (FuseSettings::generation).
-uint32_t MountGeneration() {
-  std::random_device random;
-  uint32_t generation = 0;
-  while (generation == 0) generation = random();
-  return generation;
-}
-
-// systemd starts services with a soft limit of 1024 open files, for the
-// sake of select(2), which cudafs does not use; the hard limit is what the
-// machine allows. Each connection of the share service, and each
-// descriptor a client sends it, counts against it: the soft limit is raised
-// to the hard one.
-void RaiseOpenFileLimit() {
-  rlimit files;
-  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur >= files.rlim_max) return;
-  files.rlim_cur = files.rlim_max;
-  if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
-    LogError(absl::StrCat("cannot raise the open-file limit to ", files.rlim_max, ": ",
-                          std::strerror(errno)));
-  }
-}
-
 // Tells the waiting parent how the mount went (the exit status it should
 // return), once.
 class ReadyPipe {
@@ -191,94 +166,6 @@ void DetachStdio() {
   dup2(null, STDOUT_FILENO);
   dup2(null, STDERR_FILENO);
   if (null > STDERR_FILENO) close(null);
-}
-
-// Why requests cannot come over io_uring here, or empty when they can: the
-// kernel offers it (Linux 6.14 with the fuse module's enable_uring set) and
-// libfuse can drive it (3.18).
-std::string NoUringReason() {
-  constexpr char kParameter[] = "/sys/module/fuse/parameters/enable_uring";
-  if (FUSE_VERSION < FUSE_MAKE_VERSION(3, 18)) {
-    return absl::StrCat("libfuse ", fuse_pkgversion(), " cannot use io_uring (needs 3.18)");
-  }
-  std::ifstream parameter(kParameter);
-  if (!parameter) {
-    return absl::StrCat("this kernel has no FUSE over io_uring (no ", kParameter, ")");
-  }
-  if (std::string value; !(parameter >> value) || value != "Y") {
-    return absl::StrCat("FUSE over io_uring is off: ", kParameter, " is not Y (as root: echo Y > ",
-                        kParameter, ")");
-  }
-  return "";
-}
-
-// The largest request the kernel will send when max_request=`wanted`: it
-// sends at most /proc/sys/fs/fuse/max_pages_limit pages per request (a
-// host-wide setting, Linux 6.13; before, a compiled-in 256). As root a
-// lower limit is raised to `wanted`, never lowered; otherwise the mount
-// takes what the kernel allows. `note` gets a line saying either, for Init
-// to log (after the daemon detached: syslog, not the mounting command's
-// stderr).
-uint64_t RequestLimit(uint64_t wanted, std::string& note) {
-  constexpr char kLimit[] = "/proc/sys/fs/fuse/max_pages_limit";
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  if (FUSE_VERSION < FUSE_MAKE_VERSION(3, 18) && wanted > kCompiledMaxPages * page) {
-    // Such a libfuse reads requests into a buffer of 256 pages (plus a
-    // header) whatever max_write it grants, and a larger max_write makes
-    // every read of /dev/fuse fail with EINVAL. (3.18 caps max_write at
-    // its buffer; our patched build raises the buffer: see
-    // RunSessionLoop.)
-    note = absl::StrFormat("max_request=%dk: libfuse %d.%d reads requests of at most %dk",
-                           wanted / kKiB, FUSE_MAJOR_VERSION, FUSE_MINOR_VERSION,
-                           kCompiledMaxPages * page / kKiB);
-    return kCompiledMaxPages * page;
-  }
-  const uint64_t pages = (wanted + page - 1) / page;
-  uint64_t limit = kCompiledMaxPages;
-  std::ifstream file(kLimit);
-  const bool tunable = file && (file >> limit);
-  if (pages <= limit) return wanted;
-  std::string why;
-  if (tunable && geteuid() == 0) {
-    std::ofstream raise(kLimit);
-    if (raise << pages << std::endl) {
-      note = absl::StrFormat("raised %s from %d to %d (host-wide) for max_request=%dk", kLimit,
-                             limit, pages, wanted / kKiB);
-      return wanted;
-    }
-    why = absl::StrFormat("cannot raise %s from %d: %s", kLimit, limit, std::strerror(errno));
-  } else {
-    why = tunable ? absl::StrCat(kLimit, " is ", limit, "; root may raise it")
-                  : absl::StrCat("no ", kLimit, ": a kernel before 6.13");
-  }
-  const uint64_t allowed = limit * page;
-  note = absl::StrFormat("max_request=%dk: the kernel allows %dk (%s)", wanted / kKiB,
-                         allowed / kKiB, why);
-  return allowed;
-}
-
-// The kernel reads ahead of mmap and buffered readers by the filesystem's
-// readahead window, which stays at the VM's 128 KiB default whatever
-// max_readahead says (that is only its cap): a safetensors load through
-// mmap then runs 128 KiB requests. As root, raises the window of the mount
-// (`device`: MAJOR:MINOR) to `bytes`, never lowers it; returns a line
-// saying what happened, for the log.
-std::string RaiseReadahead(const std::string& device, uint64_t bytes) {
-  const std::string path = absl::StrCat("/sys/class/bdi/", device, "/read_ahead_kb");
-  uint64_t current_kb = 0;
-  if (std::ifstream current(path); !(current >> current_kb)) {
-    return absl::StrCat("readahead: cannot read ", path, "; left as is");
-  }
-  const uint64_t wanted_kb = bytes / kKiB;
-  if (current_kb >= wanted_kb) return "";
-  if (geteuid() != 0) {
-    return absl::StrFormat("readahead: %d KiB (root may raise %s to %d)", current_kb, path,
-                           wanted_kb);
-  }
-  if (std::ofstream raise(path); !(raise << wanted_kb << std::endl)) {
-    return absl::StrFormat("readahead: cannot raise %s: %s", path, std::strerror(errno));
-  }
-  return absl::StrFormat("readahead raised from %d to %d KiB (%s)", current_kb, wanted_kb, path);
 }
 
 // The share service for the mount whose files carry device `numbers`
@@ -515,13 +402,7 @@ int Main(int argc, char** argv) {
     options.mountpoint = absolute;
     std::free(absolute);
   }
-  MachineFacts facts;
-  facts.host_memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
-  facts.no_uring_reason = NoUringReason();
-  facts.allowed_max_request = RequestLimit(options.max_request, facts.request_limit_note);
-  facts.uid = getuid();
-  facts.gid = getgid();
-  facts.generation = MountGeneration();
+  const MachineFacts facts = ProbeMachine(options.max_request);
   absl::StatusOr<MountPlan> plan = MountPlan::Make(options, facts);
   if (!plan.ok()) return Fail(std::string(plan.status().message()));
   ReadyPipe ready(options.foreground ? -1 : Daemonize());

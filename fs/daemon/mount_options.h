@@ -87,7 +87,7 @@ struct MountOptions {
   std::optional<uint32_t> uring_depth;
   // max_request=: the largest read or write request the kernel sends, a
   // power of two from 128k to 16m (kernel_settings.h); the kernel may
-  // allow less (see RequestLimit in main.cc).
+  // allow less (see RequestLimitRule in host_probes.h).
   uint64_t max_request = kDefaultMaxRequest;
   // cache=: bytes of the host-side write-back page cache; 0 turns it off.
   // Unset: the backend's default (MountPlan::kDefaultGpuCacheBytes).
