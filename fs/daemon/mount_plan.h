@@ -3,7 +3,7 @@
 // arena's size, the filesystem core's configuration, the FUSE glue's
 // settings, the session's workers. Pure: the host probes gather the facts
 // (host memory, what the kernel allows; the device's memory comes to
-// Capacity) and main carries the plan out, so every rule here is
+// Capacity) and Serve carries the plan out, so every rule here is
 // unit-tested.
 #ifndef CUDAFS_FS_DAEMON_MOUNT_PLAN_H_
 #define CUDAFS_FS_DAEMON_MOUNT_PLAN_H_
