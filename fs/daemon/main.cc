@@ -83,6 +83,9 @@ absl::Status ResolveMountpoint(std::string& mountpoint) {
   return absl::OkStatus();
 }
 
+// Checks the mountpoint and makes the plan in the command's own process,
+// so that either failure is its message; then, without -f, forks before
+// Serve opens the device.
 int Mount(MountOptions options) {
   if (absl::Status usable = ResolveMountpoint(options.mountpoint); !usable.ok()) {
     return Fail(usable.message());
