@@ -1,13 +1,7 @@
-// Command line and mount options of the cudafs binary.
-//
-//   cudafs [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
-//   cudafs --help | --version | --list-devices | --stats [--all|--json] MOUNTPOINT
-//   cudafs --options-markdown   (not in --help: the README's option table)
-//   cudafs --manual             (not in --help: the cudafs(8) page, in roff)
-//
-// Options may come in any order and -o may repeat (mount.fuse3 runs
-// `cudafs SOURCE MOUNTPOINT -o rw,size=8G,...`). Parsing is pure: nothing
-// here touches a device or the filesystem, so every rule is unit-tested.
+// What the command line asks of the cudafs binary (command_line.h): what to
+// do, and for a mount, the -o options (option_table.cc) and the flags.
+// These are the options as given; MountPlan works out the final settings
+// from them and the machine.
 #ifndef CUDAFS_FS_DAEMON_MOUNT_OPTIONS_H_
 #define CUDAFS_FS_DAEMON_MOUNT_OPTIONS_H_
 
@@ -22,7 +16,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "absl/types/span.h"
 #include "alloc/base/sizes.h"
 #include "alloc/devices/open_device.h"
 #include "fs/fuse/kernel_settings.h"
@@ -94,7 +87,7 @@ struct MountOptions {
   std::optional<uint32_t> uring_depth;
   // max_request=: the largest read or write request the kernel sends, a
   // power of two from 128k to 16m (kernel_settings.h); the kernel may
-  // allow less (see RequestLimit in main.cc).
+  // allow less (see RequestLimitRule in host_probes.h).
   uint64_t max_request = kDefaultMaxRequest;
   // cache=: bytes of the host-side write-back page cache; 0 turns it off.
   // Unset: the backend's default (MountPlan::kDefaultGpuCacheBytes).
@@ -106,10 +99,6 @@ struct MountOptions {
 
   friend bool operator==(const MountOptions&, const MountOptions&) = default;
 };
-
-// Parses argv (argv[0] is the program name). On error the status message is
-// one line that names the offending argument or option.
-absl::StatusOr<MountOptions> ParseCommandLine(absl::Span<const char* const> argv);
 
 // "4096", "64k", "8G", "1t" (powers of 1024, case-insensitive). Rejects
 // empty, negative, fractional and overflowing values.
@@ -125,9 +114,6 @@ std::string FsnameOption(absl::string_view source);
 // of `max_request` bytes as fit in kUringBytesPerQueue, at least 2, at most
 // 4 (kernel_settings.h).
 uint32_t DefaultUringDepth(uint64_t max_request);
-
-// The --help text.
-std::string UsageText(absl::string_view program);
 
 }  // namespace cudafs
 

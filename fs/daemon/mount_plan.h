@@ -1,9 +1,10 @@
 // MountPlan: the mount's final settings, worked out in one place from the
 // options and what the machine offers, for every layer that needs them: the
 // arena's size, the filesystem core's configuration, the FUSE glue's
-// settings, the session's workers. Pure: main gathers the facts (device
-// memory, host memory, what the kernel allows) and carries the plan out, so
-// every rule here is unit-tested.
+// settings, the session's workers. Pure: the host probes gather the facts
+// (host memory, what the kernel allows; the device's memory comes to
+// Capacity) and Serve carries the plan out, so every rule here is
+// unit-tested.
 #ifndef CUDAFS_FS_DAEMON_MOUNT_PLAN_H_
 #define CUDAFS_FS_DAEMON_MOUNT_PLAN_H_
 
@@ -20,14 +21,15 @@
 
 namespace cudafs {
 
-// What the machine offers, found by main before the device is opened.
+// What the machine offers, found before the device is opened
+// (ProbeMachine, host_probes.h).
 struct MachineFacts {
   uint64_t host_memory = 0;  // bytes of RAM
   // Why requests cannot come over io_uring (kernel, libfuse), or empty when
   // they can.
   std::string no_uring_reason;
-  // The largest request the kernel will send for max_request= (main may
-  // have raised the kernel's limit to allow it), and a line for the log
+  // The largest request the kernel will send for max_request= (the probe
+  // may have raised the kernel's limit to allow it), and a line for the log
   // saying how that was decided, if it had to be.
   uint64_t allowed_max_request = kDefaultMaxRequest;
   std::string request_limit_note;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "fs/daemon/command_line.h"
 #include "gtest/gtest.h"
 
 namespace cudafs {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "fs/daemon/command_line.h"
 #include "fs/daemon/mount_options.h"
 #include "gtest/gtest.h"
 

@@ -1,0 +1,23 @@
+#include "fs/daemon/background_tasks.h"
+
+#include <functional>
+
+namespace cudafs {
+
+BackgroundTasks::BackgroundTasks(Filesystem& filesystem, bool trim_growth_when_idle,
+                                 RoomKeeper& keeper) {
+  // Other programs' allocations are seen only by asking: no event says so.
+  if (keeper.active()) {
+    keeping_.emplace(RoomKeeper::Options{}.interval,
+                     std::function<absl::Duration()>([&keeper] { return keeper.Round(); }),
+                     "room-keeper");
+  }
+  // zero_message_open: no RELEASE says when a writer is done, so a file's
+  // growth slack goes once it has had no write for a while.
+  if (trim_growth_when_idle) {
+    growth_trimmer_.emplace(kIdleGrowthTrimInterval,
+                            [&filesystem] { filesystem.TrimIdleGrowth(kIdleGrowthTrimInterval); });
+  }
+}
+
+}  // namespace cudafs

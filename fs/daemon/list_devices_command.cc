@@ -1,0 +1,33 @@
+#include "fs/daemon/list_devices_command.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "fs/daemon/command_failure.h"
+#ifdef CUDAFS_WITH_CUDA
+#include "alloc/devices/cuda_device.h"
+#endif
+
+namespace cudafs {
+
+int ListDevicesCommand() {
+#ifdef CUDAFS_WITH_CUDA
+  absl::StatusOr<std::vector<CudaDeviceInfo>> devices = ListCudaDevices();
+  if (!devices.ok()) return Fail(devices.status().message());
+  std::printf("%-5s %-32s %-14s %12s %12s\n", "INDEX", "NAME", "PCI BUS ID", "TOTAL MiB",
+              "FREE MiB");
+  for (const CudaDeviceInfo& device : *devices) {
+    std::printf("%-5d %-32s %-14s %12llu %12llu\n", device.index, device.name.c_str(),
+                device.pci_bus_id.c_str(),
+                static_cast<unsigned long long>(device.total_bytes >> 20),
+                static_cast<unsigned long long>(device.free_bytes >> 20));
+  }
+  return 0;
+#else
+  return Fail("built without the CUDA device: no GPUs to list");
+#endif
+}
+
+}  // namespace cudafs
