@@ -36,7 +36,7 @@ bool SameFile(int a, int b) {
          sa.st_ino == sb.st_ino;
 }
 
-class DescriptorSocketTest : public ::testing::Test {
+class WireDescriptorSocketTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends_), 0); }
   void TearDown() override {
@@ -64,7 +64,7 @@ class DescriptorSocketTest : public ::testing::Test {
   int ends_[2] = {-1, -1};
 };
 
-TEST_F(DescriptorSocketTest, BytesAndDescriptorsArriveTogether) {
+TEST_F(WireDescriptorSocketTest, BytesAndDescriptorsArriveTogether) {
   const int file = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(file, 0);
   const std::string message = "twelve bytes";
@@ -86,7 +86,7 @@ TEST_F(DescriptorSocketTest, BytesAndDescriptorsArriveTogether) {
   close(file);
 }
 
-TEST_F(DescriptorSocketTest, AFullBatchArrivesInOrder) {
+TEST_F(WireDescriptorSocketTest, AFullBatchArrivesInOrder) {
   std::vector<int> sent;
   for (size_t i = 0; i < kMaxDescriptorsPerMessage; ++i) {
     // Distinct files, so that order shows: every other one the binary.
@@ -110,7 +110,7 @@ TEST_F(DescriptorSocketTest, AFullBatchArrivesInOrder) {
 
 // A stream socket keeps each message's descriptors with its bytes: a
 // receiver reading one message's length gets that message's alone.
-TEST_F(DescriptorSocketTest, EachMessageKeepsItsOwnDescriptors) {
+TEST_F(WireDescriptorSocketTest, EachMessageKeepsItsOwnDescriptors) {
   const std::vector<int> first = Files(2);
   const std::vector<int> second = Files(3);
   ASSERT_EQ(SendWithDescriptors(sender(), "aaaa", 4, first.data(), first.size(), 0), 4);
@@ -130,7 +130,7 @@ TEST_F(DescriptorSocketTest, EachMessageKeepsItsOwnDescriptors) {
   CloseAll(fds);
 }
 
-TEST_F(DescriptorSocketTest, MoreThanOneMessageCarriesIsNotSent) {
+TEST_F(WireDescriptorSocketTest, MoreThanOneMessageCarriesIsNotSent) {
   const std::vector<int> many = Files(kMaxDescriptorsPerMessage + 1);
   errno = 0;
   EXPECT_EQ(SendWithDescriptors(sender(), "x", 1, many.data(), many.size(), 0), -1);
@@ -143,7 +143,7 @@ TEST_F(DescriptorSocketTest, MoreThanOneMessageCarriesIsNotSent) {
 
 // More descriptors than the receiver takes: it is told, and keeps none
 // of them (those it already held stay).
-TEST_F(DescriptorSocketTest, DescriptorsPastTheLimitAreRefusedAndClosed) {
+TEST_F(WireDescriptorSocketTest, DescriptorsPastTheLimitAreRefusedAndClosed) {
   const std::vector<int> sent = Files(5);
   std::vector<int> held = Files(2);
   const int before = OpenDescriptors();
@@ -158,7 +158,7 @@ TEST_F(DescriptorSocketTest, DescriptorsPastTheLimitAreRefusedAndClosed) {
   CloseAll(held);
 }
 
-TEST_F(DescriptorSocketTest, DescriptorsWhereNoneAreTakenAreRefused) {
+TEST_F(WireDescriptorSocketTest, DescriptorsWhereNoneAreTakenAreRefused) {
   const std::vector<int> sent = Files(1);
   const int before = OpenDescriptors();
   ASSERT_EQ(SendWithDescriptors(sender(), "x", 1, sent.data(), 1, 0), 1);
@@ -175,7 +175,7 @@ TEST_F(DescriptorSocketTest, DescriptorsWhereNoneAreTakenAreRefused) {
 // A peer using sendmsg(2) itself can send up to SCM_MAX_FD descriptors at
 // once, more than the receiver's buffer holds: the kernel truncates the
 // control data, and the receiver refuses and keeps none.
-TEST_F(DescriptorSocketTest, AFloodOfDescriptorsIsRefusedWithoutALeak) {
+TEST_F(WireDescriptorSocketTest, AFloodOfDescriptorsIsRefusedWithoutALeak) {
   constexpr size_t kFlood = 200;
   static_assert(kFlood > kMaxDescriptorsPerMessage);
   const std::vector<int> flood = Files(kFlood);
@@ -207,7 +207,7 @@ TEST_F(DescriptorSocketTest, AFloodOfDescriptorsIsRefusedWithoutALeak) {
 
 // A message cut short by a peer that goes away: the receiver gets what
 // came and then the end, and does not wait for the rest.
-TEST_F(DescriptorSocketTest, AShortMessageThenTheEndDoesNotHang) {
+TEST_F(WireDescriptorSocketTest, AShortMessageThenTheEndDoesNotHang) {
   ASSERT_EQ(SendWithDescriptors(sender(), "short", 5, nullptr, 0, 0), 5);
   CloseSender();
   char buffer[64];
@@ -221,7 +221,7 @@ TEST_F(DescriptorSocketTest, AShortMessageThenTheEndDoesNotHang) {
 }
 
 // Bytes past what is asked for stay for the next receive.
-TEST_F(DescriptorSocketTest, ALongerMessageIsReadNoFurtherThanAsked) {
+TEST_F(WireDescriptorSocketTest, ALongerMessageIsReadNoFurtherThanAsked) {
   ASSERT_EQ(SendWithDescriptors(sender(), "headtail", 8, nullptr, 0, 0), 8);
   char buffer[4];
   std::vector<int> fds;
@@ -232,7 +232,7 @@ TEST_F(DescriptorSocketTest, ALongerMessageIsReadNoFurtherThanAsked) {
   EXPECT_EQ(std::string(buffer, 4), "tail");
 }
 
-TEST_F(DescriptorSocketTest, NothingYetIsEagainWithoutWaiting) {
+TEST_F(WireDescriptorSocketTest, NothingYetIsEagainWithoutWaiting) {
   char byte;
   std::vector<int> fds;
   bool refused = false;
@@ -243,7 +243,7 @@ TEST_F(DescriptorSocketTest, NothingYetIsEagainWithoutWaiting) {
 
 // Sending to a peer that went away fails with EPIPE rather than raise
 // SIGPIPE (which would end the daemon, or the program using the client).
-TEST_F(DescriptorSocketTest, APeerGoneIsAnErrorNotASignal) {
+TEST_F(WireDescriptorSocketTest, APeerGoneIsAnErrorNotASignal) {
   close(ends_[1]);
   ends_[1] = -1;
   errno = 0;
