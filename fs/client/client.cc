@@ -1,33 +1,24 @@
-// libcudafs_client (cudafs.h): finds the mount's share socket, proves
-// access with the file's descriptor, and maps the pieces the daemon hands
-// back. Standalone: only libc and, at run time, libcuda.so.1 (dlopen), so
-// one library serves machines with and without a GPU.
+// libcudafs_client (cudafs.h): asks the daemon of the file's mount for it,
+// proving access with the file's descriptor (share_conversation.h), and
+// maps the pieces the daemon hands back, or the memory it filled.
+// Standalone: only libc and, at run time, libcuda.so.1 (dlopen), so one
+// library serves machines with and without a GPU.
 #include "fs/client/cudafs.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <sys/un.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdarg>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <mutex>
-#include <sstream>
-#include <string>
 #include <vector>
 
-#include "fs/wire/descriptor_socket.h"
+#include "fs/client/client_error.h"
+#include "fs/client/share_conversation.h"
 #include "fs/wire/share_protocol.h"
 #ifdef CUDAFS_WITH_CUDA
 #include <cuda.h>
@@ -47,201 +38,13 @@ struct cudafs_mapping {
 
 namespace {
 
-thread_local std::string last_error;
-
-int Fail(int error, const char* format, ...) {
-  char text[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(text, sizeof text, format, args);
-  va_end(args);
-  last_error = text;
-  return -error;
-}
-
-// Undoes the octal escapes (\040 for a space) of a /proc/self/mountinfo field.
-std::string Unescape(const std::string& field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    const auto octal = [&](size_t at) { return field[at] >= '0' && field[at] <= '7'; };
-    if (field[i] == '\\' && i + 3 < field.size() && octal(i + 1) && octal(i + 2) &&
-        octal(i + 3)) {
-      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
-                               (field[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += field[i];
-    }
-  }
-  return out;
-}
-
-// The mountpoint of the cudafs mount whose files have st_dev `device`.
-int FindMount(dev_t device, std::string* mountpoint) {
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  const std::string numbers = std::to_string(major(device)) + ":" + std::to_string(minor(device));
-  for (std::string line; std::getline(mountinfo, line);) {
-    // "ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS ... - TYPE SOURCE ..."
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point;
-    fields >> id >> parent >> dev >> root >> point;
-    if (dev != numbers) continue;
-    const size_t dash = line.find(" - ");
-    if (dash == std::string::npos || line.compare(dash + 3, 12, "fuse.cudafs ") != 0) continue;
-    *mountpoint = Unescape(point);
-    return 0;
-  }
-  return Fail(EXDEV, "the file is not on a cudafs mount");
-}
-
-// Connects to the share socket named by the mount root's attribute.
-int Connect(const std::string& mountpoint, int* connection) {
-  char name[256];
-  const ssize_t length = getxattr(mountpoint.c_str(), cudafs::kShareSocketAttribute, name, sizeof name);
-  if (length <= 1 || name[0] != '@') {
-    return Fail(EXDEV, "%s offers no sharing (%s)", mountpoint.c_str(),
-                length < 0 ? std::strerror(errno) : "no socket named");
-  }
-  sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  const size_t bytes =
-      std::min<size_t>(static_cast<size_t>(length) - 1, sizeof address.sun_path - 1);
-  std::memcpy(address.sun_path + 1, name + 1, bytes);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Fail(errno, "socket: %s", std::strerror(errno));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address),
-              static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + bytes)) != 0) {
-    const int error = errno;
-    close(fd);
-    return Fail(EIO, "cannot reach the cudafs daemon of %s: %s", mountpoint.c_str(),
-                std::strerror(error));
-  }
-  *connection = fd;
-  return 0;
-}
-
-// Connects to the share socket of the mount holding open file `fd`.
-int ConnectFor(int fd, std::string* mountpoint, int* connection) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) return Fail(errno, "fstat: %s", std::strerror(errno));
-  if (int r = FindMount(st.st_dev, mountpoint); r != 0) return r;
-  return Connect(*mountpoint, connection);
-}
-
-using cudafs::kShareBatch;
-using cudafs::ShareMagic;
 using cudafs::ShareReply;
-using cudafs::ShareRequest;
-using cudafs::ShareVersionOf;
-constexpr uint32_t kMagic = ShareMagic(cudafs::kShareVersion);
-
-// Receives exactly `size` bytes and up to `max` descriptors (appended to
-// `fds`); false on anything else.
-bool ReceiveExactly(int connection, void* message, size_t size, size_t max,
-                    std::vector<int>* fds) {
-  bool refused = false;
-  const ssize_t got = cudafs::ReceiveWithDescriptors(connection, message, size, MSG_WAITALL, max,
-                                                     fds, &refused);
-  return got == static_cast<ssize_t>(size) && !refused;
-}
-
-// The daemon's reply; a refusal it sent becomes the error. A daemon of
-// another protocol version refuses in a reply whose layout up to the
-// message is every version's.
-int ReceiveReply(int connection, ShareReply* reply) {
-  std::vector<int> none;
-  bool refused = false;
-  *reply = {};
-  const ssize_t got = cudafs::ReceiveWithDescriptors(connection, reply, sizeof *reply,
-                                                     MSG_WAITALL, 0, &none, &refused);
-  const uint32_t version = got >= 4 ? ShareVersionOf(reply->magic) : 0;
-  const bool framed = got == static_cast<ssize_t>(sizeof *reply) ||
-                      (version != 0 && version != cudafs::kShareVersion &&
-                       got >= static_cast<ssize_t>(offsetof(ShareReply, memory_bytes)));
-  if (!framed || version == 0) return Fail(EIO, "the cudafs daemon sent no valid reply");
-  reply->message[sizeof reply->message - 1] = '\0';
-  for (auto& bus_id : reply->pci_bus_id) bus_id[sizeof bus_id - 1] = '\0';
-  if (version != cudafs::kShareVersion) {
-    if (reply->error != 0) return Fail(reply->error, "%s", reply->message);
-    return Fail(EPROTONOSUPPORT,
-                "the cudafs daemon speaks share protocol %u, this library %u: use the client "
-                "library of the cudafs that mounted",
-                version, cudafs::kShareVersion);
-  }
-  if (reply->error != 0) return Fail(reply->error, "%s", reply->message);
-  if (reply->gpus > cudafs::kShareMaxGpus) {
-    return Fail(EIO, "the cudafs daemon named too many GPUs");
-  }
-  return 0;
-}
-
-// Sends a request, then receives the reply (into `reply`). A daemon that
-// turned the connection away may have closed it before the request went:
-// its reply, already here, says why.
-int Ask(int connection, uint32_t op, uint32_t flags, uint64_t memory_bytes,
-        const std::vector<int>& fds, ShareReply* reply) {
-  const ShareRequest request = {kMagic, op, flags, 0, memory_bytes};
-  const ssize_t sent =
-      cudafs::SendWithDescriptors(connection, &request, sizeof request, fds.data(), fds.size(), 0);
-  const int error = errno;
-  const int received = ReceiveReply(connection, reply);
-  if (sent != static_cast<ssize_t>(sizeof request) && received == -EIO) {
-    return Fail(EIO, "cannot send to the cudafs daemon: %s", std::strerror(error));
-  }
-  return received;
-}
-
-// Connects to the daemon of the mount holding `file` and asks `op` for it
-// (`*connection` then open, even on failure, or -1). A daemon with too
-// many requests at once says so (EAGAIN): asked again, after growing
-// pauses, for about two seconds.
-int Begin(int file, uint32_t op, uint32_t flags, int* connection, ShareReply* reply) {
-  std::string mountpoint;
-  useconds_t pause = 1000;
-  for (int attempt = 0;; ++attempt) {
-    if (int r = ConnectFor(file, &mountpoint, connection); r != 0) return r;
-    const int result = Ask(*connection, op, flags, 0, {file}, reply);
-    if (result != -EAGAIN || attempt == 12) return result;
-    close(*connection);
-    *connection = -1;
-    usleep(pause);
-    pause = std::min<useconds_t>(pause * 2, 250'000);
-  }
-}
-
-// The memory a reply hands over: one descriptor and size per piece.
-struct Pieces {
-  std::vector<int> fds;
-  std::vector<uint64_t> sizes;
-  std::vector<uint8_t> gpus;  // CUDA: index into the reply's pci_bus_id
-  uint64_t total = 0;
-};
-
-// The pieces that follow a shared mapping's reply.
-// The pieces that follow a reply: a shared mapping's, each with its
-// descriptor, or the pieces of memory a copy asks for (`plan`), with none.
-int ReceivePieces(int connection, const ShareReply& reply, bool plan, Pieces* pieces) {
-  while (pieces->sizes.size() < reply.pieces) {
-    cudafs::SharePieces batch;
-    const size_t before = pieces->fds.size();
-    const bool whole = ReceiveExactly(connection, &batch, sizeof batch,
-                                      plan ? 0 : before + kShareBatch, &pieces->fds);
-    const size_t count = plan ? batch.count : pieces->fds.size() - before;
-    if (!whole || batch.magic != kMagic || count == 0 || batch.count != count ||
-        count > kShareBatch || pieces->sizes.size() + count > reply.pieces) {
-      return Fail(EIO, "the cudafs daemon sent a malformed list of pieces");
-    }
-    for (size_t i = 0; i < count; ++i) {
-      if (reply.kind == cudafs::kShareCuda && batch.piece_gpu[i] >= reply.gpus) {
-        return Fail(EIO, "the cudafs daemon sent a piece of an unnamed GPU");
-      }
-      pieces->sizes.push_back(batch.piece_size[i]);
-      pieces->gpus.push_back(batch.piece_gpu[i]);
-      pieces->total += batch.piece_size[i];
-    }
-  }
-  return 0;
-}
+using cudafs::client::Ask;
+using cudafs::client::Begin;
+using cudafs::client::Fail;
+using cudafs::client::Pieces;
+using cudafs::client::ReceivePieces;
+using cudafs::client::SendImported;
 
 int MapHost(const Pieces& pieces, cudafs_mapping* out) {
   const uint64_t total = pieces.total;
@@ -586,10 +389,7 @@ int cudafs_map_fd(int fd, int flags, cudafs_mapping** mapping) {
   }
   for (int piece : pieces.fds) close(piece);
   // The daemon lets go of its handles once ours are made.
-  if (result == 0 && !copy) {
-    const ShareRequest imported = {kMagic, cudafs::kShareImported, 0, 0, 0};
-    (void)cudafs::SendWithDescriptors(connection, &imported, sizeof imported, nullptr, 0, 0);
-  }
+  if (result == 0 && !copy) SendImported(connection);
   close(connection);
   if (result == 0 && writable) {
     out->file = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -664,6 +464,6 @@ int cudafs_mapping_memory(const cudafs_mapping* mapping) { return mapping->memor
 
 int cudafs_mapping_device(const cudafs_mapping* mapping) { return mapping->device; }
 
-const char* cudafs_last_error(void) { return last_error.c_str(); }
+const char* cudafs_last_error(void) { return cudafs::client::LastError(); }
 
 }  // extern "C"

@@ -15,8 +15,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "alloc/base/errors.h"
 #include "alloc/base/log.h"
 #include "fs/share/descriptor_checks.h"
+#include "fs/share/message_writer.h"
+#include "fs/share/peer_access.h"
+#include "fs/share/request_reader.h"
+#include "fs/share/share_replies.h"
 #include "fs/wire/descriptor_socket.h"
 
 namespace cudafs {
@@ -28,17 +33,13 @@ struct ShareServer::Connection {
   uid_t uid = 0;
   State state = State::kReading;
   absl::Time deadline;
-  // The request being read: what it may be, its bytes so far and the
-  // descriptor that came with them.
+  // The request being read, and what it may be.
   ShareNext expected = ShareNext::kClose;
-  ShareRequest request = {};
-  size_t got = 0;
-  std::vector<int> fds;
-  // The last outcome: its messages being written (the current one, its
-  // bytes sent, whether its descriptors went), what it holds and asks for.
+  RequestReader reader;
+  // The last outcome: its messages being written, what it holds and asks
+  // for.
   ShareOutcome outcome;
-  size_t message = 0;
-  size_t sent = 0;
+  MessageWriter writer;
 };
 
 absl::StatusOr<std::unique_ptr<ShareServer>> ShareServer::Start(Filesystem* filesystem,
@@ -174,24 +175,21 @@ void ShareServer::AcceptAll() {
       if (errno != EAGAIN) LogError(absl::StrCat("share socket: accept: ", std::strerror(errno)));
       return;
     }
-    ucred peer = {};
-    socklen_t length = sizeof peer;
-    if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 ||
-        !ShareAllowed(peer.uid, handler_.settings())) {
-      TurnAway(socket, EACCES, "this mount lets only its owner in (allow_other lets others)");
+    const absl::StatusOr<uid_t> uid = AuthorizePeer(socket, handler_.settings());
+    if (!uid.ok()) {
+      TurnAway(socket, ToErrno(uid.status()), uid.status().message());
       continue;
     }
-    int& held = per_user_[peer.uid];
-    if (connections_.size() >= kMaxConnections ||
-        held + closer_.pending(peer.uid) >= kMaxPerUser) {
-      if (held == 0) per_user_.erase(peer.uid);
+    int& held = per_user_[*uid];
+    if (connections_.size() >= kMaxConnections || held + closer_.pending(*uid) >= kMaxPerUser) {
+      if (held == 0) per_user_.erase(*uid);
       TurnAway(socket, EAGAIN, "the cudafs daemon has too many requests at once: try again");
       continue;
     }
     ++held;
     auto connection = std::make_unique<Connection>();
     connection->socket = socket;
-    connection->uid = peer.uid;
+    connection->uid = *uid;
     connection->deadline = absl::Now() + kRequestDeadline;
     connections_[socket] = std::move(connection);
   }
@@ -206,40 +204,21 @@ void ShareServer::TurnAway(int socket, int error, absl::string_view why) {
 }
 
 void ShareServer::Read(Connection& connection) {
-  char* into = reinterpret_cast<char*>(&connection.request);
-  bool refused = false;
-  const ssize_t got =
-      ReceiveWithDescriptors(connection.socket, into + connection.got,
-                             sizeof connection.request - connection.got, MSG_DONTWAIT,
-                             kShareBatch, &connection.fds, &refused);
-  if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
-  if (got <= 0) return Drop(connection.socket);  // the end, or a broken peer
-  const size_t before = connection.got;
-  connection.got += static_cast<size_t>(got);
-  std::optional<ShareMessage> refusal;
-  if (before < sizeof(uint32_t) && connection.got >= sizeof(uint32_t)) {
-    refusal = RefuseOtherProtocol(connection.request.magic);
+  switch (connection.reader.ReadFrom(connection.socket)) {
+    case RequestReader::Progress::kPartial: return;
+    case RequestReader::Progress::kEnded: return Drop(connection.socket);
+    case RequestReader::Progress::kRefused:
+      handler_.CountRefused();
+      connection.outcome = ShareOutcome();
+      connection.outcome.messages.push_back(connection.reader.TakeRefusal());
+      return StartWriting(connection);
+    case RequestReader::Progress::kComplete: break;
   }
-  if (!refusal && refused) {
-    refusal = ShareRefusal(ShareMagic(kShareVersion), EMFILE,
-                           "the descriptors that came could not be taken: too many, or the "
-                           "cudafs daemon is out of file descriptors");
-  }
-  if (refusal) {
-    handler_.CountRefused();
-    connection.outcome = ShareOutcome();
-    connection.outcome.messages.push_back(*std::move(refusal));
-    connection.message = connection.sent = 0;
-    connection.state = Connection::State::kWriting;
-    connection.deadline = absl::Now() + kReplyDeadline;
-    return Write(connection);
-  }
-  if (connection.got < sizeof connection.request) return;
   Job job;
   job.socket = connection.socket;
   job.uid = connection.uid;
-  job.request = connection.request;
-  job.fds.swap(connection.fds);
+  job.request = connection.reader.request();
+  job.fds = connection.reader.TakeDescriptors();
   job.expected = connection.expected;
   job.previous.ino = connection.outcome.ino;
   job.previous.kind = connection.outcome.kind;
@@ -249,29 +228,23 @@ void ShareServer::Read(Connection& connection) {
   jobs_.push_back(std::move(job));
 }
 
+void ShareServer::StartWriting(Connection& connection) {
+  connection.writer.Restart();
+  connection.state = Connection::State::kWriting;
+  connection.deadline = absl::Now() + kReplyDeadline;
+  Write(connection);
+}
+
 void ShareServer::Write(Connection& connection) {
-  std::vector<ShareMessage>& messages = connection.outcome.messages;
-  while (connection.message < messages.size()) {
-    const ShareMessage& message = messages[connection.message];
-    // A message's descriptors go with its first bytes.
-    const bool first = connection.sent == 0;
-    const ssize_t sent = SendWithDescriptors(
-        connection.socket, message.bytes.data() + connection.sent,
-        message.bytes.size() - connection.sent, first ? message.fds.data() : nullptr,
-        first ? message.fds.size() : 0, MSG_DONTWAIT);
-    if (sent < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    if (sent <= 0) return Drop(connection.socket);
-    connection.sent += static_cast<size_t>(sent);
-    if (connection.sent == message.bytes.size()) {
-      ++connection.message;
-      connection.sent = 0;
-    }
+  switch (connection.writer.WriteTo(connection.socket, connection.outcome.messages)) {
+    case MessageWriter::Progress::kBlocked: return;
+    case MessageWriter::Progress::kBroken: return Drop(connection.socket);
+    case MessageWriter::Progress::kDone: break;
   }
-  messages.clear();
-  connection.message = 0;
+  connection.outcome.messages.clear();
   if (connection.outcome.next == ShareNext::kClose) return Drop(connection.socket);
   connection.expected = connection.outcome.next;
-  connection.got = 0;
+  connection.reader.Reset();
   connection.state = Connection::State::kReading;
   connection.deadline = absl::Now() + (connection.expected == ShareNext::kImported
                                            ? kImportDeadline
@@ -283,10 +256,7 @@ void ShareServer::Finish(Done done) {
   if (it == connections_.end()) return;  // dropped meanwhile
   Connection& connection = *it->second;
   connection.outcome = std::move(done.outcome);
-  connection.message = connection.sent = 0;
-  connection.state = Connection::State::kWriting;
-  connection.deadline = absl::Now() + kReplyDeadline;
-  Write(connection);
+  StartWriting(connection);
 }
 
 void ShareServer::Drop(int socket, bool stopping) {
@@ -299,7 +269,7 @@ void ShareServer::Drop(int socket, bool stopping) {
     shutdown(socket, SHUT_RDWR);
     return;
   }
-  for (int fd : connection.fds) Dispose(fd, connection.uid);
+  for (int fd : connection.reader.TakeDescriptors()) Dispose(fd, connection.uid);
   if (--per_user_[connection.uid] == 0) per_user_.erase(connection.uid);
   close(socket);
   connections_.erase(it);

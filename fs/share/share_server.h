@@ -34,6 +34,8 @@
 #include "fs/core/filesystem.h"
 #include "fs/share/descriptor_closer.h"
 #include "fs/share/share_handler.h"
+#include "fs/share/share_outcome.h"
+#include "fs/share/share_settings.h"
 
 namespace cudafs {
 
@@ -91,7 +93,11 @@ class ShareServer {
   void AcceptAll();
   // Sends `refusal` on a connection being turned away and closes it.
   void TurnAway(int socket, int error, absl::string_view why);
+  // Reads what the peer sent; a whole request becomes a job.
   void Read(Connection& connection);
+  // Sends the connection's outcome from its first message, then what the
+  // socket takes of it.
+  void StartWriting(Connection& connection);
   void Write(Connection& connection);
   void Finish(Done done);
   // Ends a connection; one a worker serves only once its result is back,

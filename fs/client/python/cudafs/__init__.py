@@ -34,6 +34,9 @@ import struct
 
 __all__ = ["Mapping", "map", "load_safetensors", "make_room"]
 
+# cudafs.h's CUDAFS_MAP_WRITABLE and enum cudafs_memory, which ctypes cannot
+# read from the library (tests/fs/client/python_module_test.cc compares).
+_MAP_WRITABLE = 1
 _HOST = 1
 _CUDA = 2
 
@@ -83,7 +86,7 @@ class _Handle:
 
     def __init__(self, path, writable):
         self._mapping = ctypes.c_void_p()
-        result = _lib.cudafs_map(os.fsencode(path), 1 if writable else 0,
+        result = _lib.cudafs_map(os.fsencode(path), _MAP_WRITABLE if writable else 0,
                                  ctypes.byref(self._mapping))
         if result != 0:
             _raise(result, path)

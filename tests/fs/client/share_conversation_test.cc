@@ -1,0 +1,320 @@
+// The client's side of the share protocol (fs/client/share_conversation.h)
+// against a daemon played by hand over a socketpair: what it answers is
+// checked, and a short, garbled, oversized or lying answer is an error in
+// words, never a crash, a hang or a leaked descriptor.
+#include "fs/client/share_conversation.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fs/client/client_error.h"
+#include "fs/wire/descriptor_socket.h"
+#include "gtest/gtest.h"
+
+namespace cudafs::client {
+namespace {
+
+constexpr uint32_t kMagic = ShareMagic(kShareVersion);
+
+int OpenDescriptors() {
+  int count = 0;
+  DIR* fds = opendir("/proc/self/fd");
+  while (readdir(fds) != nullptr) ++count;
+  closedir(fds);
+  return count;
+}
+
+ShareReply Reply(int error = 0, const char* why = "") {
+  ShareReply reply = {};
+  reply.magic = kMagic;
+  reply.error = error;
+  std::snprintf(reply.message, sizeof reply.message, "%s", why);
+  return reply;
+}
+
+SharePieces Batch(uint32_t count, uint64_t size = 2 << 20) {
+  SharePieces batch = {};
+  batch.magic = kMagic;
+  batch.count = count;
+  for (uint32_t i = 0; i < count; ++i) batch.piece_size[i] = size;
+  return batch;
+}
+
+class ShareConversationTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends_), 0); }
+  void TearDown() override {
+    for (int end : ends_) {
+      if (end >= 0) close(end);
+    }
+  }
+  // The daemon's end sends `size` bytes of `message`, with `fds`.
+  void DaemonSends(const void* message, size_t size, std::vector<int> fds = {}) {
+    ASSERT_EQ(SendWithDescriptors(daemon(), message, size, fds.data(), fds.size(), 0),
+              static_cast<ssize_t>(size));
+  }
+  template <typename T>
+  void DaemonSends(const T& message, std::vector<int> fds = {}) {
+    DaemonSends(&message, sizeof message, std::move(fds));
+  }
+  void DaemonHangsUp() {
+    close(ends_[0]);
+    ends_[0] = -1;
+  }
+  int daemon() const { return ends_[0]; }
+  int client() const { return ends_[1]; }
+
+  int ends_[2] = {-1, -1};
+};
+
+TEST_F(ShareConversationTest, AReplyIsRead) {
+  ShareReply sent = Reply();
+  sent.size = 12345;
+  sent.gpus = 1;
+  std::snprintf(sent.pci_bus_id[0], sizeof sent.pci_bus_id[0], "0000:65:00.0");
+  DaemonSends(sent);
+  ShareReply reply;
+  ASSERT_EQ(ReceiveReply(client(), &reply), 0) << LastError();
+  EXPECT_EQ(reply.size, 12345u);
+  EXPECT_STREQ(reply.pci_bus_id[0], "0000:65:00.0");
+}
+
+TEST_F(ShareConversationTest, ARefusalIsItsErrnoAndWords) {
+  DaemonSends(Reply(EACCES, "this mount lets only its owner in"));
+  ShareReply reply;
+  EXPECT_EQ(ReceiveReply(client(), &reply), -EACCES);
+  EXPECT_STREQ(LastError(), "this mount lets only its owner in");
+}
+
+// Strings from the daemon are cut to their fields, whatever it sent.
+TEST_F(ShareConversationTest, UnterminatedStringsStayInTheirFields) {
+  ShareReply sent = Reply(ENOENT);
+  std::memset(sent.message, 'x', sizeof sent.message);
+  std::memset(sent.pci_bus_id, 'y', sizeof sent.pci_bus_id);
+  DaemonSends(sent);
+  ShareReply reply;
+  EXPECT_EQ(ReceiveReply(client(), &reply), -ENOENT);
+  EXPECT_EQ(std::strlen(LastError()), sizeof sent.message - 1);
+  for (const auto& bus_id : reply.pci_bus_id) EXPECT_EQ(std::strlen(bus_id), sizeof bus_id - 1);
+}
+
+TEST_F(ShareConversationTest, AShortReplyThenTheEndIsEio) {
+  const ShareReply sent = Reply();
+  DaemonSends(&sent, 100);
+  DaemonHangsUp();
+  ShareReply reply;
+  EXPECT_EQ(ReceiveReply(client(), &reply), -EIO);
+  EXPECT_STREQ(LastError(), "the cudafs daemon sent no valid reply");
+}
+
+TEST_F(ShareConversationTest, NoReplyAtAllIsEio) {
+  DaemonHangsUp();
+  ShareReply reply;
+  EXPECT_EQ(ReceiveReply(client(), &reply), -EIO);
+}
+
+TEST_F(ShareConversationTest, NoCudafsMagicIsEio) {
+  ShareReply sent = Reply(EPERM);
+  sent.magic = 0x20544547;  // "GET "
+  DaemonSends(sent);
+  ShareReply reply;
+  EXPECT_EQ(ReceiveReply(client(), &reply), -EIO);
+}
+
+// A daemon of another version refuses in a reply of its own version's
+// length; its error, or else the mismatch, is what the caller hears.
+TEST_F(ShareConversationTest, AnotherVersionsDaemonIsHeard) {
+  ShareReply sent = Reply(EPROTONOSUPPORT, "this cudafs daemon speaks share protocol 5");
+  sent.magic = ShareMagic(5);
+  DaemonSends(&sent, offsetof(ShareReply, memory_bytes));
+  DaemonHangsUp();
+  ShareReply reply;
+  EXPECT_EQ(ReceiveReply(client(), &reply), -EPROTONOSUPPORT);
+  EXPECT_STREQ(LastError(), "this cudafs daemon speaks share protocol 5");
+}
+
+TEST_F(ShareConversationTest, AnotherVersionsSuccessIsEprotonosupport) {
+  ShareReply sent = Reply();
+  sent.magic = ShareMagic(3);
+  DaemonSends(sent);
+  ShareReply reply;
+  EXPECT_EQ(ReceiveReply(client(), &reply), -EPROTONOSUPPORT);
+  EXPECT_NE(std::string(LastError()).find("protocol 3"), std::string::npos) << LastError();
+}
+
+TEST_F(ShareConversationTest, TooManyGpusIsEio) {
+  ShareReply sent = Reply();
+  sent.gpus = kShareMaxGpus + 1;
+  DaemonSends(sent);
+  ShareReply reply;
+  EXPECT_EQ(ReceiveReply(client(), &reply), -EIO);
+  EXPECT_STREQ(LastError(), "the cudafs daemon named too many GPUs");
+}
+
+// Descriptors where a reply carries none are closed, not kept.
+TEST_F(ShareConversationTest, DescriptorsWithAReplyAreNotKept) {
+  const int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int before = OpenDescriptors();
+  DaemonSends(Reply(), {file, file, file});
+  ShareReply reply;
+  ReceiveReply(client(), &reply);
+  EXPECT_EQ(OpenDescriptors(), before);
+  close(file);
+}
+
+// A shared mapping's pieces: 70 in two batches, each piece with its
+// descriptor.
+TEST_F(ShareConversationTest, PiecesComeInBatchesWithDescriptors) {
+  ShareReply reply = Reply();
+  reply.kind = kShareHost;
+  reply.pieces = 70;
+  const int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  DaemonSends(Batch(64), std::vector<int>(64, file));
+  DaemonSends(Batch(6, 4 << 20), std::vector<int>(6, file));
+  Pieces pieces;
+  ASSERT_EQ(ReceivePieces(client(), reply, /*plan=*/false, &pieces), 0) << LastError();
+  EXPECT_EQ(pieces.fds.size(), 70u);
+  ASSERT_EQ(pieces.sizes.size(), 70u);
+  EXPECT_EQ(pieces.sizes[63], 2u << 20);
+  EXPECT_EQ(pieces.sizes[64], 4u << 20);
+  EXPECT_EQ(pieces.total, 64 * (2u << 20) + 6 * (4u << 20));
+  for (int fd : pieces.fds) close(fd);
+  close(file);
+}
+
+TEST_F(ShareConversationTest, ACopysPlanHasNoDescriptors) {
+  ShareReply reply = Reply();
+  reply.kind = kShareCuda;
+  reply.gpus = 2;
+  reply.pieces = 2;
+  reply.flags = kReplyProvideMemory;
+  SharePieces batch = Batch(2);
+  batch.piece_gpu[1] = 1;
+  DaemonSends(batch);
+  Pieces pieces;
+  ASSERT_EQ(ReceivePieces(client(), reply, /*plan=*/true, &pieces), 0) << LastError();
+  EXPECT_TRUE(pieces.fds.empty());
+  EXPECT_EQ(pieces.gpus, (std::vector<uint8_t>{0, 1}));
+}
+
+// Lists of pieces that are not what the reply announced.
+TEST_F(ShareConversationTest, MalformedPiecesAreEio) {
+  struct Case {
+    const char* what;
+    SharePieces batch;
+    size_t fds;  // sent with it
+    bool plan;
+  };
+  SharePieces wrong_magic = Batch(1);
+  wrong_magic.magic = ShareMagic(3);
+  SharePieces unnamed_gpu = Batch(1);
+  unnamed_gpu.piece_gpu[0] = 2;  // the reply names 2
+  SharePieces too_many = Batch(1);
+  too_many.count = kShareBatch + 1;
+  const Case cases[] = {
+      {"no pieces", Batch(0), 0, false},
+      {"fewer descriptors than pieces", Batch(3), 2, false},
+      {"more descriptors than pieces", Batch(1), 2, false},
+      {"more pieces than the reply's", Batch(5), 5, false},
+      {"a count past a batch", too_many, 0, true},
+      {"another magic", wrong_magic, 1, false},
+      {"a GPU the reply does not name", unnamed_gpu, 0, true},
+      {"descriptors with a plan", Batch(1), 1, true},
+  };
+  const int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  for (const Case& c : cases) {
+    int ends[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);
+    ShareReply reply = Reply();
+    reply.kind = kShareCuda;
+    reply.gpus = 2;
+    reply.pieces = 4;
+    ASSERT_EQ(SendWithDescriptors(ends[0], &c.batch, sizeof c.batch,
+                                  std::vector<int>(c.fds, file).data(), c.fds, 0),
+              static_cast<ssize_t>(sizeof c.batch));
+    // Then what would complete the list, had the bad batch been taken.
+    for (int i = 0; i < 4; ++i) {
+      SharePieces one = Batch(1);
+      const int with = c.plan ? 0 : 1;
+      ASSERT_EQ(SendWithDescriptors(ends[0], &one, sizeof one, &file, with, 0),
+                static_cast<ssize_t>(sizeof one));
+    }
+    Pieces pieces;
+    EXPECT_EQ(ReceivePieces(ends[1], reply, c.plan, &pieces), -EIO) << c.what;
+    EXPECT_NE(std::string(LastError()).find("the cudafs daemon sent"), std::string::npos)
+        << c.what << ": " << LastError();
+    for (int fd : pieces.fds) close(fd);
+    close(ends[0]);
+    close(ends[1]);
+  }
+  close(file);
+}
+
+TEST_F(ShareConversationTest, ATruncatedBatchIsEio) {
+  ShareReply reply = Reply();
+  reply.pieces = 1;
+  const SharePieces batch = Batch(1);
+  DaemonSends(&batch, sizeof batch / 2);
+  DaemonHangsUp();
+  Pieces pieces;
+  EXPECT_EQ(ReceivePieces(client(), reply, false, &pieces), -EIO);
+}
+
+TEST_F(ShareConversationTest, AskSendsTheRequestAndItsDescriptors) {
+  DaemonSends(Reply());  // answered before asked: the socket keeps it
+  const int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ShareReply reply;
+  ASSERT_EQ(Ask(client(), kShareFill, 0, 4096, {file}, &reply), 0) << LastError();
+  ShareRequest request;
+  std::vector<int> fds;
+  bool refused = false;
+  ASSERT_EQ(
+      ReceiveWithDescriptors(daemon(), &request, sizeof request, MSG_WAITALL, 1, &fds, &refused),
+      static_cast<ssize_t>(sizeof request));
+  EXPECT_EQ(request.magic, kMagic);
+  EXPECT_EQ(request.op, kShareFill);
+  EXPECT_EQ(request.flags, 0u);
+  EXPECT_EQ(request.reserved, 0u);
+  EXPECT_EQ(request.memory_bytes, 4096u);
+  EXPECT_EQ(fds.size(), 1u);
+  for (int fd : fds) close(fd);
+  close(file);
+}
+
+// A daemon that turned the connection away and closed it: its refusal,
+// already in the socket, is what the caller hears, not a broken pipe.
+TEST_F(ShareConversationTest, ARefusalBeforeTheRequestIsHeard) {
+  DaemonSends(Reply(EAGAIN, "the cudafs daemon has too many requests at once: try again"));
+  DaemonHangsUp();
+  ShareReply reply;
+  EXPECT_EQ(Ask(client(), kShareMap, 0, 0, {}, &reply), -EAGAIN);
+  EXPECT_NE(std::string(LastError()).find("too many"), std::string::npos);
+}
+
+TEST_F(ShareConversationTest, ADaemonGoneIsEioInWords) {
+  DaemonHangsUp();
+  ShareReply reply;
+  EXPECT_EQ(Ask(client(), kShareMap, 0, 0, {}, &reply), -EIO);
+  EXPECT_NE(std::string(LastError()).find("cannot send to the cudafs daemon"), std::string::npos)
+      << LastError();
+}
+
+TEST_F(ShareConversationTest, ImportedIsAWellFormedRequest) {
+  SendImported(client());
+  ShareRequest request;
+  ASSERT_EQ(read(daemon(), &request, sizeof request), static_cast<ssize_t>(sizeof request));
+  EXPECT_EQ(request.magic, kMagic);
+  EXPECT_EQ(request.op, kShareImported);
+  EXPECT_EQ(request.flags, 0u);
+  EXPECT_EQ(request.memory_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace cudafs::client
