@@ -38,7 +38,7 @@
 #include "alloc/base/sizes.h"
 #include "alloc/storage/arena.h"
 #include "cache/page_cache.h"
-#include "fs/core/permissions.h"
+#include "fs/core/caller.h"
 
 namespace cudafs {
 
