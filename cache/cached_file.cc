@@ -8,6 +8,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "alloc/base/status_macros.h"
 
 namespace cudafs {
 namespace {
@@ -43,7 +44,7 @@ absl::Status CachedFile::Read(uint64_t offset, size_t length, char* out, uint64_
 }
 
 absl::Status CachedFile::ReadAround(uint64_t offset, size_t length, char* out) {
-  if (absl::Status status = extents_.Read(offset, length, out); !status.ok()) return status;
+  CUDAFS_RETURN_IF_ERROR(extents_.Read(offset, length, out));
   if (HasCachedPages()) cache()->OverlayDirty(ino_, offset, length, out);
   return absl::OkStatus();
 }
@@ -112,7 +113,7 @@ absl::Status CachedFile::Write(uint64_t offset, const char* data, size_t length,
 
 absl::Status CachedFile::WriteAround(uint64_t offset, const char* data, size_t length) {
   // Nothing older may overwrite the write later.
-  if (absl::Status status = FlushAndDrop(offset, offset + length); !status.ok()) return status;
+  CUDAFS_RETURN_IF_ERROR(FlushAndDrop(offset, offset + length));
   return extents_.Write(offset, data, length);
 }
 
@@ -120,15 +121,13 @@ absl::Status CachedFile::FlushAndDrop(uint64_t offset, uint64_t end) {
   if (!HasCachedPages() || !cache()->HasPagesIn(ino_, offset, end)) return absl::OkStatus();
   // Pages at the edges hold bytes outside the range that may exist nowhere
   // else.
-  if (absl::Status status = Flush(); !status.ok()) return status;
+  CUDAFS_RETURN_IF_ERROR(Flush());
   cache()->DropPages(ino_, offset, end);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<DeviceRange>> CachedFile::Share(uint64_t size) {
-  if (absl::Status status = FlushAndDrop(0, std::numeric_limits<uint64_t>::max()); !status.ok()) {
-    return status;
-  }
+  CUDAFS_RETURN_IF_ERROR(FlushAndDrop(0, std::numeric_limits<uint64_t>::max()));
   return extents_.Share(size);
 }
 
@@ -182,7 +181,7 @@ absl::Status CachedFile::Flush() {
     // Written without the cache lock, which every other file's requests
     // need: the caller's exclusive hold of this file's lock keeps these
     // dirty frames as they are (dirty pages are never evicted).
-    if (absl::Status status = extents_.WriteMapped(batch.runs); !status.ok()) return status;
+    CUDAFS_RETURN_IF_ERROR(extents_.WriteMapped(batch.runs));
     cache()->MarkFlushed(batch);
   }
 }
@@ -190,13 +189,13 @@ absl::Status CachedFile::Flush() {
 // The arena first: if it fails, the cached pages still hold the file's
 // bytes (dirty ones may exist nowhere else).
 absl::Status CachedFile::PunchHole(uint64_t offset, uint64_t length) {
-  if (absl::Status status = extents_.PunchHole(offset, length); !status.ok()) return status;
+  CUDAFS_RETURN_IF_ERROR(extents_.PunchHole(offset, length));
   if (HasCachedPages()) cache()->DiscardRange(ino_, offset, offset + length);
   return absl::OkStatus();
 }
 
 absl::Status CachedFile::Truncate(uint64_t size) {
-  if (absl::Status status = extents_.Truncate(size); !status.ok()) return status;
+  CUDAFS_RETURN_IF_ERROR(extents_.Truncate(size));
   if (HasCachedPages()) cache()->DiscardRange(ino_, size, ~uint64_t{0});
   return absl::OkStatus();
 }
@@ -208,17 +207,14 @@ absl::Status CachedFile::CopyFrom(CachedFile& source, uint64_t source_offset,
   // source, a copy and a wait, three trips to the GPU for a few pages.
   if (Cached() && length > 0 && length < PageCache::kSmallRequest) {
     const std::unique_ptr<char[]> bytes = std::make_unique_for_overwrite<char[]>(length);
-    if (absl::Status status = source.Read(source_offset, length, bytes.get(), source_size);
-        !status.ok()) {
-      return status;
-    }
+    CUDAFS_RETURN_IF_ERROR(source.Read(source_offset, length, bytes.get(), source_size));
     return Write(offset, bytes.get(), length, file_size);
   }
   if (cache()->enabled()) {
     // The copy runs on the device: the source's newest bytes must be there,
     // and the target's cached pages in the range would be stale after it.
-    if (absl::Status status = source.Flush(); !status.ok()) return status;
-    if (absl::Status status = FlushAndDrop(offset, offset + length); !status.ok()) return status;
+    CUDAFS_RETURN_IF_ERROR(source.Flush());
+    CUDAFS_RETURN_IF_ERROR(FlushAndDrop(offset, offset + length));
   }
   return extents_.CopyFrom(source.extents_, source_offset, offset, length);
 }

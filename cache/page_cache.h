@@ -1,42 +1,18 @@
-// PageCache: a host-side write-back cache of file pages in pinned memory,
-// shared by every file of a mount under one byte budget (cache=).
+// PageCache: a host-side write-back cache of 4 KiB file pages in a fixed
+// pool of frames (Device::AllocateHostBuffer: pinned on a GPU), shared by
+// every file of a mount under one byte budget (cache=). A frame is free, a
+// clean page (evictable, least recently used first per shard) or a dirty
+// page (only its file's Flush makes it clean). When no frame can be had a
+// write goes straight to the arena, so nothing needs the cache to be
+// correct. A file (CachedFile, the only user) names its pages by its
+// FileId. Why, and how it is sharded: docs/DESIGN.md, *Write-back cache*.
 //
-// Why: every trip to a GPU costs ~7 µs however small, and scattered 4 KiB
-// copies cost far more than one large copy. Small writes land here and are
-// acknowledged at memory speed; dirty pages reach the arena later in
-// batches, one device call each (see CachedFile::Flush). Small reads are
-// served from here and fill whole pages from the arena.
-//
-// Pages are 4 KiB: the kernel sends small requests in 4 KiB pages, a small
-// file then costs one page, and a flush merges runs of contiguous pages into
-// one copy anyway, so larger pages would only add read-before-write for
-// partial pages and waste budget on small files.
-//
-// The cache holds a fixed pool of frames from Device::AllocateHostBuffer
-// (pinned on a GPU, which then reads dirty pages straight from them). A
-// frame is either free, a clean page (in LRU order, evictable by anyone) or
-// a dirty page (only its file's Flush makes it clean). When no frame can be had a write goes
-// straight to the arena, so the cache is never needed for correctness.
-//
-// The cache owns the frames and every file's page map; a file (CachedFile,
-// its only user) names its pages by the FileId it was given and decides
-// what goes through the cache and when the arena is written.
-//
-// Shards: the frames are split into up to kMaxShards shards, each with its
-// own lock, free list, LRU list and page maps. A file's 64 KiB chunks take
-// the shards in turn, from a shard its inode number hashes to, so one
-// file's pages spread evenly over every shard (a file alone can fill the
-// whole cache) while requests on different pages rarely meet on one lock: with a single lock, 8 writers
-// and the flusher queued on it and the cache ran slower than no cache.
-// Eviction is per shard (each shard's least recently used clean page).
-//
-// Locking: a shard's `mu` guards its frames, their contents, its page maps
-// and its counters. It is taken inside a file's inode lock (never the other
-// way round), never two at once, and never held across a device call.
-// Files are named by inode number; the methods taking one need the caller
-// to hold that file's lock, exclusively unless said otherwise: the lock
-// keeps the file's pages from changing under a caller between two calls
-// (dirty pages are never evicted).
+// Thread-safe. A shard's `mu` guards its frames, their contents, its page
+// maps and counters; it is taken inside a file's inode lock, never two at
+// once, never across a device call. Methods taking an inode number need the
+// caller to hold that file's lock, exclusively unless said otherwise, which
+// keeps the file's pages still between two calls (dirty pages are never
+// evicted).
 #ifndef CUDAFS_CACHE_PAGE_CACHE_H_
 #define CUDAFS_CACHE_PAGE_CACHE_H_
 

@@ -2,16 +2,9 @@
 // own. Every dirty page reaches the arena within about two flush intervals,
 // at once when more than half the budget is dirty, and at the latest when
 // the flusher is destroyed (a clean unmount drops nothing acknowledged).
-//
-// It decides when and which files; `flush_file` writes one back. That
-// function is the files' owner's: a CachedFile is guarded by its owner's
-// lock (an inode's), which keeps it alive and, held exclusively, keeps its
-// dirty frames still while Flush writes them without the cache lock. The
-// cache cannot take that lock without knowing inodes, nor reach a file
-// without it unless every request took a second lock of the cache's. So
-// the owner hands in a function that finds the file by inode number, locks
-// it as any writer does and calls CachedFile::Flush; the flusher holds no
-// lock while calling it, and the lock order stays what it was.
+// It decides when and which files; `flush_file`, the files' owner's, writes
+// one back under that file's lock (docs/DESIGN.md, *Write-back cache*, says
+// why) and is called with no lock held.
 #ifndef CUDAFS_CACHE_WRITE_BACK_FLUSHER_H_
 #define CUDAFS_CACHE_WRITE_BACK_FLUSHER_H_
 

@@ -1,58 +1,19 @@
-// CudaDevice: the arena in NVIDIA GPU memory, with the GPU taken only while
-// something is stored.
+// CudaDevice: the arena in one NVIDIA GPU's memory, the GPU taken only while
+// something is stored. Create only checks the GPU; the first Commit makes
+// the context, the arena's addresses, the streams and the scatter kernel and
+// pins the host buffers handed out so far, and once nothing has been
+// committed for `idle_release` a thread releases all of it. Nothing is
+// released while a data call runs (those are valid on committed ranges
+// only). Why, and how physical memory is pieced and exported:
+// docs/DESIGN.md, *The GPU* and *Sharing files*.
 //
-// Create only checks the GPU: a mount holds no CUDA context, no VRAM and no
-// pinned memory, and the GPU lists no process for it (on a laptop the
-// discrete GPU may power down). The first Commit creates everything, under
-// the device's primary context: the arena's virtual address range
-// (cuMemAddressReserve, the mount's size), the streams, the scatter kernel,
-// and the pinning of every host buffer handed out so far. Once the arena has
-// held no physical memory for `idle_release`, a background thread gives all
-// of it back, context included; the next Commit makes it again. Host
-// buffers (AllocateHostBuffer, RegisterHostMemory) are plain memory that is
-// pinned (cuMemHostRegister) while a context that may copy from it lives,
-// so they outlive it; in a pool that may be another GPU's, which keeps the
-// context the memory was pinned under (PinnedHostRanges).
-//
-// Why nothing is released while a request uses it: data operations (Write,
-// Read, Copy, Zero) are only valid on committed ranges (Device's contract),
-// so while one runs something is committed, and the context is released
-// only under `mu_` with nothing committed and no Commit or Decommit under
-// way. Commit, Decommit and the host buffer calls hold `mu_` while they
-// change what the context owns.
-//
-// Physical memory comes in pieces: Commit backs each run of unbacked
-// granules with allocations of up to kMaxPieceBytes (cuMemCreate + cuMemMap +
-// cuMemSetAccess once per piece, which the driver does about ten times
-// faster per byte than per 2 MiB granule). Decommit works per granule: a
-// piece is unmapped and freed once none of its granules is committed, and a
-// granule decommitted while its piece lives stays mapped for the next Commit
-// of it. So VRAM of a piece comes back only when all of it is free: a large
-// file truncated into its last piece keeps that piece until the rest goes.
-// Physical allocations request POSIX file-descriptor handles, so that
-// ExportShared can hand a block's pieces to another process: a block at
-// least a granule large whose pieces lie inside it is freed only whole, so
-// its pieces are then zeroed, unmapped and released, and the importer's
-// mapping keeps the memory (the daemon cannot take it back) while the arena
-// gets new pieces.
-//
-// The device is built of parts a reader can hold one at a time: the
-// context's life and the driver calls that make and free physical pieces
-// (cuda_device.cc), the table of those pieces (PhysicalPieces), the context
-// itself and its error reporting (CudaContext), the copy streams and how
-// callers wait for them (CudaStreams), the scatter kernel for many small
-// pieces (CudaScatter), pinned host memory (PinnedHostRanges), memory for
-// other processes (cuda_export.cc).
-//
-// Errors: out of VRAM is ResourceExhausted (ENOSPC), as is a context that
-// cannot be created for want of memory; a context that cannot be created
-// for another reason (the GPU taken, the driver gone) fails that Commit
-// with Internal (EIO) and one log line, and the next Commit tries again.
-// Any other CUDA error is logged once per call and returned as Internal.
-// After a sticky error (the context is lost) every data operation fails at
-// once with Internal until nothing is stored and the context is released;
-// the next Commit then starts afresh (in a pool, once no other GPU keeps
-// the context for host memory pinned under it).
+// Errors: out of VRAM, or of memory for a context, is ResourceExhausted
+// (ENOSPC); a context that cannot be made for another reason fails that
+// Commit with Internal (EIO) and one log line, and the next tries again;
+// any other CUDA error is logged and returned as Internal. After a sticky
+// error every data call fails with Internal until nothing is stored and the
+// context is released (in a pool, once no other GPU keeps it for host
+// memory pinned under it); the next Commit starts afresh.
 #ifndef CUDAFS_ALLOC_DEVICES_CUDA_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_CUDA_DEVICE_H_
 

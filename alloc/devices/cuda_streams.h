@@ -7,11 +7,11 @@
 // one needs device memory, which a full GPU may lack when a request wants it.
 //
 // Waiting: a request thread waits in the driver, which spins on its core
-// until the GPU is done; sleeping or yielding instead measured 15-25%
-// slower on streams and no faster elsewhere (docs/MEASUREMENTS.md, "Waiting
-// for the GPU"). A background thread (MarkBackgroundThread), which nobody
-// waits on, polls between naps of half the time waited so far (50 µs to
-// 5 ms): it never spins.
+// until the GPU is done; sleeping or yielding instead made streams slower
+// and nothing faster (docs/MEASUREMENTS.md, "Waiting for the GPU"). A
+// background thread (MarkBackgroundThread), which nobody waits on, polls
+// between naps of half the time waited so far (50 µs to 5 ms): it never
+// spins.
 #ifndef CUDAFS_ALLOC_DEVICES_CUDA_STREAMS_H_
 #define CUDAFS_ALLOC_DEVICES_CUDA_STREAMS_H_
 
@@ -56,8 +56,8 @@ class CudaStreams {
     size_t length;
   };
   // Runs `count` copies and waits for them: one cuMemcpyBatchAsync where the
-  // driver has it (the driver's per-copy cost is what scattered pages pay:
-  // 490 vs 680 µs for 256 × 4 KiB on an H100), else one call per copy.
+  // driver has it (the driver's per-copy cost is what scattered pages pay;
+  // docs/MEASUREMENTS.md), else one call per copy.
   absl::Status Copy(size_t count, absl::FunctionRef<Transfer(size_t)> transfer);
 
  private:

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "alloc/devices/sorted_ranges.h"
+#include "alloc/devices/containing.h"
 
 namespace cudafs {
 

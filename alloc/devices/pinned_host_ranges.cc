@@ -3,9 +3,9 @@
 #include <sys/mman.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "alloc/devices/containing.h"
 #include "alloc/devices/cuda_context.h"
 #include "alloc/devices/cuda_driver.h"
-#include "alloc/devices/sorted_ranges.h"
 
 namespace cudafs {
 

@@ -1,31 +1,11 @@
-// PooledDevice: several devices (GPUs) as one arena, so one mount holds
-// the memory of all of them.
-//
-// Member i owns the arena range [base_i, base_i + its arena size): the
-// members lie one after another, each starting on a GiB boundary. Each
-// member is a part (Device::parts), so the Arena never hands out a block
-// that straddles two, and every data operation goes to the member owning
-// its range, at that member's own offsets. A member that fails (a GPU's
-// sticky error) fails only the operations that touch its range: the files
-// with bytes there read EIO, the rest of the mount works on.
-//
-// A copy between two GPUs goes through pinned host memory (staging buffers
-// kept for the next copy): it serves copy_file_range and a shared
-// mapping's relayout, where the bytes must cross anyway. Host buffers are
-// handed to every member, so requests reach each GPU from pinned memory
-// (pinned once for the process, for as long as any member may copy from
-// it: PinnedHostRanges).
-//
-// Memory for other processes: a shared export is each member's export of
-// its own ranges, one after another; a private copy goes into pieces of
-// the caller's memory, one per run of granules whose bytes one member
-// holds, each on that member's GPU and filled there (CopyRuns).
-//
-// A spill member (spill=) is host memory after the GPUs, a part of its
-// own (IsSpillPart): the arena offers it only where no GPU can take a
-// block, and data moves there to give a GPU's memory back. It is a
-// SpillDevice, its memory registered with every GPU, so a GPU copies
-// straight into and out of it (HostView), with no staging.
+// PooledDevice: several devices (GPUs, and host memory to spill to) as one
+// arena. Member i owns [base_i, base_i + its arena size), each starting on a
+// GiB boundary, and is one part (Device::parts); every data call goes to the
+// member owning its range, at that member's offsets, and a member that fails
+// fails only the calls that touch its range. Copies between two GPUs go
+// through pinned staging buffers; the spill member is a SpillDevice whose
+// memory the GPUs copy into and out of directly. How and why:
+// docs/DESIGN.md, *Several GPUs* and *Giving memory back*.
 #ifndef CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 #define CUDAFS_ALLOC_DEVICES_POOLED_DEVICE_H_
 

@@ -2,8 +2,9 @@
 // one launch. CudaDevice uses it for writes of many small pieces (a flush of
 // scattered dirty pages): the GPU reads each piece straight from pinned host
 // memory, which it can address (unified addressing), so a whole batch costs
-// one launch, where the same pieces as separate copies cost ~2 µs each even
-// batched, and nothing is gathered on the host first.
+// one launch, where the same pieces as separate copies each cost the
+// driver's per-copy time even batched (docs/MEASUREMENTS.md), and nothing is
+// gathered on the host first.
 //
 // Written as PTX, which the driver compiles for the GPU at hand when the
 // module loads, so building cudafs needs no CUDA compiler. The target is

@@ -1,28 +1,15 @@
-// Arena: buddy-allocated blocks of device memory, physically backed on
-// demand.
-//
-// A block is handed out only once every granule under it is committed on the
-// device (the fresh granules of a block in one Commit per adjacent run, so
-// that a device can back a large block with one large allocation), and a
-// granule is decommitted as soon as no allocated block touches it, so the
-// device's memory use follows what is stored (like tmpfs follows RAM)
-// instead of the mount's size.
-//
-// Content of a new block is unspecified: callers must write or Zero every
-// byte they later read (alloc/storage/extent_map.h does).
-//
-// A device of several parts (one per GPU of a pool) gets a buddy allocator
-// per part: a block never straddles two, a caller names the part it
-// prefers, and the mount's capacity bounds the sum. Spill parts
-// (Device::IsSpillPart: host memory) are offered last, where no other
-// part can back a block.
+// Arena: buddy-allocated blocks of device memory, backed on demand. A block
+// is handed out only once every granule under it is committed on the
+// device, and a granule is decommitted once no block touches it, so the
+// device's memory follows what is stored. A new block's content is
+// unspecified: callers write or Zero every byte they later read. A device of
+// several parts (GPUs, host memory) has a buddy allocator per part: a block
+// never straddles two, a caller names the part it prefers, spill parts come
+// last, and the capacity bounds the sum (docs/DESIGN.md, *Several GPUs*).
 //
 // Thread-safe. Allocation and free take one short lock; committing and
-// decommitting a granule (a GPU mapping or unmapping, or faulting in host
-// pages: up to a millisecond each, 0.2 s for a 10 GiB file's granules)
-// happen outside it, so one thread doing either stalls only allocations
-// that need those very granules. Data copies go to the device directly and
-// never take the lock.
+// decommitting happen outside it, stalling only allocations that need those
+// very granules, and data copies never take it.
 #ifndef CUDAFS_ALLOC_STORAGE_ARENA_H_
 #define CUDAFS_ALLOC_STORAGE_ARENA_H_
 

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "alloc/base/status_macros.h"
+
 namespace cudafs {
 
 // Three words, then one extent in place with shared_ and home_ in the set's
@@ -201,9 +203,7 @@ absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) 
   if (length == 0) return absl::OkStatus();
   const uint64_t end = offset + length;
   std::vector<uint64_t> added;
-  if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
-    return status;
-  }
+  CUDAFS_RETURN_IF_ERROR(MapRange(offset, end, Appends(offset, end), &added));
 
   // Bytes of new blocks outside the write, and of older ones up to it, would
   // otherwise show whatever the arena held before.
@@ -235,9 +235,7 @@ absl::Status ExtentMap::MapForWriteBack(uint64_t offset, uint64_t length) {
   if (length == 0) return absl::OkStatus();
   const uint64_t end = offset + length;
   std::vector<uint64_t> added;
-  if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
-    return status;
-  }
+  CUDAFS_RETURN_IF_ERROR(MapRange(offset, end, Appends(offset, end), &added));
   absl::Status status = arena()->device().Zero(ZerosFor(added, offset, end));
   if (!status.ok()) {
     for (uint64_t start : added) Release(extents_.find(start));
@@ -268,9 +266,7 @@ absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset
   if (length == 0) return absl::OkStatus();
   const uint64_t end = offset + length;
   std::vector<uint64_t> added;
-  if (absl::Status status = MapRange(offset, end, Appends(offset, end), &added); !status.ok()) {
-    return status;
-  }
+  CUDAFS_RETURN_IF_ERROR(MapRange(offset, end, Appends(offset, end), &added));
   std::vector<DeviceRange> zeros = ZerosFor(added, offset, end);
   std::vector<DeviceToDevice> copies;
   // Walk the range in pieces that lie in one destination extent and in one
@@ -311,10 +307,7 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
   if (length == 0) return absl::OkStatus();
   std::vector<uint64_t> added;
   // fallocate asks for exactly this range: no growth slack.
-  if (absl::Status status = MapRange(offset, offset + length, /*grow=*/false, &added);
-      !status.ok()) {
-    return status;
-  }
+  CUDAFS_RETURN_IF_ERROR(MapRange(offset, offset + length, /*grow=*/false, &added));
   // The range becomes data: new blocks are zeroed whole (a reservation
   // reads as zeros), older ones from the old end of the data.
   std::vector<std::pair<uint64_t, uint64_t>> ranges = {{data_end_, offset + length}};
@@ -332,7 +325,7 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
 absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
   // One block for one first: that needs no room past the capacity, which
   // the fresh windows below do.
-  if (absl::Status status = LeaveSpill(); !status.ok()) return status;
+  CUDAFS_RETURN_IF_ERROR(LeaveSpill());
   Device& device = arena()->device();
   const uint64_t granule = std::max(device.granule_size(), arena()->min_block());
   const uint64_t end = (size + granule - 1) / granule * granule;
@@ -491,9 +484,9 @@ absl::Status ExtentMap::LeaveSpill() {
   }
   const auto spill = [this](size_t part) { return arena()->IsSpillPart(part); };
   for (;;) {
-    absl::StatusOr<uint64_t> moved = Move(spill, to, std::numeric_limits<uint64_t>::max());
-    if (!moved.ok()) return moved.status();
-    if (*moved == 0) return absl::OkStatus();
+    CUDAFS_ASSIGN_OR_RETURN(const uint64_t moved,
+                            Move(spill, to, std::numeric_limits<uint64_t>::max()));
+    if (moved == 0) return absl::OkStatus();
   }
 }
 

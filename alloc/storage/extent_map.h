@@ -1,65 +1,11 @@
 // ExtentMap: the bytes of one regular file, as arena blocks keyed by file
-// offset.
-//
-// Layout invariant: an extent of size S (a power of two) starts at a file
-// offset that is a multiple of S. Extents therefore never straddle each
-// other's alignment, a free aligned slot for any offset always exists at
-// min_block granularity, and lookups are one ordered-map search.
-//
-// Growth policy: a write that extends the data (ends past the furthest byte
-// written and starts no later than the end of that byte's min_block, so it
-// leaves no unmapped hole behind: an append) gets, for unmapped space, the
-// largest block that is no larger than max(min(offset, bytes the file
-// holds), write length) (at least min_block, at most max_extent), aligned,
-// not overlapping a neighbour, and available in the arena. Small files thus
-// cost their size rounded up to min_block (a 4 KiB file takes one 4 KiB
-// block), a file grown by appends costs at most about twice its size while
-// it grows, and a large file written in 1 MiB requests maps one extent per
-// max_extent. TrimTail, called when the last writer closes, gives back what
-// growth reserved past the end: a closed file costs its size rounded up to
-// min_block, in at most log2(block / min_block) more extents.
-//
-// Any other write (into a hole below the end of the data, or leaving a hole
-// before it), and every Reserve, maps only the range itself rounded out to
-// min_block, as tmpfs does: growth slack there would sit in the middle of the
-// file, where TrimTail cannot reach it, and random writes into a large
-// sparse file would hold up to max_extent each.
-//
-// Blocks never expose bytes of a deleted file, and holes read as zeros:
-// below the end of the data (the furthest byte written, reserved, or kept
-// by Truncate), every mapped byte is the file's or zero, since the bytes of
-// a new block that a write leaves out are zeroed, as are older blocks'
-// bytes between the end of the data and a write past it, and bytes cut off
-// by PunchHole. Past the end of the data, mapped bytes may hold anything
-// and read as zeros. So a stream of appends never zeroes on the device
-// (each zeroing is a GPU kernel, which slows every other program on the
-// GPU: 9% for a matrix-multiply loop beside 4 appending writers), nor does
-// a truncate.
-//
-// Shared files (Share): a file whose memory another process maps keeps its
-// blocks whole from then on, since a mapping holds them: TrimTail leaves
-// them, Truncate zeroes what it would have split off, freeing only whole
-// blocks, and PunchHole frees none of them, zeroing them in place. Every
-// mapped byte of such a file is its own or zero, past the end of the data
-// too, so the mapping shows nothing else.
-//
-// Placement, where the arena has several parts (GPUs): a file lives in
-// the part with the most free bytes when it first took memory (its home,
-// so that files made in bulk before any is written spread), but for
-// its max_extent blocks, which go round the parts from its home by file
-// offset, so that one large read or write uses every GPU's link. A part
-// that cannot back a block leaves it to another.
-//
-// Moving (Move, Share): bytes go from blocks to fresh blocks of other
-// memory by one mechanism (Relocate): the fresh blocks are filled with a
-// device copy, then take the old ones' place, which are freed. A file's
-// reads and writes see the same bytes before and after; its owner's lock
-// keeps them out meanwhile.
-//
-// Size: a million small files are a million maps of one extent each, so
-// one extent is kept in place (ExtentSet: no B-tree node of its own), what
-// every map of a mount shares is one pointer (Space), and the other fields
-// are as narrow as what they hold allows.
+// offset. A block of size S (a power of two) starts at a file offset that is
+// a multiple of S. Holes read as zeros; below the end of the data (the
+// furthest byte written or reserved, lowered by Truncate) every mapped byte
+// is the file's or zero, so no block shows a deleted file's bytes, and past
+// it mapped bytes may hold anything and read as zeros. How blocks are sized,
+// zeroed, placed on GPUs and moved: docs/DESIGN.md, *Allocation*, *Sharing
+// files*, *Several GPUs* and *Giving memory back*.
 //
 // Not thread-safe: the owning inode's lock guards it.
 #ifndef CUDAFS_ALLOC_STORAGE_EXTENT_MAP_H_
@@ -167,7 +113,10 @@ class ExtentMap {
   // (Device::Exclusive). Smaller blocks and holes there move into new
   // blocks with a device copy (large files written in order already have
   // such blocks), blocks in host memory first to the other parts
-  // (LeaveSpill). The file is shared from then on (see above). On
+  // (LeaveSpill). The file is shared from then on: a mapping holds its
+  // blocks, so they are freed only whole (TrimTail keeps them, Truncate
+  // zeroes what it would split off, PunchHole zeroes them in place), and
+  // every mapped byte is its own or zero, past the end of the data too. On
   // ResourceExhausted nothing changed but blocks brought back from host
   // memory.
   absl::StatusOr<std::vector<DeviceRange>> Share(uint64_t size);
@@ -221,8 +170,10 @@ class ExtentMap {
   // `grow`, blocks follow the growth policy and may reach past `end`;
   // without, they cover [offset, end) rounded out to min_block and no more.
   absl::Status MapRange(uint64_t offset, uint64_t end, bool grow, std::vector<uint64_t>* added);
-  // Whether writing [offset, end) extends the data: only such writes earn
-  // growth slack (see the growth policy above).
+  // Whether writing [offset, end) extends the data (starts no later than
+  // the end of the min_block holding its last byte, so it leaves no
+  // unmapped hole behind, and ends past it): only such writes earn growth
+  // slack (DESIGN, *Allocation*).
   bool Appends(uint64_t offset, uint64_t end) const;
   // What must be zeroed before [offset, end) is written, so that every
   // mapped byte below the data's new end is the file's or zero: the parts of
@@ -243,7 +194,8 @@ class ExtentMap {
   // neighbours, starting from `wanted`.
   uint64_t FitBlock(uint64_t offset, uint64_t wanted) const;
   // The arena part a block of `size` bytes mapped at file offset `offset`
-  // goes to (see Placement above).
+  // prefers: the file's home (the emptiest part when it first took memory),
+  // but max_extent blocks round the GPUs from it by file offset.
   size_t PartFor(uint64_t offset, uint64_t size);
   void Release(ExtentSet::iterator it);
   // PunchHole's work for [offset, end); with `free_shared` (Truncate) a

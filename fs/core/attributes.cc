@@ -4,26 +4,25 @@
 #include <cerrno>
 
 #include "alloc/base/errors.h"
+#include "alloc/base/status_macros.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
 
 namespace cudafs {
 
 absl::StatusOr<struct stat> Filesystem::GetAttributes(InodeNumber ino) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  absl::ReaderMutexLock lock(&(*found)->mu);
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  absl::ReaderMutexLock lock(&found->mu);
   struct stat st;
-  FillStat(**found, &st);
+  FillStat(*found, &st);
   return st;
 }
 
 absl::StatusOr<struct stat> Filesystem::SetAttributes(InodeNumber ino,
                                                       const AttributeChanges& changes,
                                                       const Caller& caller) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   absl::MutexLock lock(&inode.mu);
   const timespec now = Now();
   // Who may change what the kernel has checked (setattr_prepare, with
@@ -38,7 +37,7 @@ absl::StatusOr<struct stat> Filesystem::SetAttributes(InodeNumber ino,
 
   if (changes.size) {
     if (*changes.size < inode.size && inode.data()) {
-      if (absl::Status status = inode.data()->Truncate(*changes.size); !status.ok()) return status;
+      CUDAFS_RETURN_IF_ERROR(inode.data()->Truncate(*changes.size));
     }
     inode.size = *changes.size;
     // Like tmpfs: a truncate is a modification even when the size stays.
@@ -61,8 +60,8 @@ absl::StatusOr<struct stat> Filesystem::SetAttributes(InodeNumber ino,
 }
 
 struct statvfs Filesystem::StatFs() {
-  const ArenaStats stats = arena_->Stats();
-  const uint64_t block = arena_->min_block();
+  const ArenaStats stats = state_->arena->Stats();
+  const uint64_t block = state_->arena->min_block();
   struct statvfs st = {};
   st.f_bsize = block;
   st.f_frsize = block;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "alloc/base/errors.h"
+#include "alloc/base/status_macros.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
 
@@ -40,12 +41,8 @@ absl::StatusOr<size_t> CopyLocked(
   if (out_offset > kMaxFileSize || count > kMaxFileSize - out_offset) return PosixError(EFBIG);
   // The source's holes become zeroed blocks of the target, so a source
   // with no data still takes part, as an empty one.
-  if (absl::Status status =
-          DataOf(state, to).CopyFrom(DataOf(state, from), in_offset, from.size, out_offset, count,
-                                     to.size);
-      !status.ok()) {
-    return status;
-  }
+  CUDAFS_RETURN_IF_ERROR(DataOf(state, to).CopyFrom(DataOf(state, from), in_offset, from.size,
+                                                    out_offset, count, to.size));
   to.size = std::max<uint64_t>(to.size, out_offset + count);
   to.mtime = to.ctime = Now();
   *set_id_dropped = DropSetIdOnWrite(to, caller);
@@ -69,15 +66,11 @@ absl::Status AllocateLocked(FilesystemState& state, Inode& inode, int operation,
     // preallocates, below).
     const uint64_t punch_end = operation == FALLOC_FL_PUNCH_HOLE ? end : std::min(end, inode.size);
     if (offset < punch_end) {
-      if (absl::Status status = inode.data()->PunchHole(offset, punch_end - offset); !status.ok()) {
-        return status;
-      }
+      CUDAFS_RETURN_IF_ERROR(inode.data()->PunchHole(offset, punch_end - offset));
     }
   }
   if (operation != FALLOC_FL_PUNCH_HOLE) {
-    if (absl::Status status = DataOf(state, inode).Reserve(offset, length); !status.ok()) {
-      return status;
-    }
+    CUDAFS_RETURN_IF_ERROR(DataOf(state, inode).Reserve(offset, length));
     if (!keep_size && end > inode.size) inode.size = end;
   }
   // tmpfs marks every successful fallocate as a modification, KEEP_SIZE
@@ -100,9 +93,8 @@ absl::Status BringBackFromHostMemory(CachedFile& data) {
 }  // namespace
 
 absl::StatusOr<uint64_t> Filesystem::Open(InodeNumber ino, int flags, const Caller& caller) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   const int access = flags & O_ACCMODE;
   bool set_id_dropped = false;
   uint64_t size;
@@ -113,7 +105,7 @@ absl::StatusOr<uint64_t> Filesystem::Open(InodeNumber ino, int flags, const Call
     }
     if ((flags & O_TRUNC) && inode.is_regular()) {
       if (inode.data()) {
-        if (absl::Status status = inode.data()->Truncate(0); !status.ok()) return status;
+        CUDAFS_RETURN_IF_ERROR(inode.data()->Truncate(0));
       }
       inode.size = 0;
       inode.mtime = inode.ctime = Now();
@@ -159,9 +151,8 @@ void Filesystem::MarkAccessed(InodeNumber ino) {
 
 absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t size, char* out,
                                         bool update_atime) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   size_t length = 0;
   bool touch_atime = false;
   const timespec now = Now();
@@ -173,9 +164,7 @@ absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t
     if (length > 0 && !inode.data()) {
       std::memset(out, 0, length);
     } else if (length > 0) {
-      if (absl::Status status = inode.data()->Read(offset, length, out, inode.size); !status.ok()) {
-        return status;
-      }
+      CUDAFS_RETURN_IF_ERROR(inode.data()->Read(offset, length, out, inode.size));
     }
     touch_atime = update_atime && state_->config.update_atime && NeedsAtimeUpdate(inode, now);
   }
@@ -188,9 +177,8 @@ absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t
 
 absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const char* data,
                                          size_t size, bool append, const Caller& caller) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   bool set_id_dropped;
   bool grew;
   {
@@ -200,10 +188,7 @@ absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const
     if (append) offset = inode.size;
     if (offset > kMaxFileSize || size > kMaxFileSize - offset) return PosixError(EFBIG);
     if (size == 0) return 0;
-    if (absl::Status status = DataOf(*state_, inode).Write(offset, data, size, inode.size);
-        !status.ok()) {
-      return status;
-    }
+    CUDAFS_RETURN_IF_ERROR(DataOf(*state_, inode).Write(offset, data, size, inode.size));
     inode.size = std::max<uint64_t>(inode.size, offset + size);
     inode.mtime = inode.ctime = Now();
     set_id_dropped = DropSetIdOnWrite(inode, caller);
@@ -216,9 +201,8 @@ absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const
 }
 
 absl::StatusOr<Filesystem::CopyPlan> Filesystem::PlanCopy(InodeNumber ino) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   // Exclusive: the flush places cached bytes, and the plan follows where
   // they lie.
   absl::MutexLock lock(&inode.mu);
@@ -226,8 +210,8 @@ absl::StatusOr<Filesystem::CopyPlan> Filesystem::PlanCopy(InodeNumber ino) {
   if (!inode.is_regular() || inode.size == 0) return PosixError(EINVAL, "nothing to map");
   std::vector<DeviceToDevice> copies;
   if (CachedFile* data = inode.data()) {
-    if (absl::Status status = data->Flush(); !status.ok()) return status;
-    if (absl::Status status = BringBackFromHostMemory(*data); !status.ok()) return status;
+    CUDAFS_RETURN_IF_ERROR(data->Flush());
+    CUDAFS_RETURN_IF_ERROR(BringBackFromHostMemory(*data));
     copies = data->CopiesOut(inode.size);
   }
   absl::StatusOr<std::vector<Device::CopyPiece>> pieces =
@@ -241,9 +225,8 @@ absl::StatusOr<Filesystem::CopyPlan> Filesystem::PlanCopy(InodeNumber ino) {
 
 absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino,
                                               absl::Span<const Device::CopyMemory> memory) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   // Exclusive: the flush changes the arena, and no write may come between
   // it and the copy.
   absl::MutexLock lock(&inode.mu);
@@ -255,7 +238,7 @@ absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino,
   const uint64_t size = std::min<uint64_t>(inode.size, memory_bytes);
   std::vector<DeviceToDevice> copies;
   if (CachedFile* data = inode.data()) {
-    if (absl::Status status = data->Flush(); !status.ok()) return status;
+    CUDAFS_RETURN_IF_ERROR(data->Flush());
     copies = data->CopiesOut(size);
   }
   absl::Status status = state_->arena->device().FillCopy(memory, copies);
@@ -269,9 +252,8 @@ absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino,
 }
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportShared(InodeNumber ino) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   Device& device = state_->arena->device();
   if (!device.can_share()) {
     return PosixError(EOPNOTSUPP, absl::StrCat(device.Describe(), " cannot share memory"));
@@ -286,10 +268,10 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportShared(InodeNu
                                               "map it without writing",
                                               device.granule_size() / 1024));
   }
-  absl::StatusOr<std::vector<DeviceRange>> ranges = DataOf(*state_, inode).Share(inode.size);
-  if (!ranges.ok()) return ranges.status();
+  CUDAFS_ASSIGN_OR_RETURN(std::vector<DeviceRange> ranges,
+                          DataOf(*state_, inode).Share(inode.size));
   absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
-      device.ExportShared(inode.size, *ranges);
+      device.ExportShared(inode.size, ranges);
   if (absl::IsUnimplemented(exported.status())) {
     return PosixError(EOPNOTSUPP, exported.status().message());
   }
@@ -297,9 +279,8 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportShared(InodeNu
 }
 
 absl::Status Filesystem::NoteMappedWrite(InodeNumber ino) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   absl::MutexLock lock(&inode.mu);
   if (!inode.is_regular()) return PosixError(EINVAL, "only regular files can be mapped");
   inode.mtime = inode.ctime = Now();
@@ -308,9 +289,8 @@ absl::Status Filesystem::NoteMappedWrite(InodeNumber ino) {
 
 absl::Status Filesystem::Allocate(InodeNumber ino, int mode, uint64_t offset, uint64_t length,
                                   const Caller& caller) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   if (length == 0) return PosixError(EINVAL);
   if (offset > kMaxFileSize || length > kMaxFileSize - offset) return PosixError(EFBIG);
   const bool keep_size = mode & FALLOC_FL_KEEP_SIZE;
@@ -322,8 +302,7 @@ absl::Status Filesystem::Allocate(InodeNumber ino, int mode, uint64_t offset, ui
   bool set_id_dropped;
   {
     absl::MutexLock lock(&inode.mu);
-    absl::Status status = AllocateLocked(*state_, inode, operation, keep_size, offset, length);
-    if (!status.ok()) return status;
+    CUDAFS_RETURN_IF_ERROR(AllocateLocked(*state_, inode, operation, keep_size, offset, length));
     set_id_dropped = DropSetIdOnWrite(inode, caller);
   }
   if (set_id_dropped) state_->AttributesChanged(ino);
@@ -331,9 +310,8 @@ absl::Status Filesystem::Allocate(InodeNumber ino, int mode, uint64_t offset, ui
 }
 
 absl::StatusOr<uint64_t> Filesystem::Seek(InodeNumber ino, uint64_t offset, int whence) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   absl::ReaderMutexLock lock(&inode.mu);
   if (!inode.is_regular()) return PosixError(EINVAL);
   if (whence != SEEK_DATA && whence != SEEK_HOLE) return PosixError(EINVAL);
@@ -351,12 +329,10 @@ absl::StatusOr<uint64_t> Filesystem::Seek(InodeNumber ino, uint64_t offset, int 
 absl::StatusOr<size_t> Filesystem::CopyFileRange(InodeNumber in, uint64_t in_offset,
                                                  InodeNumber out, uint64_t out_offset,
                                                  size_t length, const Caller& caller) {
-  absl::StatusOr<std::shared_ptr<Inode>> source = state_->Get(in);
-  if (!source.ok()) return source.status();
-  absl::StatusOr<std::shared_ptr<Inode>> target = state_->Get(out);
-  if (!target.ok()) return target.status();
-  Inode& from = **source;
-  Inode& to = **target;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> source, state_->Get(in));
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> target, state_->Get(out));
+  Inode& from = *source;
+  Inode& to = *target;
   if (from.is_directory() || to.is_directory()) return PosixError(EISDIR);
   if (!from.is_regular() || !to.is_regular()) return PosixError(EINVAL);
   if (&from == &to && in_offset < out_offset + length && out_offset < in_offset + length) {

@@ -18,49 +18,21 @@
 // lock at a time, holding none.
 #include "fs/core/filesystem.h"
 
-#include "cache/write_back_flusher.h"
+#include "alloc/base/status_macros.h"
 #include "fs/core/filesystem_state.h"
 
 namespace cudafs {
 
-// Owns the page cache, the state whose files use it, and the thread that
-// writes the cache back.
-class Filesystem::Impl {
- public:
-  Impl(Arena* arena, const FilesystemConfig& config)
-      : cache_(&arena->device(), config.cache_bytes), state_(arena, config, &cache_) {}
-
-  // Flushes the dirty pages of `ino` (fsync); a file that is gone has none.
-  absl::Status FlushFile(InodeNumber ino) {
-    std::shared_ptr<Inode> inode = state_.table.Get(ino);
-    if (!inode || !inode->is_regular()) return absl::OkStatus();
-    absl::MutexLock lock(&inode->mu);
-    return inode->data() ? inode->data()->Flush() : absl::OkStatus();
-  }
-
-  PageCacheStats CacheStats() const { return cache_.Stats(); }
-  FilesystemState& state() { return state_; }
-
- private:
-  // Before state_, whose inode table holds the files: they give their pages
-  // back when destroyed.
-  PageCache cache_;
-  FilesystemState state_;
-  // Last, so destroyed first: it drains the cache while the files exist.
-  WriteBackFlusher flusher_{&cache_, [this](uint64_t ino) { return FlushFile(ino); }};
-};
-
 Filesystem::Filesystem(Arena* arena, FilesystemConfig config)
-    : impl_(std::make_unique<Impl>(arena, config)), state_(&impl_->state()), arena_(arena) {}
+    : state_(std::make_unique<FilesystemState>(arena, config)) {}
 
 Filesystem::~Filesystem() = default;
 
 absl::Status Filesystem::Fsync(InodeNumber ino) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  return impl_->FlushFile(ino);
+  CUDAFS_RETURN_IF_ERROR(state_->Get(ino).status());
+  return state_->FlushFile(ino);
 }
 
-PageCacheStats Filesystem::CacheStats() const { return impl_->CacheStats(); }
+PageCacheStats Filesystem::CacheStats() const { return state_->cache.Stats(); }
 
 }  // namespace cudafs

@@ -38,7 +38,7 @@
 #include "alloc/base/sizes.h"
 #include "alloc/storage/arena.h"
 #include "cache/page_cache.h"
-#include "fs/core/permissions.h"
+#include "fs/core/caller.h"
 
 namespace cudafs {
 
@@ -247,14 +247,9 @@ class Filesystem {
   absl::StatusOr<std::string> Where(InodeNumber ino);
 
  private:
-  // Owns the state below and the page cache with its write-back thread
-  // (filesystem.cc).
-  class Impl;
-  std::unique_ptr<Impl> impl_;
-  // impl_'s inodes, namespace and configuration, which every operation
-  // works on (fs/core/filesystem_state.h).
-  FilesystemState* state_;
-  Arena* arena_;
+  // The inodes, namespace, configuration and page cache that every
+  // operation works on (fs/core/filesystem_state.h).
+  const std::unique_ptr<FilesystemState> state_;
 };
 
 }  // namespace cudafs

@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "alloc/base/errors.h"
+#include "alloc/base/status_macros.h"
 #include "fs/core/kernel_notifier.h"
 
 namespace cudafs {
@@ -17,13 +18,14 @@ bool Before(const timespec& a, const timespec& b) {
 
 }  // namespace
 
-FilesystemState::FilesystemState(Arena* arena, const FilesystemConfig& config, PageCache* cache)
+FilesystemState::FilesystemState(Arena* arena, const FilesystemConfig& config)
     : arena(arena),
       config(config),
-      cache(cache),
-      file_space(cache, arena, config.max_extent),
+      cache(&arena->device(), config.cache_bytes),
+      file_space(&cache, arena, config.max_extent),
       symlink_space(arena, arena->min_block()),
-      table(config.max_inodes) {
+      table(config.max_inodes),
+      flusher(&cache, [this](uint64_t ino) { return FlushFile(ino); }) {
   std::shared_ptr<Inode> root = table.CreateRoot(S_IFDIR | (config.root_mode & 07777));
   absl::MutexLock namespace_lock(&namespace_mu);
   WritesNamespace();
@@ -43,11 +45,10 @@ absl::StatusOr<std::shared_ptr<Inode>> FilesystemState::Get(InodeNumber ino) con
 }
 
 absl::StatusOr<std::shared_ptr<Inode>> FilesystemState::GetDirectory(InodeNumber ino) const {
-  absl::StatusOr<std::shared_ptr<Inode>> dir = Get(ino);
-  if (!dir.ok()) return dir.status();
-  if (!(*dir)->is_directory()) return PosixError(ENOTDIR);
-  absl::ReaderMutexLock lock(&(*dir)->mu);
-  if ((*dir)->nlink == 0) return PosixError(ENOENT, "directory was removed");
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> dir, Get(ino));
+  if (!dir->is_directory()) return PosixError(ENOTDIR);
+  absl::ReaderMutexLock lock(&dir->mu);
+  if (dir->nlink == 0) return PosixError(ENOENT, "directory was removed");
   return dir;
 }
 
@@ -85,6 +86,13 @@ void FilesystemState::NoteGrowth(InodeNumber ino) {
 
 void FilesystemState::AttributesChanged(InodeNumber ino) const {
   if (config.notifier != nullptr) config.notifier->AttributesChanged(ino);
+}
+
+absl::Status FilesystemState::FlushFile(InodeNumber ino) {
+  std::shared_ptr<Inode> inode = table.Get(ino);
+  if (!inode || !inode->is_regular()) return absl::OkStatus();
+  absl::MutexLock lock(&inode->mu);
+  return inode->data() ? inode->data()->Flush() : absl::OkStatus();
 }
 
 void FilesystemState::ReadsNamespace() const { namespace_mu.AssertReaderHeld(); }

@@ -1,7 +1,8 @@
 // FilesystemState: what every operation of the Filesystem works on (the
-// inode table, the namespace lock, the arena, the configuration and the page
-// cache), and the helpers on inodes that operations in several files share.
-// Private to fs/core: nothing outside it includes this header.
+// inode table, the namespace lock, the arena, the configuration, the page
+// cache and its write-back thread), and the helpers on inodes that
+// operations in several files share. Private to fs/core: nothing outside it
+// includes this header.
 //
 // One place per operation: each public Filesystem method holds its whole
 // operation, in the file of its concept (namespace_ops.cc, file_data_ops.cc,
@@ -30,6 +31,7 @@
 #include "alloc/storage/extent_map.h"
 #include "cache/cached_file.h"
 #include "cache/page_cache.h"
+#include "cache/write_back_flusher.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/inode.h"
 #include "fs/core/inode_table.h"
@@ -41,8 +43,9 @@ inline constexpr size_t kNameMax = 255;
 inline constexpr uint64_t kMaxFileSize = std::numeric_limits<int64_t>::max();
 
 struct FilesystemState {
-  // Makes the root directory. `arena` and `cache` must outlive the state.
-  FilesystemState(Arena* arena, const FilesystemConfig& config, PageCache* cache);
+  // Makes the root directory and starts the write-back. `arena` must
+  // outlive the state.
+  FilesystemState(Arena* arena, const FilesystemConfig& config);
 
   FilesystemState(const FilesystemState&) = delete;
   FilesystemState& operator=(const FilesystemState&) = delete;
@@ -64,6 +67,9 @@ struct FilesystemState {
   // Tells whoever caches attributes that those of `ino` changed (see
   // FilesystemConfig::notifier). Call with no lock held.
   void AttributesChanged(InodeNumber ino) const;
+  // Writes back the dirty pages of `ino` (fsync, and the flusher's work); a
+  // file that is gone has none.
+  absl::Status FlushFile(InodeNumber ino);
 
   // Tell the analysis that Inode::namespace_lock is this namespace_mu,
   // which is true of every inode of `table`, so that the namespace fields of
@@ -75,7 +81,8 @@ struct FilesystemState {
 
   Arena* const arena;
   const FilesystemConfig config;
-  PageCache* const cache;
+  // Before the inodes, whose files give their pages back when destroyed.
+  PageCache cache;
   // What regular files' data share, and long symlink targets' (in blocks of
   // min_block: a target takes one).
   const CachedFile::Space file_space;
@@ -87,6 +94,8 @@ struct FilesystemState {
   // that left it was made. Taken with no other lock held.
   absl::Mutex growing_mu;
   absl::flat_hash_map<InodeNumber, absl::Time> growing ABSL_GUARDED_BY(growing_mu);
+  // Last, so destroyed first: it drains the cache while the files exist.
+  WriteBackFlusher flusher;
 };
 
 timespec Now();

@@ -13,11 +13,8 @@
 // lock says so (FilesystemState::ReadsNamespace and WritesNamespace,
 // InodeTable::Counts) before such a field is used.
 //
-// Size matters: a million files are a million inodes. With its shared_ptr
-// control block an inode fills a 128-byte malloc chunk (104 + 16 bytes):
-// fields are as narrow as what they hold allows, what only one type of
-// inode has shares one pointer, and extended attributes live behind one
-// made when the first is set.
+// Small: with its shared_ptr control block an inode fills one 128-byte
+// malloc chunk (docs/DESIGN.md, *Allocation*, says how).
 #ifndef CUDAFS_FS_CORE_INODE_H_
 #define CUDAFS_FS_CORE_INODE_H_
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "alloc/base/errors.h"
+#include "alloc/base/status_macros.h"
 
 namespace cudafs {
 
@@ -45,7 +46,7 @@ uint64_t InodeTable::free_slots() const {
 
 absl::StatusOr<std::shared_ptr<Inode>> InodeTable::Create(mode_t mode) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status status = ReserveLocked(kSlotBytes); !status.ok()) return status;
+  CUDAFS_RETURN_IF_ERROR(ReserveLocked(kSlotBytes));
   auto inode = std::make_shared<Inode>(next_ino_++, mode);
   inodes_.insert(inode);
   return inode;

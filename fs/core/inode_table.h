@@ -3,7 +3,8 @@
 //
 // An inode is dropped (and its data blocks returned to the arena) once it
 // has no name, no kernel lookup reference and no open handle. Inode numbers
-// count up from 2 and are never reused (FUSE generation stays 0).
+// count up from 2 and are never reused within a mount (the FUSE glue gives
+// each mount its own generation).
 //
 // Inode space, counted as tmpfs counts it under nr_inodes: max_inodes
 // slots of kSlotBytes each; an inode takes one slot, and the filesystem

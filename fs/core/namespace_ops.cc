@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "alloc/base/errors.h"
+#include "alloc/base/status_macros.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
 
@@ -58,17 +59,15 @@ absl::StatusOr<std::shared_ptr<Inode>> Named(const FilesystemState& state, Inode
                                              absl::string_view name)
     ABSL_SHARED_LOCKS_REQUIRED(state.namespace_mu) {
   if (name == ".") {
-    absl::StatusOr<std::shared_ptr<Inode>> self = state.Get(parent);
-    if (!self.ok()) return self.status();
-    absl::ReaderMutexLock lock(&(*self)->mu);
-    if ((*self)->nlink == 0) return PosixError(ENOENT, "removed");
+    CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> self, state.Get(parent));
+    absl::ReaderMutexLock lock(&self->mu);
+    if (self->nlink == 0) return PosixError(ENOENT, "removed");
     return self;
   }
-  absl::StatusOr<std::shared_ptr<Inode>> dir = state.GetDirectory(parent);
-  if (!dir.ok()) return dir.status();
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> dir, state.GetDirectory(parent));
   state.ReadsNamespace();
-  if (name == "..") return state.Get((*dir)->directory().parent());
-  std::optional<Directory::Entry> entry = (*dir)->directory().Find(name);
+  if (name == "..") return state.Get(dir->directory().parent());
+  std::optional<Directory::Entry> entry = dir->directory().Find(name);
   if (!entry) return PosixError(ENOENT);
   return state.Get(entry->ino);
 }
@@ -80,21 +79,19 @@ absl::StatusOr<struct stat> CreateNamed(FilesystemState& state, InodeNumber pare
                                         absl::string_view name, mode_t mode, dev_t rdev,
                                         const Caller& caller,
                                         const std::function<void(Inode&)>& setup, bool open) {
-  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  CUDAFS_RETURN_IF_ERROR(ValidateName(name));
   absl::MutexLock namespace_lock(&state.namespace_mu);
-  absl::StatusOr<std::shared_ptr<Inode>> dir = state.GetDirectory(parent);
-  if (!dir.ok()) return dir.status();
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> dir, state.GetDirectory(parent));
   state.WritesNamespace();
-  if (IsDotOrDotDot(name) || (*dir)->directory().Find(name)) return PosixError(EEXIST);
-  absl::StatusOr<std::shared_ptr<Inode>> created = state.table.Create(mode);
-  if (!created.ok()) return created.status();
-  Inode& inode = **created;
+  if (IsDotOrDotDot(name) || dir->directory().Find(name)) return PosixError(EEXIST);
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> created, state.table.Create(mode));
+  Inode& inode = *created;
   const timespec now = Now();
   struct stat st;
   {
-    absl::MutexLock dir_lock(&(*dir)->mu);
+    absl::MutexLock dir_lock(&dir->mu);
     absl::MutexLock lock(&inode.mu);
-    const Ownership owner = OwnershipOfNew(mode, caller, (*dir)->mode, (*dir)->gid);
+    const Ownership owner = OwnershipOfNew(mode, caller, dir->mode, dir->gid);
     inode.mode = owner.mode;
     inode.uid = owner.uid;
     inode.gid = owner.gid;
@@ -103,15 +100,15 @@ absl::StatusOr<struct stat> CreateNamed(FilesystemState& state, InodeNumber pare
     if (inode.is_directory()) {
       inode.nlink = 2;
       inode.mutable_directory().set_parent(parent);
-      ++(*dir)->nlink;
+      ++dir->nlink;
     } else {
       inode.nlink = 1;
     }
     setup(inode);
-    (*dir)->mtime = (*dir)->ctime = now;
+    dir->mtime = dir->ctime = now;
     FillStat(inode, &st);
   }
-  (*dir)->mutable_directory().Insert(name, Directory::Entry{inode.ino, inode.type});
+  dir->mutable_directory().Insert(name, Directory::Entry{inode.ino, inode.type});
   state.table.AddLookup(inode);
   if (open) state.table.AddOpen(inode);
   return st;
@@ -141,22 +138,19 @@ absl::Status RemoveNamed(FilesystemState& state, InodeNumber parent, absl::strin
   std::shared_ptr<Inode> victim;
   {
     absl::MutexLock namespace_lock(&state.namespace_mu);
-    absl::StatusOr<std::shared_ptr<Inode>> dir = state.GetDirectory(parent);
-    if (!dir.ok()) return dir.status();
+    CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> dir, state.GetDirectory(parent));
     state.WritesNamespace();
-    std::optional<Directory::Entry> entry = (*dir)->directory().Find(name);
+    std::optional<Directory::Entry> entry = dir->directory().Find(name);
     if (!entry) return PosixError(ENOENT);
     if (directory && entry->type != S_IFDIR) return PosixError(ENOTDIR);
     if (!directory && entry->type == S_IFDIR) return PosixError(EISDIR);
-    absl::StatusOr<std::shared_ptr<Inode>> found = state.Get(entry->ino);
-    if (!found.ok()) return found.status();
-    victim = *found;
+    CUDAFS_ASSIGN_OR_RETURN(victim, state.Get(entry->ino));
     if (directory && !victim->directory().empty()) return PosixError(ENOTEMPTY);
     const timespec now = Now();
-    InodePairLock lock(**dir, *victim);
-    (*dir)->mutable_directory().Erase(name);
-    Unname(state, **dir, *victim, now);
-    (*dir)->mtime = (*dir)->ctime = now;
+    InodePairLock lock(*dir, *victim);
+    dir->mutable_directory().Erase(name);
+    Unname(state, *dir, *victim, now);
+    dir->mtime = dir->ctime = now;
   }
   state.table.DropIfUnused(victim);
   return absl::OkStatus();
@@ -226,9 +220,7 @@ absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_
   {
     absl::ReaderMutexLock namespace_lock(&state_->namespace_mu);
     state_->ReadsNamespace();
-    absl::StatusOr<std::shared_ptr<Inode>> found = Named(*state_, parent, name);
-    if (!found.ok()) return found.status();
-    inode = *std::move(found);
+    CUDAFS_ASSIGN_OR_RETURN(inode, Named(*state_, parent, name));
     // Take the reference before the namespace lock goes, so a racing
     // unlink cannot drop the inode in between.
     state_->table.AddLookup(*inode);
@@ -277,15 +269,14 @@ absl::StatusOr<struct stat> Filesystem::SymbolicLink(InodeNumber parent, absl::s
                                                      const Caller& caller) {
   if (target.empty()) return PosixError(ENOENT);
   if (target.size() > kSymlinkMax) return PosixError(ENAMETOOLONG);
-  if (absl::Status status = ValidateName(name); !status.ok()) return status;
-  absl::StatusOr<std::unique_ptr<const SymlinkTarget>> stored =
-      SymlinkTarget::Make(&state_->symlink_space, target);
-  if (!stored.ok()) return stored.status();
+  CUDAFS_RETURN_IF_ERROR(ValidateName(name));
+  CUDAFS_ASSIGN_OR_RETURN(std::unique_ptr<const SymlinkTarget> stored,
+                          SymlinkTarget::Make(&state_->symlink_space, target));
   return CreateNamed(
       *state_, parent, name, S_IFLNK | 0777, 0, caller,
       [&](Inode& inode) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         inode.size = target.size();
-        inode.set_symlink_target(*std::move(stored));
+        inode.set_symlink_target(std::move(stored));
       },
       false);
 }
@@ -302,32 +293,28 @@ absl::StatusOr<struct stat> Filesystem::Create(InodeNumber parent, absl::string_
 
 absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_parent,
                                              absl::string_view new_name) {
-  if (absl::Status status = ValidateName(new_name); !status.ok()) return status;
+  CUDAFS_RETURN_IF_ERROR(ValidateName(new_name));
   absl::MutexLock namespace_lock(&state_->namespace_mu);
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   if (inode.is_directory()) return PosixError(EPERM);
-  absl::StatusOr<std::shared_ptr<Inode>> dir = state_->GetDirectory(new_parent);
-  if (!dir.ok()) return dir.status();
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> dir, state_->GetDirectory(new_parent));
   state_->WritesNamespace();
-  if (IsDotOrDotDot(new_name) || (*dir)->directory().Find(new_name)) return PosixError(EEXIST);
+  if (IsDotOrDotDot(new_name) || dir->directory().Find(new_name)) return PosixError(EEXIST);
   const timespec now = Now();
   struct stat st;
   {
-    InodePairLock lock(**dir, inode);
+    InodePairLock lock(*dir, inode);
     if (inode.nlink == 0) return PosixError(ENOENT);  // unlinked but still open
     // Every name past the first takes an inode slot, as in tmpfs: links
     // cannot grow the daemon's memory past nr_inodes.
-    if (absl::Status status = state_->table.ReserveSpace(InodeTable::kSlotBytes); !status.ok()) {
-      return status;
-    }
+    CUDAFS_RETURN_IF_ERROR(state_->table.ReserveSpace(InodeTable::kSlotBytes));
     ++inode.nlink;
     inode.ctime = now;
-    (*dir)->mtime = (*dir)->ctime = now;
+    dir->mtime = dir->ctime = now;
     FillStat(inode, &st);
   }
-  (*dir)->mutable_directory().Insert(new_name, Directory::Entry{inode.ino, inode.type});
+  dir->mutable_directory().Insert(new_name, Directory::Entry{inode.ino, inode.type});
   state_->table.AddLookup(inode);
   return st;
 }
@@ -348,32 +335,27 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
   }
   const bool exchange = flags & RENAME_EXCHANGE;
   if (name.size() > kNameMax) return PosixError(ENAMETOOLONG);
-  if (absl::Status status = ValidateName(new_name); !status.ok()) return status;
+  CUDAFS_RETURN_IF_ERROR(ValidateName(new_name));
   if (IsDotOrDotDot(name) || IsDotOrDotDot(new_name)) return PosixError(EBUSY);
   std::shared_ptr<Inode> victim;
   {
     absl::MutexLock namespace_lock(&state_->namespace_mu);
-    absl::StatusOr<std::shared_ptr<Inode>> from_dir = state_->GetDirectory(parent);
-    if (!from_dir.ok()) return from_dir.status();
-    absl::StatusOr<std::shared_ptr<Inode>> to_dir = state_->GetDirectory(new_parent);
-    if (!to_dir.ok()) return to_dir.status();
+    CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> from_dir, state_->GetDirectory(parent));
+    CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> to_dir, state_->GetDirectory(new_parent));
     state_->ReadsNamespace();
-    std::optional<Directory::Entry> source = (*from_dir)->directory().Find(name);
+    std::optional<Directory::Entry> source = from_dir->directory().Find(name);
     if (!source) return PosixError(ENOENT);
-    std::optional<Directory::Entry> target = (*to_dir)->directory().Find(new_name);
+    std::optional<Directory::Entry> target = to_dir->directory().Find(new_name);
     if ((flags & RENAME_NOREPLACE) && target) return PosixError(EEXIST);
     if (exchange && !target) return PosixError(ENOENT);
     if (target && target->ino == source->ino) return absl::OkStatus();  // same file
 
-    absl::StatusOr<std::shared_ptr<Inode>> moved = state_->Get(source->ino);
-    if (!moved.ok()) return moved.status();
+    CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> moved, state_->Get(source->ino));
     std::shared_ptr<Inode> replaced;
     if (target) {
-      absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(target->ino);
-      if (!found.ok()) return found.status();
-      replaced = *found;
+      CUDAFS_ASSIGN_OR_RETURN(replaced, state_->Get(target->ino));
     }
-    const bool moved_is_dir = (*moved)->is_directory();
+    const bool moved_is_dir = moved->is_directory();
     const bool replaced_is_dir = replaced && replaced->is_directory();
     const bool cross = parent != new_parent;
     // A directory may not move below itself; for an exchange, neither.
@@ -393,12 +375,12 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
 
     // Lock every inode involved, in inode-number order; safe because the
     // namespace lock is held exclusively, so no other thread holds two.
-    std::vector<Inode*> involved = {from_dir->get(), to_dir->get(), moved->get()};
+    std::vector<Inode*> involved = {from_dir.get(), to_dir.get(), moved.get()};
     if (replaced) involved.push_back(replaced.get());
     std::sort(involved.begin(), involved.end(), [](Inode* a, Inode* b) { return a->ino < b->ino; });
     involved.erase(std::unique(involved.begin(), involved.end()), involved.end());
     LockAll(involved);
-    RenameLocked(*state_, **from_dir, name, **to_dir, new_name, **moved, replaced.get(), exchange);
+    RenameLocked(*state_, *from_dir, name, *to_dir, new_name, *moved, replaced.get(), exchange);
     UnlockAll(involved);
     if (!exchange) victim = replaced;
   }
@@ -407,9 +389,8 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
 }
 
 absl::StatusOr<std::string> Filesystem::ReadLink(InodeNumber ino) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   if (!inode.is_symlink()) return PosixError(EINVAL);
   // Reading a link is an access (touch_atime in do_readlinkat and when a
   // path follows it), with the relatime rules of a read.
@@ -420,9 +401,8 @@ absl::StatusOr<std::string> Filesystem::ReadLink(InodeNumber ino) {
 absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool plus,
                                        const std::function<bool(const DirectoryEntry&)>& emit) {
   absl::ReaderMutexLock namespace_lock(&state_->namespace_mu);
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& dir = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& dir = *found;
   if (!dir.is_directory()) return PosixError(ENOTDIR);
   state_->ReadsNamespace();
   // Fills an entry's attributes; "." and ".." never carry a reference.

@@ -2,18 +2,9 @@
 
 #include <sys/stat.h>
 
-#include <algorithm>
-
 #include "absl/strings/match.h"
 
 namespace cudafs {
-
-bool Caller::InGroup(gid_t gid) const {
-  if (gid == gid_) return true;
-  if (!fetch_groups_) return false;
-  if (!groups_) groups_ = fetch_groups_();
-  return std::find(groups_->begin(), groups_->end(), gid) != groups_->end();
-}
 
 Ownership OwnershipOfNew(mode_t mode, const Caller& caller, mode_t parent_mode, gid_t parent_gid) {
   // setgid directories hand their group down, and their setgid bit to
@@ -41,13 +32,6 @@ mode_t ModeAfterChown(mode_t mode) {
   mode &= ~S_ISUID;
   if (mode & S_IXGRP) mode &= ~S_ISGID;
   return mode;
-}
-
-bool Caller::sees_trusted_names() const {
-  if (!sees_trusted_names_) {
-    sees_trusted_names_ = check_trusted_names_ ? check_trusted_names_() : uid_ == 0;
-  }
-  return *sees_trusted_names_;
 }
 
 bool ListsExtendedAttribute(absl::string_view name, const Caller& caller) {

@@ -12,6 +12,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
 #include "alloc/base/errors.h"
+#include "alloc/base/status_macros.h"
 #include "alloc/devices/device.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
@@ -101,9 +102,8 @@ uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t
 }
 
 absl::StatusOr<std::string> Filesystem::Where(InodeNumber ino) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   if (!inode.is_regular()) return PosixError(ENODATA);
   const Device& device = state_->arena->device();
   absl::btree_map<std::string, uint64_t> places;

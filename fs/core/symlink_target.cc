@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "alloc/base/status_macros.h"
+
 namespace cudafs {
 
 absl::StatusOr<std::unique_ptr<const SymlinkTarget>> SymlinkTarget::Make(
@@ -11,9 +13,7 @@ absl::StatusOr<std::unique_ptr<const SymlinkTarget>> SymlinkTarget::Make(
         new SymlinkTarget(std::string(target), nullptr, target.size()));
   }
   auto blocks = std::make_unique<ExtentMap>(space);
-  if (absl::Status status = blocks->Write(0, target.data(), target.size()); !status.ok()) {
-    return status;
-  }
+  CUDAFS_RETURN_IF_ERROR(blocks->Write(0, target.data(), target.size()));
   return std::unique_ptr<const SymlinkTarget>(
       new SymlinkTarget(std::string(), std::move(blocks), target.size()));
 }
@@ -21,9 +21,7 @@ absl::StatusOr<std::unique_ptr<const SymlinkTarget>> SymlinkTarget::Make(
 absl::StatusOr<std::string> SymlinkTarget::Read() const {
   if (!long_target_) return short_target_;
   std::string target(size_, '\0');
-  if (absl::Status status = long_target_->Read(0, size_, target.data()); !status.ok()) {
-    return status;
-  }
+  CUDAFS_RETURN_IF_ERROR(long_target_->Read(0, size_, target.data()));
   return target;
 }
 

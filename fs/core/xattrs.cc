@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "alloc/base/errors.h"
+#include "alloc/base/status_macros.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
 
@@ -49,11 +50,10 @@ absl::Status WhereIsReadOnly() {
 
 absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view name,
                                               absl::string_view value, int flags) {
-  if (absl::Status status = ValidateXattrName(name); !status.ok()) return status;
+  CUDAFS_RETURN_IF_ERROR(ValidateXattrName(name));
   if (value.size() > kXattrValueMax) return PosixError(E2BIG);
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   if (name == kWhereAttribute && inode.is_regular()) return WhereIsReadOnly();
   absl::MutexLock lock(&inode.mu);
   const std::string* old_value = FindXattr(inode, name);
@@ -62,9 +62,7 @@ absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view
   const uint64_t old_bytes = old_value ? Inode::XattrSpaceOf(name, *old_value) : 0;
   const uint64_t new_bytes = Inode::XattrSpaceOf(name, value);
   if (new_bytes > old_bytes) {
-    if (absl::Status status = state_->table.ReserveSpace(new_bytes - old_bytes); !status.ok()) {
-      return status;
-    }
+    CUDAFS_RETURN_IF_ERROR(state_->table.ReserveSpace(new_bytes - old_bytes));
   } else {
     state_->table.ReleaseSpace(old_bytes - new_bytes);
   }
@@ -76,10 +74,9 @@ absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view
 
 absl::StatusOr<std::string> Filesystem::GetExtendedAttribute(InodeNumber ino,
                                                              absl::string_view name) {
-  if (absl::Status status = ValidateXattrName(name); !status.ok()) return status;
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_RETURN_IF_ERROR(ValidateXattrName(name));
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   if (name == kWhereAttribute && inode.is_regular()) return Where(ino);
   absl::ReaderMutexLock lock(&inode.mu);
   const std::string* value = FindXattr(inode, name);
@@ -89,9 +86,8 @@ absl::StatusOr<std::string> Filesystem::GetExtendedAttribute(InodeNumber ino,
 
 absl::StatusOr<std::string> Filesystem::ListExtendedAttributes(InodeNumber ino,
                                                                const Caller& caller) {
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   absl::ReaderMutexLock lock(&inode.mu);
   std::string names;
   if (!inode.xattrs) return names;
@@ -104,10 +100,9 @@ absl::StatusOr<std::string> Filesystem::ListExtendedAttributes(InodeNumber ino,
 }
 
 absl::Status Filesystem::RemoveExtendedAttribute(InodeNumber ino, absl::string_view name) {
-  if (absl::Status status = ValidateXattrName(name); !status.ok()) return status;
-  absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (!found.ok()) return found.status();
-  Inode& inode = **found;
+  CUDAFS_RETURN_IF_ERROR(ValidateXattrName(name));
+  CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
+  Inode& inode = *found;
   if (name == kWhereAttribute && inode.is_regular()) return WhereIsReadOnly();
   absl::MutexLock lock(&inode.mu);
   const std::string* value = FindXattr(inode, name);

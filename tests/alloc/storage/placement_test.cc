@@ -1,6 +1,7 @@
 // The arena over a device of several parts (a PooledDevice of host
 // devices standing in for GPUs): blocks stay in one part, the capacity
-// bounds the sum, and files are placed as extent_map.h says.
+// bounds the sum, and files are placed as docs/DESIGN.md (*Several GPUs*)
+// says.
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -1,7 +1,7 @@
 // Containing: a lookup in a map of ranges by their start, shared by
 // PhysicalPieces and the CUDA device's table of pinned host ranges.
-#ifndef CUDAFS_ALLOC_DEVICES_SORTED_RANGES_H_
-#define CUDAFS_ALLOC_DEVICES_SORTED_RANGES_H_
+#ifndef CUDAFS_ALLOC_DEVICES_CONTAINING_H_
+#define CUDAFS_ALLOC_DEVICES_CONTAINING_H_
 
 #include <cstdint>
 
@@ -19,4 +19,4 @@ auto Containing(Map& ranges, uint64_t at, LengthOf length_of) {
 
 }  // namespace cudafs
 
-#endif  // CUDAFS_ALLOC_DEVICES_SORTED_RANGES_H_
+#endif  // CUDAFS_ALLOC_DEVICES_CONTAINING_H_
