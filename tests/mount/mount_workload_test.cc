@@ -4,9 +4,22 @@
 // targeted tests miss.
 //
 // Each workload skips, saying so, when its tools are missing.
+#include <stdlib.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "tests/mount/mount.h"
 #include "tests/mount/mount_fixture.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
+#include "tests/support/timestamps.h"
 
 namespace cudafs_test {
+
+using namespace std::chrono_literals;
 namespace {
 
 // Single-quoted for /bin/sh.
