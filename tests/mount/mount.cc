@@ -56,6 +56,14 @@ bool LibfuseAtLeast(int major, int minor) {
   return built_with >= std::pair(major, minor);
 }
 
+bool UnmountAndWait(const std::string& mountpoint, std::optional<pid_t> daemon) {
+  if (IsMounted(mountpoint)) RunCommand({"fusermount3", "-u", mountpoint});
+  if (IsMounted(mountpoint)) RunCommand({"umount", "-l", mountpoint});
+  const bool gone = !IsMounted(mountpoint);
+  if (daemon) Eventually([&] { return !ProcessAlive(*daemon); }, 10s);
+  return gone;
+}
+
 testing::AssertionResult Mount::Start(const std::vector<std::string>& options,
                                       const std::string& source,
                                       const std::vector<std::string>& extra_args) {
@@ -92,10 +100,7 @@ testing::AssertionResult Mount::Start(const std::vector<std::string>& options,
 
 bool Mount::Unmount() {
   if (path_.empty()) return true;
-  if (IsMounted(path_)) RunCommand({"fusermount3", "-u", path_});
-  if (IsMounted(path_)) RunCommand({"umount", "-l", path_});
-  const bool gone = !IsMounted(path_);
-  if (daemon_) Eventually([&] { return !ProcessAlive(*daemon_); }, 10s);
+  const bool gone = UnmountAndWait(path_, daemon_);
   if (gone) rmdir(path_.c_str());
   path_.clear();
   daemon_.reset();

@@ -30,6 +30,12 @@ std::optional<std::string> WhyCannotMount(const std::string& backend);
 // O_TRUNC); the fallback build against Debian 12's 3.14 has none of them.
 bool LibfuseAtLeast(int major, int minor);
 
+// Unmounts whatever is mounted on `mountpoint` (fusermount3 -u, else
+// umount -l) and waits up to 10 s for `daemon`, which served it, to exit (it
+// may hold device memory the next mount wants). Returns whether nothing is
+// mounted there any more.
+bool UnmountAndWait(const std::string& mountpoint, std::optional<pid_t> daemon);
+
 // A cudafs mount on a fresh temporary directory, unmounted and removed on
 // destruction.
 class Mount {
@@ -45,9 +51,8 @@ class Mount {
                                  const std::string& source = "",
                                  const std::vector<std::string>& extra_args = {});
 
-  // Unmounts (fusermount3 -u, else umount -l), waits for the daemon to exit
-  // (it may hold device memory the next mount wants) and removes the
-  // mountpoint. Returns whether the mount is gone.
+  // UnmountAndWait, then removes the mountpoint. Returns whether the mount
+  // is gone.
   bool Unmount();
 
   const std::string& path() const { return path_; }

@@ -30,6 +30,7 @@
 namespace cudafs_test {
 
 using namespace std::chrono_literals;
+
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;

@@ -80,6 +80,7 @@
 namespace cudafs_test {
 
 using namespace std::chrono_literals;
+
 namespace {
 
 // FS_IOC_GETFLAGS from <linux/fs.h>, which clashes with <sys/mount.h>.

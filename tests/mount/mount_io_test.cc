@@ -43,6 +43,7 @@
 namespace cudafs_test {
 
 using namespace std::chrono_literals;
+
 namespace {
 
 // Decrements a count of running writers however the writer's thread ends

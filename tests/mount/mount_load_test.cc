@@ -42,6 +42,7 @@
 namespace cudafs_test {
 
 using namespace std::chrono_literals;
+
 namespace {
 
 // Resident memory of `pid` in KiB, from /proc.

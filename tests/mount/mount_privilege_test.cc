@@ -34,6 +34,7 @@
 namespace cudafs_test {
 
 using namespace std::chrono_literals;
+
 namespace {
 
 using PrivilegeTest = FsTest;

@@ -32,6 +32,7 @@
 namespace cudafs_test {
 
 using namespace std::chrono_literals;
+
 namespace {
 
 using ShareLimitsTest = FsTest;

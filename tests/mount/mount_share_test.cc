@@ -46,6 +46,7 @@
 namespace cudafs_test {
 
 using namespace std::chrono_literals;
+
 namespace {
 
 using ShareTest = FsTest;

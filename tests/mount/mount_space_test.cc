@@ -33,6 +33,7 @@
 namespace cudafs_test {
 
 using namespace std::chrono_literals;
+
 namespace {
 
 constexpr size_t kKiB = 1 << 10;
