@@ -524,7 +524,7 @@ class ModelTest : public FsTest {
   }
 
   void Run() {
-    SCOPED_TRACE(cudafs::SeedTrace(Seed()) + " CUDAFS_MODEL_OPS=" + std::to_string(Operations()));
+    SCOPED_TRACE(cudafs::SeedTrace(Seed(), "CUDAFS_MODEL_OPS=" + std::to_string(Operations())));
     EXPECT_TRUE(Model(root(), Seed()).Run(Operations()));
   }
 
