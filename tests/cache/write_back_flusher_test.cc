@@ -22,6 +22,7 @@
 #include "cache/cached_file.h"
 #include "cache/page_cache.h"
 #include "gtest/gtest.h"
+#include "tests/support/eventually.h"
 
 namespace cudafs {
 namespace {
@@ -90,12 +91,8 @@ class WriteBackFlusherTest : public testing::Test {
 
   // Whether the cache is clean within kPatience.
   bool BecomesClean() const {
-    const absl::Time deadline = absl::Now() + kPatience;
-    while (DirtyBytes() > 0) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return true;
+    return cudafs_test::Eventually([&] { return DirtyBytes() == 0; },
+                                   absl::ToChronoMilliseconds(kPatience));
   }
 
   std::unique_ptr<HostDevice> host_;
@@ -166,11 +163,9 @@ TEST_F(WriteBackFlusherTest, FailingDeviceIsReportedOnceAndNotSpunOn) {
   ASSERT_TRUE(BecomesClean());
   faulty_->SetProbability(1.0);
   Dirty(0, kCachePages / 2 + 1);
-  const absl::Time deadline = absl::Now() + kPatience;
   int flushes_before = flushes_;
-  while (flushes_ < flushes_before + 2 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  cudafs_test::Eventually([&] { return flushes_ >= flushes_before + 2; },
+                          absl::ToChronoMilliseconds(kPatience));
   faulty_->SetProbability(0);
   flusher_.reset();
   const std::string log = testing::internal::GetCapturedStderr();

@@ -5,17 +5,52 @@
 // through mount(8) and mount.fuse3.
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
 
+#include "tests/mount/mount.h"
 #include "tests/mount/mount_fixture.h"
+#include "tests/mount/mount_table.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/eventually.h"
+#include "tests/support/fd.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
+#include "tests/support/temp_dir.h"
 
 namespace cudafs_test {
+
+using namespace std::chrono_literals;
+
 namespace {
 
 constexpr int kExitUsage = 2;
@@ -33,30 +68,23 @@ std::vector<std::string> Lines(const std::string& text) {
 
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-// Single-quoted for /bin/sh.
 // A fresh directory to mount on. On destruction, whatever got mounted there
 // is unmounted (so a test that fails half-way leaves nothing behind), its
 // daemon waited for, and the directory removed.
 class ScratchDir {
  public:
-  ScratchDir() {
-    char pattern[] = "/tmp/cudafs-cli-XXXXXX";
-    if (mkdtemp(pattern) != nullptr) path_ = pattern;
-  }
+  ScratchDir() : dir_("/tmp/cudafs-cli-") {}
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
   ~ScratchDir() {
-    if (path_.empty()) return;
-    const std::optional<pid_t> daemon = FindDaemon(path_);
-    if (IsMounted(path_)) RunCommand({"fusermount3", "-u", path_});
-    if (IsMounted(path_)) RunCommand({"umount", "-l", path_});
-    if (daemon) Eventually([&] { return !ProcessAlive(*daemon); }, 10s);
-    if (!IsMounted(path_)) RunShell("rm -rf " + ShellQuote(path_));
+    if (path().empty()) return;
+    // A mount that stays keeps its files.
+    if (!UnmountAndWait(path(), FindDaemon(path()))) dir_.Keep();
   }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return dir_.path(); }
 
  private:
-  std::string path_;
+  TempDir dir_;
 };
 
 // Neither a mount nor a daemon for `mountpoint` exists (a failed daemon may
@@ -1622,37 +1650,6 @@ CUDAFS_INSTANTIATE_BACKENDS(CliMountTest);
 // ---------------------------------------------------------------------------
 // fstab
 
-// Mounts `mountpoint` from a temporary fstab holding `line` with
-// `mount --fstab`, checks the mount, and unmounts it.
-void MountFromFstab(const std::string& dir, const std::string& mountpoint,
-                    const std::string& line) {
-  const std::string fstab = dir + "/fstab";
-  ASSERT_TRUE(WriteFile(fstab, line + "\n"));
-  const CommandResult result = RunCommand({"mount", "--fstab", fstab, mountpoint}, 60s);
-  ASSERT_EQ(result.exit_code, 0) << "fstab line: " << line << "\n" << result.out << result.err;
-  const std::optional<MountEntry> entry = FindMount(mountpoint);
-  ASSERT_TRUE(entry.has_value()) << "mount exited 0 but nothing is mounted";
-  EXPECT_EQ(entry->fstype, "fuse.cudafs");
-  EXPECT_EQ(entry->source, "cudafs-src");
-  EXPECT_TRUE(entry->options.starts_with("rw")) << entry->options;
-  // The cudafs options arrived.
-  const std::optional<struct statvfs> st = StatFs(mountpoint);
-  ASSERT_TRUE(st.has_value());
-  EXPECT_EQ(uint64_t{st->f_blocks} * st->f_frsize, 64 * kMiB);
-  const std::optional<struct stat> root = StatPath(mountpoint);
-  ASSERT_TRUE(root.has_value());
-  EXPECT_EQ(root->st_mode & 07777, 0750u);
-  ASSERT_TRUE(WriteFile(mountpoint + "/file", "from fstab\n"));
-  EXPECT_EQ(ReadFile(mountpoint + "/file"), "from fstab\n");
-  const std::optional<pid_t> daemon = FindDaemon(mountpoint);
-  EXPECT_TRUE(daemon.has_value());
-  EXPECT_TRUE(UnmountNow(mountpoint));
-  EXPECT_FALSE(IsMounted(mountpoint));
-  if (daemon) {
-    EXPECT_TRUE(Eventually([&] { return !ProcessAlive(*daemon); }, 10s));
-  }
-}
-
 void SkipUnlessMountHelpers() {
   for (const char* tool : {"mount", "mount.fuse3", "fusermount3"}) {
     if (!HaveTool(tool) && access((std::string("/sbin/") + tool).c_str(), X_OK) != 0) {
@@ -1661,14 +1658,70 @@ void SkipUnlessMountHelpers() {
   }
 }
 
+// Mounting from fstab through mount(8) and mount.fuse3: skips where cudafs
+// cannot mount or the helpers are missing, and gives each test a directory
+// for its fstab and a mountpoint.
+class CliFstabTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_UNLESS_CAN_MOUNT();
+    SkipUnlessMountHelpers();
+    if (IsSkipped()) return;
+    ASSERT_FALSE(dir_.path().empty());
+    ASSERT_FALSE(mnt_.path().empty());
+  }
+
+  const std::string& mountpoint() const { return mnt_.path(); }
+
+  // Writes an fstab holding `line` and mounts mountpoint() from it with
+  // `mount --fstab`, which must exit 0.
+  testing::AssertionResult MountLine(const std::string& line) {
+    const std::string fstab = dir_.path() + "/fstab";
+    if (testing::AssertionResult written = WriteFile(fstab, line + "\n"); !written) return written;
+    const CommandResult result = RunCommand({"mount", "--fstab", fstab, mountpoint()}, 60s);
+    if (result.exit_code == 0) return testing::AssertionSuccess();
+    return testing::AssertionFailure()
+           << "mount exited " << result.exit_code << "; fstab line: " << line << "\n"
+           << result.out << result.err;
+  }
+
+  // Mounts mountpoint() from an fstab holding `line`, checks the mount, and
+  // unmounts it.
+  void MountFromFstab(const std::string& line) {
+    ASSERT_TRUE(MountLine(line));
+    const std::optional<MountEntry> entry = FindMount(mountpoint());
+    ASSERT_TRUE(entry.has_value()) << "mount exited 0 but nothing is mounted";
+    EXPECT_EQ(entry->fstype, "fuse.cudafs");
+    EXPECT_EQ(entry->source, "cudafs-src");
+    EXPECT_TRUE(entry->options.starts_with("rw")) << entry->options;
+    // The cudafs options arrived.
+    const std::optional<struct statvfs> st = StatFs(mountpoint());
+    ASSERT_TRUE(st.has_value());
+    EXPECT_EQ(uint64_t{st->f_blocks} * st->f_frsize, 64 * kMiB);
+    const std::optional<struct stat> root = StatPath(mountpoint());
+    ASSERT_TRUE(root.has_value());
+    EXPECT_EQ(root->st_mode & 07777, 0750u);
+    ASSERT_TRUE(WriteFile(mountpoint() + "/file", "from fstab\n"));
+    EXPECT_EQ(ReadFile(mountpoint() + "/file"), "from fstab\n");
+    const std::optional<pid_t> daemon = FindDaemon(mountpoint());
+    EXPECT_TRUE(daemon.has_value());
+    EXPECT_TRUE(UnmountNow(mountpoint()));
+    EXPECT_FALSE(IsMounted(mountpoint()));
+    if (daemon) {
+      EXPECT_TRUE(Eventually([&] { return !ProcessAlive(*daemon); }, 10s));
+    }
+  }
+
+ private:
+  ScratchDir dir_;  // for the fstab file
+  ScratchDir mnt_;
+};
+
 // The usual fstab entry: type fuse.cudafs makes mount.fuse3 run `cudafs`.
 // mount(8) starts helpers without the caller's PATH, so `cudafs` must be
 // installed where /bin/sh finds it by default (`make install` puts it in
 // /usr/local/bin); a symlink in a directory added to PATH is not seen.
-TEST(CliFstabTest, TypeFuseCudafsRunsInstalledBinary) {
-  SKIP_UNLESS_CAN_MOUNT();
-  SkipUnlessMountHelpers();
-  if (IsSkipped()) return;
+TEST_F(CliFstabTest, TypeFuseCudafsRunsInstalledBinary) {
   const CommandResult installed = RunCommand({"env", "-i", "/bin/sh", "-c", "command -v cudafs"});
   if (installed.exit_code != 0) {
     GTEST_SKIP() << "cudafs is not installed on the default PATH that mount(8) gives its "
@@ -1679,53 +1732,28 @@ TEST(CliFstabTest, TypeFuseCudafsRunsInstalledBinary) {
     GTEST_SKIP() << "the installed " << installed_path << " is not the binary under test ("
                  << kBinary << ")";
   }
-  ScratchDir dir;  // for the fstab file
-  ScratchDir mnt;
-  ASSERT_FALSE(dir.path().empty());
-  ASSERT_FALSE(mnt.path().empty());
-  const std::string& mountpoint = mnt.path();
-  MountFromFstab(dir.path(), mountpoint,
-                 "cudafs-src " + mountpoint +
-                     " fuse.cudafs backend=host,size=64m,mode=0750,noauto 0 0");
+  MountFromFstab("cudafs-src " + mountpoint() +
+                 " fuse.cudafs backend=host,size=64m,mode=0750,noauto 0 0");
 }
 
 // The older form, type fuse with PROGRAM#SOURCE, names the binary by path, so
 // it runs the binary under test wherever it is.
-TEST(CliFstabTest, TypeFuseWithProgramPath) {
-  SKIP_UNLESS_CAN_MOUNT();
-  SkipUnlessMountHelpers();
-  if (IsSkipped()) return;
-  ScratchDir dir;  // for the fstab file
-  ScratchDir mnt;
-  ASSERT_FALSE(dir.path().empty());
-  ASSERT_FALSE(mnt.path().empty());
-  const std::string& mountpoint = mnt.path();
-  MountFromFstab(dir.path(), mountpoint,
-                 std::string(kBinary) + "#cudafs-src " + mountpoint +
-                     " fuse backend=host,size=64m,mode=0750,noauto 0 0");
+TEST_F(CliFstabTest, TypeFuseWithProgramPath) {
+  MountFromFstab(std::string(kBinary) + "#cudafs-src " + mountpoint() +
+                 " fuse backend=host,size=64m,mode=0750,noauto 0 0");
 }
 
 // The first field of an fstab line reaches cudafs as SOURCE through
 // mount.fuse3: commas in it stay part of the name.
-TEST(CliFstabTest, SourceWithCommasAddsNoOptions) {
-  SKIP_UNLESS_CAN_MOUNT();
-  SkipUnlessMountHelpers();
-  if (IsSkipped()) return;
-  ScratchDir dir;  // for the fstab file
-  ScratchDir mnt;
-  ASSERT_FALSE(dir.path().empty());
-  ASSERT_FALSE(mnt.path().empty());
-  const std::string fstab = dir.path() + "/fstab";
-  ASSERT_TRUE(WriteFile(fstab, std::string(kBinary) + "#x,subtype=evil,allow_other " + mnt.path() +
-                                   " fuse backend=host,size=64m,noauto 0 0\n"));
-  const CommandResult result = RunCommand({"mount", "--fstab", fstab, mnt.path()}, 60s);
-  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
-  const std::optional<MountEntry> entry = FindMount(mnt.path());
+TEST_F(CliFstabTest, SourceWithCommasAddsNoOptions) {
+  ASSERT_TRUE(MountLine(std::string(kBinary) + "#x,subtype=evil,allow_other " + mountpoint() +
+                        " fuse backend=host,size=64m,noauto 0 0"));
+  const std::optional<MountEntry> entry = FindMount(mountpoint());
   ASSERT_TRUE(entry.has_value()) << "mount exited 0 but nothing is mounted";
   EXPECT_EQ(entry->fstype, "fuse.cudafs");
   EXPECT_EQ(entry->source, "x,subtype=evil,allow_other");
   EXPECT_EQ(entry->super_options.find("allow_other"), std::string::npos) << entry->super_options;
-  EXPECT_TRUE(UnmountNow(mnt.path()));
+  EXPECT_TRUE(UnmountNow(mountpoint()));
 }
 
 }  // namespace

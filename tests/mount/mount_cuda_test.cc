@@ -1,19 +1,38 @@
 // Mount tests only a GPU can run: VRAM use follows what is stored, ENOSPC
-// when the GPU's memory runs out below size=, recycled VRAM reads as zeros.
+// when the GPU's memory runs out below size= (without spill=), writes going
+// to host memory instead (with it), recycled VRAM reads as zeros.
 // They skip where cudafs has no CUDA device or the machine has no GPU.
-#include "tests/mount/mount_fixture.h"
-
-#ifdef CUDAFS_WITH_CUDA
-
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/mount/mount.h"
+#include "tests/mount/mount_fixture.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/eventually.h"
+#include "tests/support/fd.h"
+#include "tests/support/file_io.h"
+
+#ifdef CUDAFS_WITH_CUDA
 
 #include "alloc/devices/cuda_device.h"
 
 namespace cudafs_test {
+
+using namespace std::chrono_literals;
+
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;

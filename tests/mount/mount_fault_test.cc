@@ -8,17 +8,31 @@
 //
 // CUDAFS_TEST_SEED picks the random sequence (printed on failure).
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "tests/mount/mount.h"
 #include "tests/mount/mount_fixture.h"
+#include "tests/mount/mount_table.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/fd.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
 #include "tests/support/test_scale.h"
 #include "tests/support/test_seed.h"
 

@@ -6,19 +6,44 @@
 //
 // Every expectation also holds on tmpfs: run with CUDAFS_TEST_DIR=/dev/shm
 // to check them against the kernel's own implementation.
+#include <fcntl.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "tests/mount/mount.h"
 #include "tests/mount/mount_fixture.h"
+#include "tests/mount/mount_table.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/eventually.h"
+#include "tests/support/fd.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
 
 namespace cudafs_test {
+
+using namespace std::chrono_literals;
+
 namespace {
 
 // Decrements a count of running writers however the writer's thread ends

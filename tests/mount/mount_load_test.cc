@@ -7,19 +7,42 @@
 //
 // CUDAFS_LOAD_CLIENTS (default 64) and CUDAFS_LOAD_SECONDS (default 20; 300
 // on the GPU machine) size it.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/types.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/mount/mount_fixture.h"
+#include "tests/mount/mount_table.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/eventually.h"
+#include "tests/support/fd.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
 
 namespace cudafs_test {
+
+using namespace std::chrono_literals;
+
 namespace {
 
 // Resident memory of `pid` in KiB, from /proc.

@@ -4,12 +4,31 @@
 // extended attributes. Expectations are tmpfs' (the suite passes with
 // CUDAFS_TEST_DIR=/dev/shm); the timestamp rules are also checked against
 // /dev/shm in the same run.
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/vfs.h>
 #include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/mount/mount_fixture.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/fd.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
+#include "tests/support/timestamps.h"
 
 namespace cudafs_test {
 namespace {

@@ -11,12 +11,31 @@
 // CUDAFS_MODEL_OPS the number of operations (default 20000, and 200000 on the
 // CUDA backend, which only GPU machines run), so a failure reproduces with
 // the same seed.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
+#include <random>
 #include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "tests/mount/mount_fixture.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/fd.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
 #include "tests/support/test_seed.h"
 
 namespace cudafs_test {
@@ -505,7 +524,7 @@ class ModelTest : public FsTest {
   }
 
   void Run() {
-    SCOPED_TRACE(cudafs::SeedTrace(Seed()) + " CUDAFS_MODEL_OPS=" + std::to_string(Operations()));
+    SCOPED_TRACE(cudafs::SeedTrace(Seed(), "CUDAFS_MODEL_OPS=" + std::to_string(Operations())));
     EXPECT_TRUE(Model(root(), Seed()).Run(Operations()));
   }
 

@@ -2,18 +2,33 @@
 // lookup, mkdir/rmdir, readdir, unlink, rename, hard and symbolic links,
 // special files and names. Expectations are tmpfs' (the suite passes with
 // CUDAFS_TEST_DIR=/dev/shm).
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/types.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "tests/mount/mount_fixture.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/fd.h"
+#include "tests/support/file_io.h"
 #include "tests/support/test_scale.h"
 
 namespace cudafs_test {

@@ -4,18 +4,37 @@
 // a child with an exact set of effective capabilities (capset(2)).
 // Expectations are tmpfs' (the suite passes with CUDAFS_TEST_DIR on a
 // tmpfs), except where a test says cudafs differs on purpose.
+#include <fcntl.h>
+#include <grp.h>
 #include <linux/capability.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <optional>
+#include <string>
 
 #include "tests/mount/mount_fixture.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
 
 namespace cudafs_test {
+
+using namespace std::chrono_literals;
+
 namespace {
 
 using PrivilegeTest = FsTest;

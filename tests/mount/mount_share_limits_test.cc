@@ -2,25 +2,37 @@
 // take from it (memory, time, descriptors), and a fuzzer of its protocol
 // while a legitimate program maps and the mount serves FUSE throughout.
 #include <fcntl.h>
+#include <signal.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "fs/client/cudafs.h"
 #include "tests/mount/mount_fixture.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
 #include "tests/support/raw_share_client.h"
 #include "tests/support/test_scale.h"
 
 namespace cudafs_test {
+
+using namespace std::chrono_literals;
+
 namespace {
 
 using ShareLimitsTest = FsTest;

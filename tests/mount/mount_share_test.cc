@@ -6,23 +6,47 @@
 // GPU machine.
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "fs/client/cudafs.h"
+#include "tests/mount/mount.h"
 #include "tests/mount/mount_fixture.h"
+#include "tests/mount/mount_table.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/eventually.h"
+#include "tests/support/fd.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
+#include "tests/support/timestamps.h"
 #include "tests/support/raw_share_client.h"
 
 namespace cudafs_test {
+
+using namespace std::chrono_literals;
+
 namespace {
 
 using ShareTest = FsTest;

@@ -5,11 +5,35 @@
 // Tests that do not need mount options also run on tmpfs
 // (CUDAFS_TEST_DIR=/dev/shm). A tmpfs may be shared with other programs, so
 // free-space checks there allow some slack and poll briefly.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "tests/mount/mount_fixture.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/eventually.h"
+#include "tests/support/fd.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
 
 namespace cudafs_test {
+
+using namespace std::chrono_literals;
+
 namespace {
 
 constexpr size_t kKiB = 1 << 10;

@@ -4,30 +4,25 @@
 // targeted tests miss.
 //
 // Each workload skips, saying so, when its tools are missing.
+#include <stdlib.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "tests/mount/mount.h"
 #include "tests/mount/mount_fixture.h"
+#include "tests/support/errno_check.h"
+#include "tests/support/file_io.h"
+#include "tests/support/processes.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/timestamps.h"
 
 namespace cudafs_test {
+
+using namespace std::chrono_literals;
+
 namespace {
-
-// Single-quoted for /bin/sh.
-// A temporary directory outside the filesystem under test, removed on
-// destruction.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/cudafs-workload-XXXXXX";
-    if (mkdtemp(pattern) != nullptr) path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    if (!path_.empty()) RunShell("rm -rf " + ShellQuote(path_));
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // One line per entry below `dir`: path, type and permissions, size (files
 // only: directory sizes differ between filesystems), symlink target and,

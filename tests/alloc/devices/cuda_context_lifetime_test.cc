@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "alloc/devices/cuda_device.h"
+#include "tests/support/eventually.h"
 #include "tests/support/fake_cuda_driver.h"
 
 namespace cudafs {
@@ -38,12 +39,8 @@ class CudaContextLifetimeTest : public testing::Test {
 
   // Waits up to 5 s for the device to drop its context.
   static bool AwaitRelease(const CudaDevice& device) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(5);
-    while (device.stats().has_context) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return true;
+    return cudafs_test::Eventually([&] { return !device.stats().has_context; },
+                                   std::chrono::seconds(5));
   }
 
   // Nothing made under any context is left.

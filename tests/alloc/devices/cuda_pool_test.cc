@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "alloc/devices/cuda_device.h"
 #include "alloc/devices/pooled_device.h"
+#include "tests/support/eventually.h"
 #include "tests/support/fake_cuda_driver.h"
 
 namespace cudafs {
@@ -51,12 +52,8 @@ class CudaPoolTest : public testing::Test {
   // Waits up to 5 s for GPU `index` of `pool` to drop its context.
   static bool AwaitRelease(const PooledDevice& pool, int index) {
     const auto& gpu = static_cast<const CudaDevice&>(pool.member(index));
-    const absl::Time deadline = absl::Now() + absl::Seconds(5);
-    while (gpu.stats().has_context) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return true;
+    return cudafs_test::Eventually([&] { return !gpu.stats().has_context; },
+                                   std::chrono::seconds(5));
   }
 
   FakeCudaDriver fake_;

@@ -11,13 +11,13 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/random_pattern.h"
 
 namespace cudafs {
 namespace {
@@ -28,13 +28,6 @@ std::unique_ptr<HostDevice> MakeDevice(uint64_t size) {
   absl::StatusOr<std::unique_ptr<HostDevice>> device = HostDevice::Create(size);
   EXPECT_TRUE(device.ok()) << device.status();
   return device.ok() ? std::move(*device) : nullptr;
-}
-
-std::vector<char> Pattern(size_t length, uint32_t seed) {
-  std::vector<char> bytes(length);
-  std::mt19937 rng(seed);
-  for (char& byte : bytes) byte = static_cast<char>(rng());
-  return bytes;
 }
 
 std::vector<char> ReadBack(HostDevice& device, uint64_t offset, size_t length) {

@@ -19,6 +19,7 @@
 #include "alloc/devices/host_device.h"
 #include "alloc/devices/pooled_device.h"
 #include "gtest/gtest.h"
+#include "tests/support/random_pattern.h"
 #include "tests/support/recording_device.h"
 #include "tests/support/test_seed.h"
 
@@ -37,13 +38,6 @@ std::set<uint64_t> GranulesUnder(const std::vector<Block>& blocks) {
     }
   }
   return granules;
-}
-
-std::vector<char> Pattern(size_t length, uint32_t seed) {
-  std::vector<char> bytes(length);
-  std::mt19937 rng(seed);
-  for (char& byte : bytes) byte = static_cast<char>(rng());
-  return bytes;
 }
 
 void ExpectSameBlockStats(const BuddyStats& actual, const BuddyStats& expected) {
