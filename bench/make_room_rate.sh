@@ -14,7 +14,7 @@ writers=()
 for i in $(seq 1 "$N"); do dd if=/dev/urandom of="$M/f$i" bs=8M count=128 status=none & writers+=($!); done
 wait "${writers[@]}"
 sync
-sleep 5  # as on a mount filled a while ago: host memory for the reserve is ready
+sleep "${SETTLE:-5}"  # as on a mount filled a while ago: host memory for the reserve is ready
 nvidia-smi --query-gpu=memory.used --format=csv,noheader
 s=$(date +%s%N); "$B" --make-room "$M" all; e=$(date +%s%N)
 echo "make-room all of $N GiB${OPTIONS:+ ($OPTIONS)} took $(( (e - s) / 1000000 )) ms"
