@@ -107,9 +107,8 @@ absl::StatusOr<Storage> OpenStorage(const MountPlan& plan) {
 }
 
 // A FUSE session for `context`, mounted on the mountpoint, with `notifier`
-// attached to it. libfuse gets the
-// options it handles but root's auto_unmount (the watcher's), and io_uring
-// when the plan chose it.
+// attached to it. libfuse gets the options it handles but root's
+// auto_unmount (the watcher's), and io_uring when the plan chose it.
 absl::StatusOr<fuse_session*> StartSession(const MountOptions& options, FuseContext& context,
                                            FuseKernelNotifier& notifier) {
   std::vector<std::string> arguments = {"cudafs",         "-o", "default_permissions",       "-o",

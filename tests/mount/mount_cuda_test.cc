@@ -44,20 +44,6 @@ uint64_t FreeVram() {
   return (*devices)[0].free_bytes;
 }
 
-class MountCudaTest : public BackendTest {
- protected:
-  void SetUp() override {
-    BackendTest::SetUp();
-  }
-
-  void StartCuda(const std::vector<std::string>& extra) {
-    StartOrSkip(mount_, MountOptions(extra));
-  }
-  std::string Path(const std::string& name) const { return mount_.path() + "/" + name; }
-
-  Mount mount_;
-};
-
 // Writes `size` bytes of `seed`'s pattern to `path` in 1 MiB requests.
 testing::AssertionResult WriteLarge(const std::string& path, uint64_t size, uint64_t seed) {
   Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
@@ -69,6 +55,48 @@ testing::AssertionResult WriteLarge(const std::string& path, uint64_t size, uint
   if (fdatasync(fd.get()) != 0) return testing::AssertionFailure() << "fdatasync";
   return testing::AssertionSuccess();
 }
+
+class MountCudaTest : public BackendTest {
+ protected:
+  void SetUp() override {
+    BackendTest::SetUp();
+  }
+
+  void StartCuda(const std::vector<std::string>& extra) {
+    StartOrSkip(mount_, MountOptions(extra));
+  }
+  std::string Path(const std::string& name) const { return mount_.path() + "/" + name; }
+
+  // Mounts with `extra` on GPU 0 while this process holds all of that GPU
+  // but about `leave` bytes (hog_), both CUDA contexts made first: they
+  // come with the first data and need memory too. The hog lets go at the
+  // end of the test.
+  void StartBesideHog(const std::vector<std::string>& extra, uint64_t leave) {
+    absl::StatusOr<std::vector<int>> first = cudafs::ResolveCudaDevices("");
+    ASSERT_TRUE(first.ok());
+    absl::StatusOr<std::unique_ptr<cudafs::CudaDevice>> hog =
+        cudafs::CudaDevice::Create(first->front(), 256 * kGiB);
+    ASSERT_TRUE(hog.ok()) << hog.status();
+    hog_ = *std::move(hog);
+    StartCuda(extra);
+    if (IsSkipped() || HasFatalFailure()) return;
+    ASSERT_TRUE(WriteLarge(Path("first"), kMiB, 9));
+    const uint64_t granule = hog_->granule_size();
+    ASSERT_TRUE(hog_->Commit(0, granule).ok());
+    ASSERT_TRUE(hog_->Decommit(0, granule).ok());
+    taken_ = (FreeVram() - leave) / granule * granule;
+    ASSERT_TRUE(hog_->Commit(0, taken_).ok());
+  }
+  void TearDown() override {
+    if (hog_ != nullptr && taken_ > 0) EXPECT_TRUE(hog_->Decommit(0, taken_).ok());
+    BackendTest::TearDown();
+  }
+
+  Mount mount_;
+  std::unique_ptr<cudafs::CudaDevice> hog_;
+  uint64_t taken_ = 0;
+};
+
 
 // A mount holds nothing on the GPU until the first byte of data, and gives
 // everything back, its context included, once nothing has been stored for
@@ -116,23 +144,10 @@ TEST_P(MountCudaTest, VramUseFollowsFileContent) {
 
 TEST_P(MountCudaTest, EnospcWhenTheGpuRunsOutBelowSize) {
   // Hold all but ~512 MiB of the GPU in this process, then mount a larger
-  // filesystem: it must fail writes with ENOSPC, not corrupt anything.
-  absl::StatusOr<std::vector<int>> first = cudafs::ResolveCudaDevices("");
-  ASSERT_TRUE(first.ok());
-  absl::StatusOr<std::unique_ptr<cudafs::CudaDevice>> hog =
-      cudafs::CudaDevice::Create(first->front(), 256 * kGiB);
-  ASSERT_TRUE(hog.ok()) << hog.status();
-  // The GPU the hog holds, and no host memory to write to instead.
-  StartCuda({"size=4g", "device=0", "spill=0", "reserve=0"});
+  // filesystem on it, with no host memory to write to instead: it must
+  // fail writes with ENOSPC, not corrupt anything.
+  StartBesideHog({"size=4g", "device=0", "spill=0", "reserve=0"}, 512 * kMiB);
   if (IsSkipped() || HasFatalFailure()) return;
-  // Both contexts first (they come with the first data): they need memory
-  // too.
-  ASSERT_TRUE(WriteLarge(Path("first"), kMiB, 9));
-  const uint64_t granule = (*hog)->granule_size();
-  ASSERT_TRUE((*hog)->Commit(0, granule).ok());
-  ASSERT_TRUE((*hog)->Decommit(0, granule).ok());
-  const uint64_t to_take = (FreeVram() - 512 * kMiB) / granule * granule;
-  ASSERT_TRUE((*hog)->Commit(0, to_take).ok());
 
   ASSERT_TRUE(WriteLarge(Path("keep"), 64 * kMiB, 2));
   Fd fd(open(Path("fill").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
@@ -162,25 +177,13 @@ TEST_P(MountCudaTest, EnospcWhenTheGpuRunsOutBelowSize) {
   EXPECT_TRUE(BytesEqual(*kept, expected));
   ASSERT_SYS_OK(unlink(Path("fill").c_str()));
   EXPECT_TRUE(Eventually([&] { return WriteLarge(Path("again"), 64 * kMiB, 4); }, 5s));
-  ASSERT_TRUE((*hog)->Decommit(0, to_take).ok());
 }
 
 // With host memory (spill=, on by default), a write the full GPU cannot
 // take goes there instead, up to size=, and reads back intact.
 TEST_P(MountCudaTest, WhenTheGpuIsFullWritesGoToHostMemory) {
-  absl::StatusOr<std::vector<int>> first = cudafs::ResolveCudaDevices("");
-  ASSERT_TRUE(first.ok());
-  absl::StatusOr<std::unique_ptr<cudafs::CudaDevice>> hog =
-      cudafs::CudaDevice::Create(first->front(), 256 * kGiB);
-  ASSERT_TRUE(hog.ok()) << hog.status();
-  StartCuda({"size=2g", "device=0", "reserve=0"});
+  StartBesideHog({"size=2g", "device=0", "reserve=0"}, 256 * kMiB);
   if (IsSkipped() || HasFatalFailure()) return;
-  ASSERT_TRUE(WriteLarge(Path("first"), kMiB, 9));
-  const uint64_t granule = (*hog)->granule_size();
-  ASSERT_TRUE((*hog)->Commit(0, granule).ok());
-  ASSERT_TRUE((*hog)->Decommit(0, granule).ok());
-  const uint64_t to_take = (FreeVram() - 256 * kMiB) / granule * granule;
-  ASSERT_TRUE((*hog)->Commit(0, to_take).ok());
 
   ASSERT_TRUE(WriteLarge(Path("big"), 1024 * kMiB, 6));
   char value[256] = {};
@@ -194,7 +197,6 @@ TEST_P(MountCudaTest, WhenTheGpuIsFullWritesGoToHostMemory) {
   const std::string pattern = RandomBytes(kMiB, 6);
   for (int i = 0; i < 1024; ++i) expected += pattern;
   EXPECT_TRUE(BytesEqual(*read, expected));
-  ASSERT_TRUE((*hog)->Decommit(0, to_take).ok());
 }
 
 TEST_P(MountCudaTest, RecycledVramReadsAsZeros) {

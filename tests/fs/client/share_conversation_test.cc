@@ -4,7 +4,6 @@
 // words, never a crash, a hang or a leaked descriptor.
 #include "fs/client/share_conversation.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,19 +16,14 @@
 #include "fs/client/client_error.h"
 #include "fs/wire/descriptor_socket.h"
 #include "gtest/gtest.h"
+#include "tests/support/open_descriptors.h"
 
 namespace cudafs::client {
 namespace {
 
 constexpr uint32_t kMagic = ShareMagic(kShareVersion);
 
-int OpenDescriptors() {
-  int count = 0;
-  DIR* fds = opendir("/proc/self/fd");
-  while (readdir(fds) != nullptr) ++count;
-  closedir(fds);
-  return count;
-}
+using cudafs_test::OpenDescriptors;
 
 ShareReply Reply(int error = 0, const char* why = "") {
   ShareReply reply = {};

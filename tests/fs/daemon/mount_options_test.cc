@@ -13,35 +13,12 @@
 #include "fs/daemon/command_line.h"
 #include "fs/daemon/mount_plan.h"
 #include "gtest/gtest.h"
+#include "tests/fs/daemon/parse_helpers.h"
 
 namespace cudafs {
 namespace {
 
 using Strings = std::vector<std::string>;
-
-testing::AssertionResult Contains(absl::string_view text, absl::string_view part) {
-  if (absl::StrContains(text, part)) return testing::AssertionSuccess();
-  return testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
-
-// argv with "cudafs" as argv[0].
-absl::StatusOr<MountOptions> Parse(std::initializer_list<const char*> args) {
-  std::vector<const char*> argv = {"cudafs"};
-  argv.insert(argv.end(), args);
-  return ParseCommandLine(argv);
-}
-
-// The error message of parsing `args`, after checking the promises every
-// message keeps.
-std::string ParseError(std::initializer_list<const char*> args) {
-  absl::StatusOr<MountOptions> options = Parse(args);
-  EXPECT_FALSE(options.ok());
-  if (options.ok()) return "";
-  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
-  const std::string message(options.status().message());
-  EXPECT_FALSE(absl::StrContains(message, "\n")) << message;
-  return message;
-}
 
 // -o OPTION on an otherwise valid command line.
 absl::StatusOr<MountOptions> ParseOption(const char* option) {

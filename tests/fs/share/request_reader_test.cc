@@ -2,7 +2,6 @@
 // socketpair, fed by hand as a slow, confused or hostile peer would.
 #include "fs/share/request_reader.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,19 +13,14 @@
 
 #include "fs/wire/descriptor_socket.h"
 #include "gtest/gtest.h"
+#include "tests/support/open_descriptors.h"
 
 namespace cudafs {
 namespace {
 
 using Progress = RequestReader::Progress;
 
-int OpenDescriptors() {
-  int count = 0;
-  DIR* fds = opendir("/proc/self/fd");
-  while (readdir(fds) != nullptr) ++count;
-  closedir(fds);
-  return count;
-}
+using cudafs_test::OpenDescriptors;
 
 ShareRequest Request(uint32_t op) { return {ShareMagic(kShareVersion), op, 0, 0, 0}; }
 

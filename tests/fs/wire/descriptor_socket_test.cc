@@ -4,7 +4,6 @@
 // leaking a descriptor, hanging or killing it.
 #include "fs/wire/descriptor_socket.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -17,18 +16,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/open_descriptors.h"
 
 namespace cudafs {
 namespace {
 
 // Descriptors open in this process.
-int OpenDescriptors() {
-  int count = 0;
-  DIR* fds = opendir("/proc/self/fd");
-  while (readdir(fds) != nullptr) ++count;
-  closedir(fds);
-  return count;
-}
+using cudafs_test::OpenDescriptors;
 
 bool SameFile(int a, int b) {
   struct stat sa, sb;
