@@ -110,6 +110,9 @@ class Device {
   // Whether a call should come again soon: it made progress and more is
   // wanted. Nothing by default.
   virtual bool KeepSpillReady(uint64_t /*bytes*/) { return false; }
+  // Whether [offset, offset + length) lies in memory kept ready that way,
+  // so that committing it costs nothing. False by default.
+  virtual bool IsReady(uint64_t /*offset*/, uint64_t /*length*/) const { return false; }
 
   // Where the arena's bytes are plain memory of this process (the host
   // device): the address of arena byte `offset`, so that a pool copies

@@ -34,6 +34,9 @@ class DeviceWrapper : public Device {
     return target_->PartMemory(part);
   }
   bool KeepSpillReady(uint64_t bytes) override { return target_->KeepSpillReady(bytes); }
+  bool IsReady(uint64_t offset, uint64_t length) const override {
+    return target_->IsReady(offset, length);
+  }
   char* HostView(uint64_t offset) override { return target_->HostView(offset); }
   absl::Status Commit(uint64_t offset, uint64_t length) override {
     return target_->Commit(offset, length);

@@ -112,6 +112,11 @@ bool PooledDevice::KeepSpillReady(uint64_t bytes) {
   return again;
 }
 
+bool PooledDevice::IsReady(uint64_t offset, uint64_t length) const {
+  const size_t m = MemberOf(offset, length);
+  return m < members_.size() && members_[m].device->IsReady(offset - members_[m].base, length);
+}
+
 size_t PooledDevice::MemberOf(uint64_t offset, uint64_t length) const {
   auto it = std::upper_bound(members_.begin(), members_.end(), offset,
                              [](uint64_t o, const Member& m) { return o < m.base; });

@@ -131,6 +131,15 @@ bool SpillDevice::KeepSpillReady(uint64_t bytes) {
   return pinned_ - committed_ < bytes && pinned > 0;
 }
 
+bool SpillDevice::IsReady(uint64_t offset, uint64_t length) const {
+  if (length == 0 || offset > arena_size() || length > arena_size() - offset) return false;
+  absl::MutexLock lock(&mu_);
+  for (size_t c = offset / chunk_; c <= (offset + length - 1) / chunk_; ++c) {
+    if (!chunks_[c].pinned) return false;
+  }
+  return true;
+}
+
 uint64_t SpillDevice::ready_bytes() const {
   absl::MutexLock lock(&mu_);
   return pinned_ - committed_;

@@ -40,6 +40,8 @@ class SpillDevice final : public DeviceWrapper {
   // releases emptied chunks above it at once. Best effort: memory the host
   // refuses is simply not ready.
   bool KeepSpillReady(uint64_t bytes) override;
+  // Whether every chunk of the range is pinned.
+  bool IsReady(uint64_t offset, uint64_t length) const override;
   static constexpr int kReadyChunks = 4;
 
   // Registered memory not committed, and registered memory in all.

@@ -78,6 +78,14 @@ absl::StatusOr<Block> Arena::AllocateForMove(uint64_t size, absl::Span<const siz
   // As Allocate: ENOSPC if any part was full, else the last error.
   bool full = false;
   for (const size_t part : parts) {
+    // Host memory kept ready takes the block with no commit (the fresh
+    // memory a commit would fault in is what makes moves slow).
+    if (spill_[part]) {
+      block = AllocateIn(
+          part, size, [&](uint64_t offset) { return device_->IsReady(offset, size); },
+          /*bounded=*/false);
+      if (block.ok()) return block;
+    }
     block = AllocateIn(part, size, [](uint64_t) { return true; }, /*bounded=*/false);
     if (block.ok()) return block;
     full |= absl::IsResourceExhausted(block.status());

@@ -74,8 +74,10 @@ class Arena {
   // in a spill part.
   absl::StatusOr<Block> AllocateExclusive(uint64_t size, size_t part = 0);
   // A block to move a block of the same size into, in the first of
-  // `parts` that backs one. The capacity does not bound it: the bytes it
-  // takes are given back when the block it replaces is freed.
+  // `parts` that backs one; in a spill part, in memory the device keeps
+  // ready where there is some (Device::IsReady). The capacity does not
+  // bound it: the bytes it takes are given back when the block it replaces
+  // is freed.
   absl::StatusOr<Block> AllocateForMove(uint64_t size, absl::Span<const size_t> parts);
   void Free(Block block);
 

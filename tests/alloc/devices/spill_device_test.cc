@@ -111,6 +111,19 @@ TEST(SpillDeviceTest, AChunkGoesOnlyOnceItIsEmpty) {
   EXPECT_EQ(spill.device->pinned_bytes(), 0u);
 }
 
+TEST(SpillDeviceTest, ReadyMeansEveryChunkOfTheRangeIsPinned) {
+  Spill spill;
+  EXPECT_FALSE(spill.device->IsReady(0, kGranule));
+  spill.device->KeepSpillReady(kChunk);
+  EXPECT_TRUE(spill.device->IsReady(0, kChunk));
+  EXPECT_TRUE(spill.device->IsReady(kChunk - kGranule, kGranule));
+  EXPECT_FALSE(spill.device->IsReady(kChunk - kGranule, 2 * kGranule)) << "chunk 1 is not";
+  EXPECT_FALSE(spill.device->IsReady(0, 0));
+  EXPECT_FALSE(spill.device->IsReady(spill.device->arena_size(), kGranule));
+  spill.device->KeepSpillReady(0);
+  EXPECT_FALSE(spill.device->IsReady(0, kGranule));
+}
+
 TEST(SpillDeviceTest, ARangeOverSeveralChunksAndTheShortLastOne) {
   Spill spill;
   const uint64_t size = spill.device->arena_size();

@@ -790,5 +790,43 @@ TEST_F(SpillArenaTest, AllocateForMovePassesOverAPartThatCannotBackTheBlock) {
   device_->AllowCommits();
 }
 
+// A move into host memory takes memory the device keeps ready where there
+// is some (it needs no commit), and any other where there is none.
+TEST(SpillArenaReadyTest, AMoveIntoTheSpillTakesReadyMemoryFirst) {
+  // The pool, with the spill's memory ready from `ready_from` up.
+  class ReadyFrom final : public DeviceWrapper {
+   public:
+    using DeviceWrapper::DeviceWrapper;
+    bool IsReady(uint64_t offset, uint64_t /*length*/) const override {
+      return offset >= ready_from;
+    }
+    uint64_t ready_from = std::numeric_limits<uint64_t>::max();
+  };
+  constexpr uint64_t kGranules = 8;
+  std::vector<std::unique_ptr<Device>> gpus;
+  gpus.push_back(HostDevice::Create(kGranules * kGranule).value());
+  ReadyFrom device(
+      PooledDevice::Create(std::move(gpus), HostDevice::Create(kGranules * kGranule).value())
+          .value());
+  Arena arena(&device, kMinBlock, std::numeric_limits<uint64_t>::max());
+  const uint64_t spill = device.parts()[1].offset;
+  device.ready_from = spill + 6 * kGranule;
+
+  absl::StatusOr<Block> ready = arena.AllocateForMove(kGranule, {1});
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_GE(ready->offset, spill + 6 * kGranule) << "the lowest free block is not ready";
+  absl::StatusOr<Block> also = arena.AllocateForMove(kGranule, {1});
+  ASSERT_TRUE(also.ok()) << also.status();
+  EXPECT_GE(also->offset, spill + 6 * kGranule);
+  absl::StatusOr<Block> other = arena.AllocateForMove(kGranule, {1});
+  ASSERT_TRUE(other.ok()) << "no ready memory left: any will do";
+  EXPECT_LT(other->offset, spill + 6 * kGranule);
+  // A GPU part is taken as always, ready or not.
+  absl::StatusOr<Block> on_gpu = arena.AllocateForMove(kGranule, {0});
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+  EXPECT_EQ(on_gpu->offset, 0u);
+  for (const Block& block : {*ready, *also, *other, *on_gpu}) arena.Free(block);
+}
+
 }  // namespace
 }  // namespace cudafs
