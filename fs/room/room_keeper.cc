@@ -117,7 +117,16 @@ absl::Duration RoomKeeper::Round() {
   }
   uint64_t reserves = 0;
   for (const size_t part : gpu_parts_) reserves += reserve_seen_[part];
-  if (device.KeepSpillReady(std::min(reserves, on_gpus))) next = now + options_.interval;
+  // More only while the GPUs' data stands still (committing host memory
+  // takes memory bandwidth and a core that writes in progress want); less
+  // at once.
+  const uint64_t target = std::min(reserves, on_gpus);
+  const bool quiet = on_gpus == last_on_gpus_;
+  last_on_gpus_ = on_gpus;
+  if (quiet || target < ready_target_) {
+    ready_target_ = target;
+    if (device.KeepSpillReady(target) && quiet) next = now + options_.interval;
+  }
   return std::max(next - now, absl::ZeroDuration());
 }
 

@@ -13,8 +13,8 @@
 //    `return_per_round` at most a round, so that bringing it back never
 //    crowds a running program's transfers. While GPUs hold data, host
 //    memory for as much as their reserves is kept ready (pinned ahead,
-//    Device::KeepSpillReady), so that the first reserve's worth leaves a
-//    GPU at link speed.
+//    Device::KeepSpillReady, in rounds where their data stood still), so
+//    that the first reserve's worth leaves a GPU at link speed.
 //  - MakeRoom: moves data off every GPU until the size asked for is free on
 //    each (for a job launcher, before a program that sizes itself from free
 //    memory starts), and holds that room for `hold`: nothing comes back,
@@ -101,6 +101,10 @@ class RoomKeeper {
   // By part: the reserve of a GPU holding a context when last looked at,
   // 0 without one (host memory is kept ready for as much).
   std::vector<uint64_t> reserve_seen_ ABSL_GUARDED_BY(mu_);
+  // The bytes on the GPUs at the last round, and the host memory asked to
+  // be kept ready then.
+  uint64_t last_on_gpus_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ready_target_ ABSL_GUARDED_BY(mu_) = 0;
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -411,11 +411,15 @@ TEST_P(RoomKeeperTest, HostMemoryForTheReservesIsKeptReadyWhileTheGpusHoldData) 
   const auto& spill = dynamic_cast<const SpillDevice&>(mount_->pool().member(SpillPart()));
   keeper_->Round();
   EXPECT_EQ(spill.pinned_bytes(), 0u) << "nothing on the GPU";
-  const std::vector<InodeNumber> files = WriteFiles(4);
-  for (int round = 0; round < 3; ++round) {
+  std::vector<InodeNumber> files;
+  for (int i = 0; i < 4; ++i) {
+    files.push_back(WriteFiles(1).front());
     now_ += absl::Seconds(1);
     keeper_->Round();
+    EXPECT_EQ(spill.pinned_bytes(), 0u) << "nothing is pinned while data is written";
   }
+  now_ += absl::Seconds(1);
+  keeper_->Round();
   EXPECT_GE(spill.ready_bytes(), 4 * kFileBytes) << "as much as the GPU holds, below its reserve";
   EXPECT_EQ(spill.pinned_bytes(), SpillDevice::kChunk);
 
