@@ -1,7 +1,7 @@
 // FaultyDevice: a Device decorator that fails chosen calls, to test the
 // filesystem's error paths: in unit tests, and in a running daemon started
 // with CUDAFS_FAULT_INJECTION=1 (the root's user.cudafs.faults attribute
-// then sets the plan; see fs/fuse/fuse_ops.h).
+// then sets the plan; see fs/daemon/control_plane.h).
 //
 // A failed Commit is ResourceExhausted (the device is out of memory,
 // ENOSPC); any other failed call is Internal (EIO) and does nothing, as a

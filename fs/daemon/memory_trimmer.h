@@ -4,8 +4,8 @@
 // own, and memory freed in an arena stays there. The daemon's workers
 // allocate an inode, a name and a map node per file, so after a burst of
 // creates and an rm -rf most of that memory sits free, scattered over the
-// arenas, and the next burst lands partly elsewhere: daemon RSS crept by
-// ~10 MB per cycle of 100k files created and removed, and kept growing.
+// arenas, and the next burst lands partly elsewhere: daemon RSS crept up
+// with every cycle of many files created and removed, without bound.
 // Two things fix that. Large blocks (the inode table's and a big
 // directory's hash arrays, megabytes each) get their own mappings, so that
 // freeing one gives it back: glibc would otherwise raise its mmap threshold

@@ -13,8 +13,8 @@ namespace {
 
 // The largest extent a growing file gets: a 128th of the capacity, from
 // 1 MiB to 32 MiB, and never below min_block. A large file is then backed
-// by GPU allocations of up to 32 MiB (committed about ten times faster per
-// byte than 2 MiB granules; see CudaDevice), while the growth slack an open
+// by GPU allocations of up to 32 MiB (committed far faster per byte than
+// 2 MiB granules; see CudaDevice), while the growth slack an open
 // file may hold stays a small share of a small mount.
 uint64_t MaxExtent(uint64_t capacity, uint64_t min_block) {
   return std::max(std::clamp<uint64_t>(std::bit_floor(capacity / 128), kMiB, 32 * kMiB),

@@ -60,9 +60,9 @@ class MountPlan {
   // bounds the parallel streams whose copies overlap); -s: one.
   static constexpr uint32_t kWorkerThreads = 16;
   // Default cache= on a GPU (and on null, which stands in for one in the
-  // benchmarks), where every trip costs ~7 us however small. Host memory
-  // gets none: there the cache is one more memcpy and loses (4 KiB random
-  // reads 102k against 106k IOPS without it, writes 77k against 86k).
+  // benchmarks), where every trip costs microseconds however small. Host
+  // memory gets none: there the cache is one more memcpy and loses
+  // (DESIGN, *Write-back cache*).
   static constexpr uint64_t kDefaultGpuCacheBytes = 64 * kMiB;
 
   // Everything that needs no device: refuses what the machine cannot honor

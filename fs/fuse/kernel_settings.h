@@ -17,7 +17,7 @@ namespace cudafs {
 // option), and so the least a buffer for one request's data holds. The
 // kernel sends at most /proc/sys/fs/fuse/max_pages_limit pages per request
 // (256 before kernel 6.13 and by default: 1 MiB); main raises that limit
-// when it must and may (see RequestLimit in fs/daemon/main.cc).
+// when it must and may (see RequestLimitRule in fs/daemon/host_probes.h).
 inline constexpr uint64_t kDefaultMaxRequest = 4 * kMiB;
 inline constexpr uint64_t kSmallestMaxRequest = 128 * kKiB;
 // FUSE's max_pages is 16 bits; beyond this the buffers (one per worker
