@@ -62,9 +62,9 @@ absl::StatusOr<std::unique_ptr<PooledDevice>> PooledDevice::Create(
   uint64_t base = 0;
   for (auto& device : devices) {
     if (device->granule_size() != granule) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(device->Describe(), " backs memory in units of ", device->granule_size(),
-                       " bytes where ", first, " uses ", granule));
+      return absl::InvalidArgumentError(absl::StrCat(
+          device->Describe(), " backs memory in units of ", device->granule_size(),
+          " bytes where ", first, " uses ", granule));
     }
     const uint64_t size = device->arena_size();
     members.push_back({std::move(device), base, false});
@@ -142,8 +142,8 @@ absl::Status PooledDevice::Route(
   if (items.empty()) return absl::OkStatus();
   const size_t first = MemberOf(items.front().*offset, items.front().*length);
   const bool one = first < members_.size() && absl::c_all_of(items, [&](const T& item) {
-                     return MemberOf(item.*offset, item.*length) == first;
-                   });
+    return MemberOf(item.*offset, item.*length) == first;
+  });
   if (one && members_[first].base == 0) return run(*members_[first].device, items);
   if (one) {
     absl::InlinedVector<T, 16> local(items.begin(), items.end());
@@ -187,8 +187,9 @@ absl::Status PooledDevice::Write(absl::Span<const HostToDevice> copies) {
 }
 
 absl::Status PooledDevice::Read(absl::Span<const DeviceToHost> copies) {
-  return Route<DeviceToHost>(copies, &DeviceToHost::device_offset, &DeviceToHost::length,
-                             [](Device& d, absl::Span<const DeviceToHost> c) { return d.Read(c); });
+  return Route<DeviceToHost>(
+      copies, &DeviceToHost::device_offset, &DeviceToHost::length,
+      [](Device& d, absl::Span<const DeviceToHost> c) { return d.Read(c); });
 }
 
 absl::Status PooledDevice::Zero(absl::Span<const DeviceRange> ranges) {
@@ -208,8 +209,8 @@ absl::Status PooledDevice::Copy(absl::Span<const DeviceToDevice> copies) {
       across.push_back(c);
       continue;
     }
-    within[to].push_back(
-        {c.destination_offset - members_[to].base, c.source_offset - members_[to].base, c.length});
+    within[to].push_back({c.destination_offset - members_[to].base,
+                          c.source_offset - members_[to].base, c.length});
   }
   absl::Status status = absl::OkStatus();
   for (size_t m = 0; m < members_.size(); ++m) {

@@ -69,6 +69,16 @@ void SpillDevice::ReleaseSurplus() {
   }
 }
 
+void SpillDevice::Uncount(uint64_t offset, uint64_t length) {
+  for (uint64_t done = 0; done < length;) {
+    const size_t c = (offset + done) / chunk_;
+    const uint64_t n = std::min(length - done, (c + 1) * chunk_ - (offset + done));
+    chunks_[c].committed -= std::min(chunks_[c].committed, n);
+    committed_ -= std::min(committed_, n);
+    done += n;
+  }
+}
+
 absl::Status SpillDevice::Commit(uint64_t offset, uint64_t length) {
   if (offset > arena_size() || length > arena_size() - offset) {
     return target()->Commit(offset, length);  // the host device's range error
@@ -79,14 +89,7 @@ absl::Status SpillDevice::Commit(uint64_t offset, uint64_t length) {
     const size_t c = (offset + done) / chunk_;
     const uint64_t in_chunk = std::min(length - done, (c + 1) * chunk_ - (offset + done));
     if (absl::Status s = Pin(c); !s.ok()) {
-      // Nothing of the range stays committed.
-      for (uint64_t undone = 0; undone < done;) {
-        const size_t u = (offset + undone) / chunk_;
-        const uint64_t n = std::min(done - undone, (u + 1) * chunk_ - (offset + undone));
-        chunks_[u].committed -= n;
-        committed_ -= n;
-        undone += n;
-      }
+      Uncount(offset, done);  // nothing of the range stays committed
       ReleaseSurplus();
       return s;
     }
@@ -104,13 +107,7 @@ absl::Status SpillDevice::Decommit(uint64_t offset, uint64_t length) {
   absl::MutexLock lock(&mu_);
   // The pages stay: the GPUs hold them pinned, and a DMA must never meet a
   // page the kernel swapped for another. They are released with the chunk.
-  for (uint64_t done = 0; done < length;) {
-    const size_t c = (offset + done) / chunk_;
-    const uint64_t n = std::min(length - done, (c + 1) * chunk_ - (offset + done));
-    chunks_[c].committed -= std::min(chunks_[c].committed, n);
-    committed_ -= std::min(committed_, n);
-    done += n;
-  }
+  Uncount(offset, length);
   ReleaseSurplus();
   return absl::OkStatus();
 }
@@ -119,8 +116,8 @@ bool SpillDevice::KeepSpillReady(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
   ready_target_ = bytes;
   ReleaseSurplus();
-  // The lowest chunks not pinned: the arena hands out the lowest free
-  // blocks first, so that is where data goes next.
+  // The lowest chunks not pinned (any would do: a move asks IsReady where
+  // to go).
   int pinned = 0;
   for (size_t c = 0; c < chunks_.size() && pinned < kReadyChunks; ++c) {
     if (pinned_ - committed_ >= bytes) return false;

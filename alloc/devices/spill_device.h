@@ -62,6 +62,8 @@ class SpillDevice final : public DeviceWrapper {
   // Unregisters and decommits an empty chunk. REQUIRES: mu_ held
   // (released while working).
   void Release(size_t chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes [offset, offset + length) off the committed counts.
+  void Uncount(uint64_t offset, uint64_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases empty chunks, highest first, while ready memory exceeds the
   // target by a chunk.
   void ReleaseSurplus() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

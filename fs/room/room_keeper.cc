@@ -144,14 +144,12 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
   const Device& device = arena_->device();
   for (const size_t part : gpu_parts_) {
     const absl::Time start = absl::Now();
-    absl::Duration moving;
     uint64_t moved_here = 0;
     const auto log = [&] {
       if (moved_here == 0) return;
-      LogInfo(absl::StrFormat("make-room: moved %d MiB off %s in %d ms (%d ms of it moving)",
-                              moved_here >> 20, device.DescribePart(part),
-                              absl::ToInt64Milliseconds(absl::Now() - start),
-                              absl::ToInt64Milliseconds(moving)));
+      LogInfo(absl::StrFormat("make-room: moved %d MiB off %s in %d ms", moved_here >> 20,
+                              device.DescribePart(part),
+                              absl::ToInt64Milliseconds(absl::Now() - start)));
     };
     for (;;) {
       const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
@@ -161,10 +159,8 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
       }
       const uint64_t wanted = bytes ? *bytes - memory->free : std::numeric_limits<uint64_t>::max();
       bool out_of_room = false;
-      const absl::Time move_start = absl::Now();
       const uint64_t moved = filesystem_->MoveData(
           part, spill_parts_, wanted, Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
-      moving += absl::Now() - move_start;
       moved_here += moved;
       stats_.moved_out_bytes += moved;
       if (moved > 0) continue;
