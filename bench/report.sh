@@ -7,7 +7,15 @@
 # --update-docs also replaces the generated part of docs/BENCHMARKS.md and
 # docs/img/benchmarks.png. Needs root (mount, drop_caches).
 #
-#   bench/report.sh [--backend cuda|host] [--quick] [--out DIR] [--update-docs]
+#   bench/report.sh [--backend cuda|host] [--quick] [--out DIR]
+#                   [--sections LIST] [--update-docs]
+#
+# --sections  which of streams,trees,appends,gpu to run [all]. Each section
+#             keeps its part in OUT/parts; a later call with the same OUT
+#             runs only the sections it lacks and writes the report of
+#             them all, so a run can be split over calls (a machine lent
+#             for minutes at a time). The parts must come from one commit
+#             and one boot of one machine, or the script refuses them.
 #
 # --backend   the backend measured against null and tmpfs [cuda]. On a GPU
 #             machine the GPU-only sections (the device alone, a matrix
@@ -20,7 +28,8 @@
 # BENCH_TREE (the tree of small files, [bench/tree_workload.sh's choice]),
 # PYTHON (a Python 3 with matplotlib for the chart, and PyTorch for the GPU
 # programs' sections, [python3]), FIO and CUDAFS_BENCH_TOOLS as
-# bench/run_benchmarks.sh takes them.
+# bench/run_benchmarks.sh takes them, COMMIT (the commit to name, for a
+# copy of the checkout without .git [git's HEAD]).
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -29,17 +38,24 @@ BACKEND=cuda
 QUICK=0
 OUT=./bench-report
 UPDATE_DOCS=0
+ALL_SECTIONS="streams trees appends gpu"
+SECTIONS=${ALL_SECTIONS// /,}
 while (($#)); do
   case $1 in
     --backend) BACKEND=${2:?--backend cuda|host}; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --out) OUT=${2:?--out DIR}; shift 2 ;;
+    --sections) SECTIONS=${2:?--sections LIST}; shift 2 ;;
     --update-docs) UPDATE_DOCS=1; shift ;;
-    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ $BACKEND == cuda || $BACKEND == host ]] || { echo "--backend is cuda or host" >&2; exit 2; }
+for name in ${SECTIONS//,/ }; do
+  [[ " $ALL_SECTIONS " == *" $name "* ]] ||
+    { echo "unknown section '$name' (--sections takes ${ALL_SECTIONS// /,})" >&2; exit 2; }
+done
 if ((UPDATE_DOCS && QUICK)); then
   echo "--quick numbers do not go into docs/BENCHMARKS.md" >&2
   exit 2
@@ -47,9 +63,10 @@ fi
 export CUDAFS=${CUDAFS:-$REPO_DIR/build/cudafs} PYTHON=${PYTHON:-python3}
 CUDAFS=$(realpath "$CUDAFS")
 BUILD_DIR=${BUILD_DIR:-$(dirname "$CUDAFS")}
-mkdir -p "$OUT"
+mkdir -p "$OUT/parts"
 OUT=$(cd "$OUT" && pwd)
-REPORT=$OUT/report.md
+# Each section writes REPORT, moved to OUT/parts/NAME.md once it ends.
+REPORT=$OUT/parts/.running.md
 log() { printf '[%(%H:%M:%S)T] report: %s\n' -1 "$*" >&2; }
 
 # The three targets of every section: the backend, null, tmpfs.
@@ -81,7 +98,7 @@ table_of() {
 
 machine_header() {
   local commit dirty gpu
-  commit=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  commit=${COMMIT:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)}
   dirty=$(git -C "$REPO_DIR" status --porcelain --untracked-files=no 2>/dev/null | head -c1)
   gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
     paste -sd ';' || true)
@@ -100,7 +117,35 @@ machine_header() {
     echo "- default mount options but \`size=\`; the columns are cudafs with \`backend=$BACKEND\`," \
       "\`backend=null\` and tmpfs, one after another"
     if ((QUICK)); then echo "- **--quick: small sizes, one repetition; not numbers to compare**"; fi
-  } >"$REPORT"
+  } >"$OUT/parts/header.md"
+}
+
+# The run's identity: the commit, the options that change numbers, and the
+# machine's boot. Parts made under another identity are not mixed in.
+run_identity() {
+  printf '%s %s quick=%s boot=%s\n' "${COMMIT:-$(git -C "$REPO_DIR" rev-parse HEAD 2>/dev/null)}" \
+    "$BACKEND" "$QUICK" "$(cat /proc/sys/kernel/random/boot_id)"
+}
+
+# run_section NAME: runs section NAME (its function) unless its part is
+# there already.
+run_section() {
+  local name=$1
+  if [[ -f $OUT/parts/$name.md ]]; then log "$name: kept from an earlier call"; return 0; fi
+  : >"$REPORT"
+  "$name"
+  mv "$REPORT" "$OUT/parts/$name.md"
+}
+
+# Writes OUT/report.md: the header, then every section there is, in order.
+assemble() {
+  local name
+  {
+    cat "$OUT/parts/header.md"
+    for name in $ALL_SECTIONS; do
+      if [[ -f $OUT/parts/$name.md ]]; then cat "$OUT/parts/$name.md"; fi
+    done
+  } >"$OUT/report.md"
 }
 
 streams() {
@@ -159,7 +204,7 @@ gpu_section() {
   fi
 }
 
-gpu_sections() {
+gpu() {
   local client="CUDAFS_CLIENT_LIBRARY=$BUILD_DIR/fs/client/libcudafs_client.so PYTHONPATH=fs/client/python"
   local mount=/mnt/cudafs-report seconds=10 gib=8 repeat=3
   if ((QUICK)); then seconds=2 gib=1 repeat=1; fi
@@ -182,7 +227,7 @@ gpu_sections() {
 # Replaces what lies between the report's markers in docs/BENCHMARKS.md.
 update_docs() {
   local doc=$REPO_DIR/docs/BENCHMARKS.md
-  "$PYTHON" - "$doc" "$REPORT" <<'PY'
+  "$PYTHON" - "$doc" "$OUT/report.md" <<'PY'
 import sys
 doc_path, report_path = sys.argv[1], sys.argv[2]
 begin, end = "<!-- generated by bench/report.sh: begin -->", "<!-- generated by bench/report.sh: end -->"
@@ -197,10 +242,23 @@ PY
   log "docs/BENCHMARKS.md updated"
 }
 
-machine_header
-streams
-trees
-appends
-gpu_sections
-log "report: $REPORT"
-if ((UPDATE_DOCS)); then update_docs; fi
+identity=$(run_identity)
+if [[ -f $OUT/parts/identity ]]; then
+  if [[ $(cat "$OUT/parts/identity") != "$identity" ]]; then
+    echo "$OUT/parts holds another run's sections (another commit, backend, --quick or boot):" \
+      "give another --out" >&2
+    exit 2
+  fi
+else
+  echo "$identity" >"$OUT/parts/identity"
+  machine_header
+fi
+for name in ${SECTIONS//,/ }; do run_section "$name"; done
+assemble
+log "written: $OUT/report.md"
+if ((UPDATE_DOCS)); then
+  for name in $ALL_SECTIONS; do
+    [[ -f $OUT/parts/$name.md ]] || { echo "no $name section yet: docs not updated" >&2; exit 1; }
+  done
+  update_docs
+fi
