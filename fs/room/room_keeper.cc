@@ -160,8 +160,8 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
       }
       const uint64_t wanted = bytes ? *bytes - memory->free : std::numeric_limits<uint64_t>::max();
       bool out_of_room = false;
-      const uint64_t moved =
-          MoveOut(part, spill_parts_, wanted, Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
+      const uint64_t moved = MoveOut(part, spill_parts_, wanted,
+                                     Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
       moved_here += moved;
       stats_.moved_out_bytes += moved;
       if (moved > 0) continue;
