@@ -189,8 +189,8 @@ uint64_t RoomKeeper::MoveOut(size_t from, const std::vector<size_t>& to, uint64_
   // memory.
   const bool to_host = !to.empty() && arena_->IsSpillPart(to.front());
   const uint64_t on_gpu = arena_->Stats().parts[from].used;
-  PinAhead pin_ahead(&arena_->device(), to_host ? std::min(bytes, on_gpu) : 0,
-                     options_.pin_threads, ready_target_);
+  PinAhead pin_ahead(&arena_->device(), to_host ? std::min(bytes, on_gpu) : 0, options_.pin_threads,
+                     ready_target_);
   return filesystem_->MoveData(from, to, bytes, order, out_of_room);
 }
 
