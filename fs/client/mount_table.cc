@@ -7,23 +7,9 @@
 #include <sstream>
 
 #include "fs/client/client_error.h"
+#include "fs/wire/mountinfo_field.h"
 
 namespace cudafs::client {
-
-std::string UnescapeMountField(const std::string& field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    const auto octal = [&](size_t at) { return field[at] >= '0' && field[at] <= '7'; };
-    if (field[i] == '\\' && i + 3 < field.size() && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
-      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
-                               (field[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += field[i];
-    }
-  }
-  return out;
-}
 
 int FindCudafsMount(std::istream& mountinfo, dev_t device, std::string* mountpoint) {
   const std::string numbers = std::to_string(major(device)) + ":" + std::to_string(minor(device));

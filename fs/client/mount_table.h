@@ -11,9 +11,6 @@
 
 namespace cudafs::client {
 
-// Undoes the octal escapes (\040 for a space) of a mountinfo field.
-std::string UnescapeMountField(const std::string& field);
-
 // The mountpoint of the cudafs mount of `mountinfo` (lines in
 // /proc/PID/mountinfo's format) whose files have st_dev `device`: 0, or
 // -EXDEV (client_error.h says why).

@@ -12,29 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "fs/wire/mountinfo_field.h"
 
 namespace cudafs {
-namespace {
-
-// The kernel writes a space, tab, newline or backslash of a path as an
-// octal escape (\040 ...).
-std::string Unescape(absl::string_view field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    const auto octal = [&](size_t at) { return field[at] >= '0' && field[at] <= '7'; };
-    if (field[i] == '\\' && i + 3 < field.size() && octal(i + 1) && octal(i + 2) &&
-        octal(i + 3)) {
-      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
-                               (field[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += field[i];
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::vector<MountInfoEntry> ParseMountInfo(absl::string_view text) {
   std::vector<MountInfoEntry> mounts;
@@ -48,8 +28,8 @@ std::vector<MountInfoEntry> ParseMountInfo(absl::string_view text) {
       continue;
     }
     mount.device = std::string(fields[2]);
-    mount.mountpoint = Unescape(fields[4]);
-    mount.fstype = Unescape(*(separator + 1));
+    mount.mountpoint = UnescapeMountField({fields[4].data(), fields[4].size()});
+    mount.fstype = UnescapeMountField({separator[1].data(), separator[1].size()});
     mounts.push_back(std::move(mount));
   }
   return mounts;

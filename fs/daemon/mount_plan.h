@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "fs/core/filesystem.h"
 #include "fs/daemon/mount_options.h"
-#include "fs/fuse/fuse_ops.h"
+#include "fs/fuse/fuse_settings.h"
 
 namespace cudafs {
 

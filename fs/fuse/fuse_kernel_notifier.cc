@@ -17,9 +17,9 @@ void FuseKernelNotifier::AttributesChanged(InodeNumber ino) {
 void FuseKernelNotifier::DataChanged(InodeNumber ino) { Invalidate(ino, 0, "pages"); }
 
 void FuseKernelNotifier::Invalidate(InodeNumber ino, off_t offset, const char* what) {
-  fuse_session* const session = session_.load();
-  if (session == nullptr) return;
-  const int result = fuse_lowlevel_notify_inval_inode(session, ino, offset, 0);
+  absl::ReaderMutexLock lock(&mu_);
+  if (session_ == nullptr) return;
+  const int result = fuse_lowlevel_notify_inval_inode(session_, ino, offset, 0);
   // ENOENT: the kernel holds no such inode, so nothing stale either.
   if (result != 0 && result != -ENOENT) {
     LogError(absl::StrFormat("cannot invalidate the kernel's %s of inode %d: %s", what, ino,

@@ -10,27 +10,10 @@
 #include <sstream>
 #include <string_view>
 
+#include "fs/wire/mountinfo_field.h"
 #include "tests/mount/mount.h"
 
 namespace cudafs_test {
-namespace {
-
-// Undoes the octal escapes (\040 for space, ...) of /proc/self/mountinfo.
-std::string UnescapeMountField(std::string_view field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && i + 3 < field.size()) {
-      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
-                               (field[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += field[i];
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::optional<MountEntry> FindMount(const std::string& mountpoint) {
   std::ifstream mountinfo("/proc/self/mountinfo");
@@ -45,9 +28,9 @@ std::optional<MountEntry> FindMount(const std::string& mountpoint) {
     }
     MountEntry entry;
     fields >> entry.fstype >> entry.source >> entry.super_options;
-    entry.mountpoint = UnescapeMountField(point);
+    entry.mountpoint = cudafs::UnescapeMountField(point);
     if (entry.mountpoint != mountpoint) continue;
-    entry.source = UnescapeMountField(entry.source);
+    entry.source = cudafs::UnescapeMountField(entry.source);
     entry.options = options;
     found = entry;
   }

@@ -14,17 +14,6 @@
 namespace cudafs::client {
 namespace {
 
-TEST(ClientMountTableTest, OctalEscapesAreUndone) {
-  EXPECT_EQ(UnescapeMountField("/mnt/gpu"), "/mnt/gpu");
-  EXPECT_EQ(UnescapeMountField("/mnt/my\\040gpu"), "/mnt/my gpu");
-  EXPECT_EQ(UnescapeMountField("/a\\011b\\012c\\134d"), "/a\tb\nc\\d");
-  // Not escapes: left as they are.
-  EXPECT_EQ(UnescapeMountField("/a\\04"), "/a\\04");
-  EXPECT_EQ(UnescapeMountField("/a\\089"), "/a\\089");
-  EXPECT_EQ(UnescapeMountField("/a\\"), "/a\\");
-  EXPECT_EQ(UnescapeMountField(""), "");
-}
-
 constexpr char kTable[] =
     "22 1 0:21 / /proc rw,nosuid shared:13 - proc proc rw\n"
     "60 22 0:52 / /mnt/tmp rw - tmpfs tmpfs rw\n"
