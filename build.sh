@@ -19,8 +19,11 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# python3-venv: tests/mount/python_package_test.sh pip-installs the Python
+# package into fresh virtual environments (it seeds pip into them).
 packages=(build-essential cmake pkg-config libfuse3-dev fuse3 libabsl-dev libgtest-dev
-          libbenchmark-dev nlohmann-json3-dev git tar ccache python3 groff-base systemd)
+          libbenchmark-dev nlohmann-json3-dev git tar ccache python3 python3-venv groff-base
+          systemd)
 # To build libfuse >= 3.18 from Debian's source package when the system's is
 # older (Debian 12 has 3.14). libfuse leaves out FUSE over io_uring, without
 # a word, when liburing or libnuma is missing.
