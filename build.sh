@@ -209,9 +209,11 @@ sanitize() {
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
   cmake --build build-sanitize -j "$(nproc)"
   cd build-sanitize
+  # Not python_package_test: python3 cannot load a sanitized library, so
+  # the share tests it runs skip here, after its pip installs.
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     LSAN_OPTIONS=suppressions=$PWD/../tests/lsan_suppressions.txt \
-    ctest_on_each_transport --output-on-failure -j "$(nproc)" --timeout 900
+    ctest_on_each_transport --output-on-failure -j "$(nproc)" --timeout 900 -E python_package_test
 }
 
 # Every test, the mount tests included (daemon built with it too), under
@@ -243,10 +245,11 @@ tsan() {
   # and stops at its first report, which fails the test that mounted it.
   # Over /dev/fuse (our code is the same on both transports); the CUDA cases
   # skip here anyway. ThreadSanitizer runs the code 5-15x slower, so the
-  # long randomized tests run a tenth of their operations.
+  # long randomized tests run a tenth of their operations. Not
+  # python_package_test, as under sanitize.
   TSAN_OPTIONS=halt_on_error=1 CUDAFS_TEST_MOUNT_OPTIONS=uring=off CUDAFS_TEST_SCALE=10 \
     CUDAFS_MODEL_OPS=4000 CUDAFS_LOAD_SECONDS=10 \
-    ctest --output-on-failure -j "$(nproc)" --timeout 900 -E '/cuda|CudaDevice'
+    ctest --output-on-failure -j "$(nproc)" --timeout 900 -E '/cuda|CudaDevice|python_package_test'
 }
 
 # Everything, tests included, built with Clang in build-clang: its

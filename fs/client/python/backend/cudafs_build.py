@@ -81,7 +81,8 @@ def _compile_library(root, output):
         raise RuntimeError("no C++ compiler (%s): install g++ (Debian: build-essential), or set "
                            "CXX" % command[0]) from None
     except subprocess.CalledProcessError as error:
-        raise RuntimeError("compiling libcudafs_client failed (exit %d)" % error.returncode) from None
+        raise RuntimeError("compiling libcudafs_client failed (exit %d)"
+                           % error.returncode) from None
 
 
 def _metadata(version):
@@ -147,7 +148,8 @@ def build_sdist(sdist_directory, config_settings=None):
     base = "%s-%s" % (_NAME, version)
     sdist = base + ".tar.gz"
     cpp = ["CMakeLists.txt"] + [os.path.relpath(source, root) for source in _sources(root)]
-    with tarfile.open(os.path.join(sdist_directory, sdist), "w:gz", format=tarfile.PAX_FORMAT) as out:
+    path = os.path.join(sdist_directory, sdist)
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as out:
         for name in ("pyproject.toml", "backend/cudafs_build.py"):
             out.add(os.path.join(_HERE, name), base + "/" + name)
         for name in sorted(os.listdir(os.path.join(_HERE, _NAME))):

@@ -35,7 +35,7 @@ import errno
 import json
 import os
 import struct
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Union
 
 if TYPE_CHECKING:
     import torch
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["Mapping", "PathLike", "map", "load_safetensors", "make_room"]
 
 #: What the functions take as a path: str, bytes or an os.PathLike.
-PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+PathLike = Union[str, bytes, os.PathLike]
 
 # cudafs.h's CUDAFS_MAP_WRITABLE and enum cudafs_memory, which ctypes cannot
 # read from the library (tests/fs/client/python_module_test.cc compares).
@@ -97,7 +97,7 @@ def _load_library() -> ctypes.CDLL:
 _lib = _load_library()
 
 
-def _raise(result: int, path: Optional[PathLike]) -> None:
+def _raise(result: int, path: Optional[PathLike]) -> NoReturn:
     error = -result
     message = _lib.cudafs_last_error().decode(errors="replace")
     raise OSError(error, message or os.strerror(error), path)
@@ -148,7 +148,8 @@ class Mapping:
     (memoryview(m), numpy.frombuffer(m, numpy.uint8), torch.frombuffer).
     """
 
-    _handle: _Handle
+    def __init__(self, handle: _Handle) -> None:
+        self._handle = handle
 
     @property
     def ptr(self) -> int:
@@ -200,15 +201,11 @@ class Mapping:
     def __enter__(self) -> Mapping:
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-        return False
 
 
 class _CudaMapping(Mapping):
-    def __init__(self, handle: _Handle) -> None:
-        self._handle = handle
-
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]:
         self._check_open()
@@ -220,7 +217,7 @@ class _CudaMapping(Mapping):
         return self._handle.size
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else "cuda:%d at 0x%x" % (self.device, self.ptr)
+        state = "closed" if self.closed else "cuda:%d at 0x%x" % (self._handle.device, self.ptr)
         return "<cudafs.Mapping %d bytes, %s>" % (self.size, state)
 
 
@@ -232,7 +229,7 @@ def _host_mapping(handle: _Handle) -> Mapping:
             state = "closed" if self.closed else "host at 0x%x" % self.ptr
             return "<cudafs.Mapping %d bytes, %s>" % (self.size, state)
 
-    mapping = HostMapping.from_address(handle.address)
+    mapping: Mapping = HostMapping.from_address(handle.address)
     mapping._handle = handle
     return mapping
 
@@ -264,8 +261,8 @@ _SAFETENSORS_DTYPES = {
 }
 
 
-def load_safetensors(path: PathLike, device: Union[str, "torch.device"] = "cuda",
-                     writable: bool = False) -> Dict[str, "torch.Tensor"]:
+def load_safetensors(path: PathLike, device: Union[str, torch.device] = "cuda",
+                     writable: bool = False) -> Dict[str, torch.Tensor]:
     """The tensors of a .safetensors file on the mount, as a dict of torch
     tensors that view one mapping of the file (no copy through the host):
     a private copy, or with writable=True the file's own memory (no VRAM of
@@ -285,7 +282,7 @@ def load_safetensors(path: PathLike, device: Union[str, "torch.device"] = "cuda"
         header = json.loads(f.read(header_size))
     mapping = map(path, writable=writable)
     if mapping.is_cuda:
-        where = torch.device("cuda", mapping.device)
+        where = torch.device("cuda", mapping._handle.device)
         everything = torch.as_tensor(mapping, device=where)
         if everything.data_ptr() != mapping.ptr:
             # PyTorch placed the address elsewhere and copied it: writes
@@ -319,8 +316,9 @@ def make_room(mount: PathLike, size: Optional[int] = None) -> None:
     host memory, and come back to the GPU once it has room again (not for
     60 s). The mount's owner or root only (the root's sticky bit keeps
     others from setting its attributes). OSError ENOSPC when no more data
-    can move, EOPNOTSUPP on a mount without host memory to move data to
-    (host-backed, or spill=0).
+    can move; EOPNOTSUPP on a mount without host memory to move data to
+    (host-backed, or spill=0), or for a path that is not the root of a
+    cudafs mount.
 
         cudafs.make_room("/mnt/gpu", 71 << 30)   # then start the server
     """

@@ -71,7 +71,7 @@ def _map(args: argparse.Namespace) -> str:
     try:
         with cudafs.map(args.path, writable=args.writable) as m:
             took = time.monotonic() - started
-            where = "GPU memory on cuda:%d" % m.device if m.is_cuda else "host memory"
+            where = "GPU memory on cuda:%s" % m.device if m.is_cuda else "host memory"
             return "%s: %d bytes (%s), %s in %s, mapped in %.1f ms" % (
                 args.path, m.size, _size(m.size), _kind(args.writable), where, took * 1e3)
     except OSError as error:
