@@ -19,8 +19,11 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# python3-venv: tests/mount/python_package_test.sh pip-installs the Python
+# package into fresh virtual environments (it seeds pip into them).
 packages=(build-essential cmake pkg-config libfuse3-dev fuse3 libabsl-dev libgtest-dev
-          libbenchmark-dev nlohmann-json3-dev git tar ccache python3 groff-base systemd)
+          libbenchmark-dev nlohmann-json3-dev git tar ccache python3 python3-venv groff-base
+          systemd)
 # To build libfuse >= 3.18 from Debian's source package when the system's is
 # older (Debian 12 has 3.14). libfuse leaves out FUSE over io_uring, without
 # a word, when liburing or libnuma is missing.
@@ -206,9 +209,11 @@ sanitize() {
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
   cmake --build build-sanitize -j "$(nproc)"
   cd build-sanitize
+  # Not python_package_test: python3 cannot load a sanitized library, so
+  # the share tests it runs skip here, after its pip installs.
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     LSAN_OPTIONS=suppressions=$PWD/../tests/lsan_suppressions.txt \
-    ctest_on_each_transport --output-on-failure -j "$(nproc)" --timeout 900
+    ctest_on_each_transport --output-on-failure -j "$(nproc)" --timeout 900 -E python_package_test
 }
 
 # Every test, the mount tests included (daemon built with it too), under
@@ -240,10 +245,11 @@ tsan() {
   # and stops at its first report, which fails the test that mounted it.
   # Over /dev/fuse (our code is the same on both transports); the CUDA cases
   # skip here anyway. ThreadSanitizer runs the code 5-15x slower, so the
-  # long randomized tests run a tenth of their operations.
+  # long randomized tests run a tenth of their operations. Not
+  # python_package_test, as under sanitize.
   TSAN_OPTIONS=halt_on_error=1 CUDAFS_TEST_MOUNT_OPTIONS=uring=off CUDAFS_TEST_SCALE=10 \
     CUDAFS_MODEL_OPS=4000 CUDAFS_LOAD_SECONDS=10 \
-    ctest --output-on-failure -j "$(nproc)" --timeout 900 -E '/cuda|CudaDevice'
+    ctest --output-on-failure -j "$(nproc)" --timeout 900 -E '/cuda|CudaDevice|python_package_test'
 }
 
 # Everything, tests included, built with Clang in build-clang: its

@@ -17,6 +17,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -60,6 +61,27 @@ struct Mapped {
             static_cast<size_t>(cudafs_mapping_size(mapping))};
   }
 };
+
+// python3 with the module, running `arguments`: the interpreter
+// CUDAFS_TEST_PYTHON names (one of a virtual environment the package was
+// pip-installed into, as tests/mount/python_package_test.sh does), else
+// python3 with this tree's module and library, or the library
+// CUDAFS_CLIENT_LIBRARY names (a copy on the GPU machine).
+std::vector<std::string> Python(std::vector<std::string> arguments) {
+  std::vector<std::string> command;
+  const char* python = getenv("CUDAFS_TEST_PYTHON");
+  if (python != nullptr && *python != '\0') {
+    command = {python};
+  } else {
+    const char* library = getenv("CUDAFS_CLIENT_LIBRARY");
+    command = {"env", std::string("PYTHONPATH=") + CUDAFS_PYTHON_DIR,
+               std::string("CUDAFS_CLIENT_LIBRARY=") +
+                   (library != nullptr && *library != '\0' ? library : CUDAFS_CLIENT_LIBRARY),
+               "python3"};
+  }
+  command.insert(command.end(), arguments.begin(), arguments.end());
+  return command;
+}
 
 TEST_P(ShareTest, MapsACopyOfWhatWasWrittenHolesAndCachedWritesIncluded) {
   SKIP_UNLESS_CUDAFS();
@@ -247,7 +269,7 @@ TEST_P(ShareTest, PythonModuleMapsAndRefuses) {
   ASSERT_TRUE(WriteFile(Path("f"), data));
   ASSERT_TRUE(WriteFile(Path("empty"), ""));
   const std::string script = R"(
-import errno, hashlib, sys, cudafs
+import errno, hashlib, os, sys, cudafs
 root = sys.argv[1]
 with cudafs.map(root + "/f") as m:
     assert not m.is_cuda and m.device is None and m.size == 123457, m
@@ -273,18 +295,66 @@ with cudafs.map(root + "/big", writable=True) as m:
     m.sync()
 with open(root + "/big", "rb") as f:
     assert f.read(5) == b"GPU!x"
+# make_room: the daemon's refusal on a mount with no host memory to move
+# data to; below the root and off cudafs, refused before any attribute is
+# set (a file or tmpfs would keep it).
+for path in (root, root + "/f", "/proc"):
+    try:
+        cudafs.make_room(path)
+        sys.exit("made room on " + path)
+    except OSError as e:
+        assert e.errno in (errno.EOPNOTSUPP, errno.ENOTDIR), (path, e)
+assert "user.cudafs.make_room" not in os.listxattr(root + "/f")
 )";
-  // The library this test was built with, unless the environment names
-  // another (a copy on the GPU machine).
-  const char* library = getenv("CUDAFS_CLIENT_LIBRARY");
-  const CommandResult result =
-      RunCommand({"env", std::string("PYTHONPATH=") + CUDAFS_PYTHON_DIR,
-                  std::string("CUDAFS_CLIENT_LIBRARY=") +
-                      (library != nullptr && *library != '\0' ? library : CUDAFS_CLIENT_LIBRARY),
-                  "python3", "-c", script, root()});
+  const CommandResult result = RunCommand(Python({"-c", script, root()}));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const CommandResult digest = RunShell("sha256sum < " + ShellQuote(Path("f")));
   EXPECT_EQ(result.out.substr(0, 64), digest.out.substr(0, 64));
+}
+
+// python -m cudafs: a line saying what was mapped, one line on stderr and
+// exit status 1 for a failed call, 2 for bad arguments.
+TEST_P(ShareTest, PythonCommandLine) {
+  SKIP_UNLESS_CUDAFS();
+  if (backend() == "cuda") GTEST_SKIP() << "host memory only (see the file comment)";
+  if (!HaveTool("python3")) GTEST_SKIP() << "no python3";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a library built with a sanitizer cannot load into python3, which is not";
+#endif
+  ASSERT_TRUE(WriteFile(Path("f"), RandomBytes(123457, 5)));
+  CommandResult result = RunCommand(Python({"-m", "cudafs", "map", Path("f")}));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out.rfind(Path("f") + ": 123457 bytes", 0), 0u) << result.out;
+  EXPECT_NE(result.out.find("a private copy in host memory"), std::string::npos) << result.out;
+  const struct {
+    std::vector<std::string> arguments;
+    int exit_code;
+    std::string says;
+  } failures[] = {
+      {{"map", Path("missing")}, 1, "cudafs: map " + Path("missing") + ": "},
+      {{"map", "--writable", Path("f")}, 1, "(EINVAL)"},
+      {{"make_room", root()}, 1, "without host memory to move data to"},
+      {{"make-room", Path("f"), "1g"}, 1, "cudafs: make_room " + Path("f")},
+      {{"make_room", root(), "12x"}, 2, "not a byte count: '12x'"},
+      {{"load_safetensors"}, 2, "the following arguments are required: path"},
+      {{}, 2, "the following arguments are required: COMMAND"},
+  };
+  for (const auto& failure : failures) {
+    std::vector<std::string> arguments = {"-m", "cudafs"};
+    arguments.insert(arguments.end(), failure.arguments.begin(), failure.arguments.end());
+    result = RunCommand(Python(arguments));
+    EXPECT_EQ(result.exit_code, failure.exit_code) << result.out << result.err;
+    EXPECT_NE(result.err.find(failure.says), std::string::npos) << result.err;
+    EXPECT_EQ(result.out, "");
+    if (failure.exit_code == 1) {
+      EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    }
+  }
+  result = RunCommand(Python({"-m", "cudafs", "--help"}));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  for (const char* command : {"map", "load_safetensors", "make_room"}) {
+    EXPECT_NE(result.out.find(command), std::string::npos) << result.out;
+  }
 }
 
 // On a GPU-backed mount, through PyTorch: bytes written through FUSE read
@@ -295,8 +365,7 @@ with open(root + "/big", "rb") as f:
 TEST_P(ShareTest, GpuProgramsShareTheFilesMemory) {
   SKIP_UNLESS_CUDAFS();
   if (backend() != "cuda") GTEST_SKIP() << "GPU memory only";
-  if (RunCommand({"python3", "-c", "import torch; assert torch.cuda.is_available()"}).exit_code !=
-      0) {
+  if (RunCommand(Python({"-c", "import torch; assert torch.cuda.is_available()"})).exit_code != 0) {
     GTEST_SKIP() << "no python3 with torch and a GPU";
   }
   const std::string script = R"py(
@@ -342,13 +411,7 @@ with cudafs.map(path) as copy, cudafs.map(path, writable=True) as m:
     del t, c
 print("ok")
 )py";
-  const char* library = getenv("CUDAFS_CLIENT_LIBRARY");
-  const CommandResult result =
-      RunCommand({"env", std::string("PYTHONPATH=") + CUDAFS_PYTHON_DIR,
-                  std::string("CUDAFS_CLIENT_LIBRARY=") +
-                      (library != nullptr && *library != '\0' ? library : CUDAFS_CLIENT_LIBRARY),
-                  "python3", "-c", script, root()},
-                 300s);
+  const CommandResult result = RunCommand(Python({"-c", script, root()}), 300s);
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_EQ(result.out, "ok\n");
 }
@@ -442,8 +505,8 @@ TEST_P(ShareTest, SharedMemoryTheFileGivesUpNeverBecomesAnotherFiles) {
   ASSERT_LT(kept, data.size()) << "nothing was given up";
   ASSERT_SYS_OK(truncate(path.c_str(), 8 << 20));
   // Kept: still the file's, zero past the new end.
-  EXPECT_TRUE(BytesEqual(std::string_view(memory, 1 << 20),
-                         std::string_view(data).substr(0, 1 << 20)));
+  EXPECT_TRUE(
+      BytesEqual(std::string_view(memory, 1 << 20), std::string_view(data).substr(0, 1 << 20)));
   EXPECT_TRUE(BytesEqual(std::string_view(memory + (1 << 20), kept - (1 << 20)),
                          std::string(kept - (1 << 20), '\0')));
   // Given up: zeros, whatever else is written now.
@@ -456,8 +519,8 @@ TEST_P(ShareTest, SharedMemoryTheFileGivesUpNeverBecomesAnotherFiles) {
   // memory stays the file's, and goes (df shows it) once unmapped.
   const uint64_t free_before = FreeBytes(root());
   ASSERT_SYS_OK(unlink(path.c_str()));
-  EXPECT_TRUE(BytesEqual(std::string_view(memory, 1 << 20),
-                         std::string_view(data).substr(0, 1 << 20)));
+  EXPECT_TRUE(
+      BytesEqual(std::string_view(memory, 1 << 20), std::string_view(data).substr(0, 1 << 20)));
   ASSERT_EQ(cudafs_unmap(m.mapping), 0);
   m.mapping = nullptr;
   EXPECT_TRUE(Eventually([&] { return FreeBytes(root()) >= free_before + kept; }, 10s));
@@ -574,8 +637,8 @@ TEST_P(ShareTest, TruncatedSharedMemoryGoesBackThoughStillMapped) {
   ASSERT_EQ(read(report_read.get(), &grown_kib, sizeof grown_kib),
             static_cast<ssize_t>(sizeof grown_kib));
   EXPECT_LT(grown_kib, static_cast<int64_t>(kRounds * kSize / 1024 / 4))
-      << "Shmem grew by " << grown_kib << " KiB over " << kRounds << " rounds of "
-      << (kSize >> 20) << " MiB on a 64 MiB mount";
+      << "Shmem grew by " << grown_kib << " KiB over " << kRounds << " rounds of " << (kSize >> 20)
+      << " MiB on a 64 MiB mount";
 }
 
 CUDAFS_INSTANTIATE_BACKENDS(ShareTest);

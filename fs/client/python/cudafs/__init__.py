@@ -1,7 +1,9 @@
 """Map files of a cudafs mount into this process's memory with no copy
 through FUSE: GPU memory for a GPU-backed mount, host memory for a
 host-backed one. Pure Python over libcudafs_client (fs/client/cudafs.h)
-through ctypes; torch is imported only by load_safetensors.
+through ctypes: the copy pip built into the package, else
+CUDAFS_CLIENT_LIBRARY's, else the system's (the .deb). torch is imported
+only by load_safetensors. The same from a shell: python -m cudafs --help.
 
     import cudafs
     with cudafs.map("/mnt/gpu/model.bin") as m:
@@ -26,13 +28,22 @@ or the mount goes away (a shared one then keeps the memory it had).
         m.sync()                                     # read() sees it now
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno
 import json
 import os
 import struct
+from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Union
 
-__all__ = ["Mapping", "map", "load_safetensors", "make_room"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["Mapping", "PathLike", "map", "load_safetensors", "make_room"]
+
+#: What the functions take as a path: str, bytes or an os.PathLike.
+PathLike = Union[str, bytes, os.PathLike]
 
 # cudafs.h's CUDAFS_MAP_WRITABLE and enum cudafs_memory, which ctypes cannot
 # read from the library (tests/fs/client/python_module_test.cc compares).
@@ -41,16 +52,27 @@ _HOST = 1
 _CUDA = 2
 
 
-def _load_library():
+def _library_candidates() -> List[str]:
+    here = os.path.dirname(os.path.abspath(__file__))
     candidates = []
+    # pip's: built with the package, beside this file, so that module and
+    # library are always of one version.
+    bundled = os.path.join(here, "libcudafs_client.so")
+    if os.path.exists(bundled):
+        candidates.append(bundled)
+    # Run from a checkout (PYTHONPATH=fs/client/python): the build tree's.
     if os.environ.get("CUDAFS_CLIENT_LIBRARY"):
         candidates.append(os.environ["CUDAFS_CLIENT_LIBRARY"])
-    # Installed: PREFIX/lib/python3/dist-packages/cudafs -> PREFIX/lib.
-    here = os.path.dirname(os.path.abspath(__file__))
+    # The .deb's: PREFIX/lib/python3/dist-packages/cudafs -> PREFIX/lib,
+    # then wherever the dynamic linker looks.
     candidates.append(os.path.join(here, "..", "..", "..", "libcudafs_client.so"))
     candidates.append("libcudafs_client.so")
+    return candidates
+
+
+def _load_library() -> ctypes.CDLL:
     errors = []
-    for path in candidates:
+    for path in _library_candidates():
         try:
             library = ctypes.CDLL(path)
         except OSError as error:
@@ -68,14 +90,14 @@ def _load_library():
             getattr(library, name).restype = result
         library.cudafs_last_error.restype = ctypes.c_char_p
         return library
-    raise ImportError("libcudafs_client.so not found (set CUDAFS_CLIENT_LIBRARY): "
-                      + "; ".join(errors))
+    raise ImportError("libcudafs_client.so not found (pip install ./fs/client/python from a "
+                      "cudafs checkout, or set CUDAFS_CLIENT_LIBRARY): " + "; ".join(errors))
 
 
 _lib = _load_library()
 
 
-def _raise(result, path):
+def _raise(result: int, path: Optional[PathLike]) -> NoReturn:
     error = -result
     message = _lib.cudafs_last_error().decode(errors="replace")
     raise OSError(error, message or os.strerror(error), path)
@@ -84,129 +106,137 @@ def _raise(result, path):
 class _Handle:
     """Owns one cudafs_mapping; unmapped by close() or when collected."""
 
-    def __init__(self, path, writable):
+    def __init__(self, path: PathLike, writable: bool) -> None:
         self._mapping = ctypes.c_void_p()
         result = _lib.cudafs_map(os.fsencode(path), _MAP_WRITABLE if writable else 0,
                                  ctypes.byref(self._mapping))
         if result != 0:
             _raise(result, path)
-        self.address = _lib.cudafs_mapping_address(self._mapping)
-        self.size = _lib.cudafs_mapping_size(self._mapping)
-        self.memory = _lib.cudafs_mapping_memory(self._mapping)
-        self.device = _lib.cudafs_mapping_device(self._mapping)
+        self.address: int = _lib.cudafs_mapping_address(self._mapping)
+        self.size: int = _lib.cudafs_mapping_size(self._mapping)
+        self.memory: int = _lib.cudafs_mapping_memory(self._mapping)
+        self.device: int = _lib.cudafs_mapping_device(self._mapping)
         self.path = path
         self.writable = writable
 
-    def sync(self):
+    def sync(self) -> None:
         result = _lib.cudafs_sync(self._mapping)
         if result != 0:
             _raise(result, self.path)
 
-    def close(self):
+    def close(self) -> None:
         if self._mapping:
             mapping, self._mapping = self._mapping, ctypes.c_void_p()
             result = _lib.cudafs_unmap(mapping)
             if result != 0:
                 _raise(result, None)
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:  # interpreter shutdown: nothing to tell anyone
             pass
 
 
-class _MappingMethods:
-    """What every mapping offers; see map()."""
+class Mapping:
+    """A file of the mount mapped into this process by map(); a context
+    manager that unmaps on exit.
+
+    GPU memory (is_cuda): exposes __cuda_array_interface__ (uint8, one
+    dimension), so torch.as_tensor(m, device="cuda") views it with no copy.
+    Host memory: a ctypes array of bytes with the buffer protocol
+    (memoryview(m), numpy.frombuffer(m, numpy.uint8), torch.frombuffer).
+    """
+
+    def __init__(self, handle: _Handle) -> None:
+        self._handle = handle
 
     @property
-    def ptr(self):
+    def ptr(self) -> int:
         """The address: a CUdeviceptr for GPU memory, else a host address."""
         self._check_open()
         return self._handle.address
 
     @property
-    def size(self):
+    def size(self) -> int:
+        """The file's size when mapped: the bytes of the mapping."""
         return self._handle.size
 
     @property
-    def is_cuda(self):
+    def is_cuda(self) -> bool:
+        """Whether this is GPU memory (a GPU-backed mount)."""
         return self._handle.memory == _CUDA
 
     @property
-    def device(self):
+    def device(self) -> Optional[int]:
         """The index of the GPU holding the first byte (where a tensor of
         the mapping lives), or None for host memory."""
         return self._handle.device if self.is_cuda else None
 
     @property
-    def writable(self):
+    def writable(self) -> bool:
         """Whether this is the file's own memory (map(writable=True))."""
         return self._handle.writable
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """Whether close() was called."""
         return not self._handle._mapping
 
-    def sync(self):
+    def sync(self) -> None:
         """After writing through the mapping or through write(): each side
         sees the other's bytes (fsync, then the kernel's cached pages of the
         file are dropped and its mtime moves). Writable mappings only."""
         self._check_open()
         self._handle.sync()
 
-    def close(self):
+    def close(self) -> None:
         """Unmaps. Tensors or views made from the mapping must be gone."""
         self._handle.close()
 
-    def _check_open(self):
+    def _check_open(self) -> None:
         if self.closed:
             raise ValueError("the mapping is closed")
 
-    def __enter__(self):
+    def __enter__(self) -> Mapping:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-        return False
 
 
-class Mapping(_MappingMethods):
-    """A mapping of GPU memory; exposes __cuda_array_interface__ (bytes)."""
-
-    def __init__(self, handle):
-        self._handle = handle
-
+class _CudaMapping(Mapping):
     @property
-    def __cuda_array_interface__(self):
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
         self._check_open()
         return {"shape": (self._handle.size,), "typestr": "|u1",
                 "data": (self._handle.address, False), "version": 3,
                 "strides": None, "stream": None}
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._handle.size
 
-    def __repr__(self):
-        state = "closed" if self.closed else "cuda:%d at 0x%x" % (self.device, self.ptr)
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "cuda:%d at 0x%x" % (self._handle.device, self.ptr)
         return "<cudafs.Mapping %d bytes, %s>" % (self.size, state)
 
 
-def _host_mapping(handle):
+def _host_mapping(handle: _Handle) -> Mapping:
     # A ctypes array over the memory: the buffer protocol for every Python
     # 3 (memoryview(m), numpy.frombuffer, torch.frombuffer), no copy.
-    class HostMapping(ctypes.c_ubyte * handle.size, _MappingMethods):
-        def __repr__(self):
+    class HostMapping(ctypes.c_ubyte * handle.size, Mapping):  # type: ignore[misc]
+        def __repr__(self) -> str:
             state = "closed" if self.closed else "host at 0x%x" % self.ptr
             return "<cudafs.Mapping %d bytes, %s>" % (self.size, state)
 
-    mapping = HostMapping.from_address(handle.address)
+    mapping: Mapping = HostMapping.from_address(handle.address)
     mapping._handle = handle
     return mapping
 
 
-def map(path, writable=False):
-    """Maps the whole file at `path` (see the module's doc).
+def map(path: PathLike, writable: bool = False) -> Mapping:
+    """Maps the whole file at `path` (see the module's doc): a private
+    copy of its bytes, or with writable=True the file's own memory.
 
     GPU memory comes in the calling thread's current CUDA context, or the
     device's primary context (the one PyTorch uses) when there is none.
@@ -214,10 +244,13 @@ def map(path, writable=False):
     not on cudafs, EINVAL for an empty one (or, writable, one under 2 MiB),
     EACCES without allow_other (or, writable, without write access),
     EOPNOTSUPP for a backend that cannot hand out memory.
+
+        with cudafs.map("/mnt/gpu/data.bin") as m:
+            t = torch.as_tensor(m, device="cuda")   # uint8, no copy
     """
     handle = _Handle(path, writable)
     if handle.memory == _CUDA:
-        return Mapping(handle)
+        return _CudaMapping(handle)
     return _host_mapping(handle)
 
 
@@ -228,7 +261,8 @@ _SAFETENSORS_DTYPES = {
 }
 
 
-def load_safetensors(path, device="cuda", writable=False):
+def load_safetensors(path: PathLike, device: Union[str, torch.device] = "cuda",
+                     writable: bool = False) -> Dict[str, torch.Tensor]:
     """The tensors of a .safetensors file on the mount, as a dict of torch
     tensors that view one mapping of the file (no copy through the host):
     a private copy, or with writable=True the file's own memory (no VRAM of
@@ -236,7 +270,11 @@ def load_safetensors(path, device="cuda", writable=False):
     lives as long as any of the tensors. `device` must be where the mapping
     is ("cuda" or "cuda:N" for a GPU-backed mount: on a mount over several
     GPUs, the one holding the file's start; "cpu" for a host-backed one);
-    other devices raise ValueError (use .to())."""
+    other devices raise ValueError (use .to()). Needs PyTorch.
+
+        tensors = cudafs.load_safetensors("/mnt/gpu/model.safetensors")
+        model.load_state_dict(tensors)
+    """
     import torch
 
     with open(path, "rb") as f:
@@ -244,7 +282,7 @@ def load_safetensors(path, device="cuda", writable=False):
         header = json.loads(f.read(header_size))
     mapping = map(path, writable=writable)
     if mapping.is_cuda:
-        where = torch.device("cuda", mapping.device)
+        where = torch.device("cuda", mapping._handle.device)
         everything = torch.as_tensor(mapping, device=where)
         if everything.data_ptr() != mapping.ptr:
             # PyTorch placed the address elsewhere and copied it: writes
@@ -270,7 +308,7 @@ def load_safetensors(path, device="cuda", writable=False):
     return tensors
 
 
-def make_room(mount, size=None):
+def make_room(mount: PathLike, size: Optional[int] = None) -> None:
     """Moves data of the cudafs mounted at `mount` off its GPUs into host
     memory until `size` bytes are free on each GPU (None: every byte that
     can move), and returns then; for a program that sizes itself from the
@@ -278,8 +316,34 @@ def make_room(mount, size=None):
     host memory, and come back to the GPU once it has room again (not for
     60 s). The mount's owner or root only (the root's sticky bit keeps
     others from setting its attributes). OSError ENOSPC when no more data
-    can move, EOPNOTSUPP on a mount without host memory to move data to."""
+    can move; EOPNOTSUPP on a mount without host memory to move data to
+    (host-backed, or spill=0), or for a path that is not the root of a
+    cudafs mount.
+
+        cudafs.make_room("/mnt/gpu", 71 << 30)   # then start the server
+    """
     if size is not None and (not isinstance(size, int) or size < 0):
         raise ValueError("size must be a byte count (an int >= 0) or None")
+    # Any other filesystem might keep the attribute as it is told.
+    # A file or directory below the root would keep it as its own.
+    if _filesystem_type(mount) != "fuse.cudafs" or not os.path.ismount(mount):
+        raise OSError(errno.EOPNOTSUPP, "not the root of a cudafs mount", mount)
     value = b"all" if size is None else str(size).encode()
     os.setxattr(mount, "user.cudafs.make_room", value)
+
+
+def _filesystem_type(path: PathLike) -> Optional[str]:
+    # The type of the mount holding `path`, found by its mount id as the
+    # daemon's --make-room does (fs/daemon/mount_info.cc).
+    fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with open("/proc/self/fdinfo/%d" % fd) as f:
+            ids = [line.split()[1] for line in f if line.startswith("mnt_id:")]
+    finally:
+        os.close(fd)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split(" ")
+            if ids and fields[0] == ids[0] and "-" in fields:
+                return fields[fields.index("-") + 1]
+    return None

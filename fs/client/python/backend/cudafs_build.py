@@ -1,0 +1,164 @@
+"""The PEP 517 build backend of the Python package `cudafs`: compiles
+libcudafs_client (fs/client, fs/wire) with the system's C++ compiler into
+the package, beside the module that loads it through ctypes, and writes the
+wheel. In-tree and standard library only, so that pip builds it offline in
+a fresh virtual environment: Python 3.12 and later no longer seed
+setuptools into one, and --no-build-isolation then finds none.
+
+From a checkout the sources are the repository's (three folders up); from
+an sdist, its `cpp` folder, which build_sdist fills with the same files.
+Environment: CXX (default c++), CXXFLAGS (added), CUDAToolkit_ROOT (as for
+CMake).
+"""
+
+import base64
+import hashlib
+import io
+import os
+import re
+import shlex
+import subprocess
+import sysconfig
+import tarfile
+import tempfile
+import zipfile
+
+_NAME = "cudafs"
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LIBRARY = "libcudafs_client.so"
+# What libcudafs_client is made of (fs/client/CMakeLists.txt): the client,
+# its parts and the wire format.
+_SOURCE_DIRS = ("fs/client", "fs/wire")
+
+
+def _source_root():
+    for root in (os.path.join(_HERE, "..", "..", ".."), os.path.join(_HERE, "cpp")):
+        if os.path.exists(os.path.join(root, "fs", "client", "cudafs.h")):
+            return os.path.normpath(root)
+    raise RuntimeError("the C++ sources of libcudafs_client are missing: build from a cudafs "
+                       "checkout (fs/client/python) or from its sdist")
+
+
+def _version(root):
+    # One version for the daemon and the package: the library refuses a
+    # daemon of another version (EPROTONOSUPPORT).
+    with open(os.path.join(root, "CMakeLists.txt")) as f:
+        found = re.search(r"project\(cudafs VERSION ([0-9.]+)", f.read())
+    if not found:
+        raise RuntimeError("no `project(cudafs VERSION ...)` in " + root + "/CMakeLists.txt")
+    return found.group(1)
+
+
+def _sources(root):
+    return sorted(os.path.join(root, folder, name) for folder in _SOURCE_DIRS
+                  for name in os.listdir(os.path.join(root, folder)) if name.endswith(".cc"))
+
+
+def _cuda_flags():
+    # As CMakeLists.txt does: the CUDA driver API's header where the toolkit
+    # is installed, else a library that maps host memory only (GPU mappings
+    # fail with ENOSYS).
+    for prefix in (os.environ.get("CUDAToolkit_ROOT"), "/usr/local/cuda"):
+        if prefix and os.path.exists(os.path.join(prefix, "include", "cuda.h")):
+            return ["-isystem", os.path.join(prefix, "include"), "-DCUDAFS_WITH_CUDA=1"]
+    print("cudafs_build: no CUDA toolkit headers (cuda.h under /usr/local/cuda or "
+          "$CUDAToolkit_ROOT): this library maps host memory only", flush=True)
+    return []
+
+
+def _compile_flags(root):
+    return (["-std=c++20", "-O2", "-fPIC", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+             "-I", root] + _cuda_flags() + shlex.split(os.environ.get("CXXFLAGS", "")))
+
+
+def _compile_library(root, output):
+    command = ([os.environ.get("CXX", "c++")] + _compile_flags(root) + ["-shared", "-o", output]
+               + _sources(root) + ["-ldl"])
+    print("cudafs_build: " + " ".join(shlex.quote(word) for word in command), flush=True)
+    try:
+        subprocess.run(command, check=True)
+    except FileNotFoundError:
+        raise RuntimeError("no C++ compiler (%s): install g++ (Debian: build-essential), or set "
+                           "CXX" % command[0]) from None
+    except subprocess.CalledProcessError as error:
+        raise RuntimeError("compiling libcudafs_client failed (exit %d)"
+                           % error.returncode) from None
+
+
+def _metadata(version):
+    return ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n"
+            "Summary: Map files of a cudafs mount into GPU (or host) memory with no copy\n"
+            "License: MIT\nRequires-Python: >=3.8\n" % (_NAME, version))
+
+
+def _wheel_tag():
+    # The library is plain C ABI, loaded through ctypes: any Python 3 on
+    # this platform.
+    return "py3-none-" + sysconfig.get_platform().replace("-", "_").replace(".", "_")
+
+
+def _record_line(name, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return "%s,sha256=%s,%d" % (name, digest, len(data))
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    root = _source_root()
+    version = _version(root)
+    files = []
+    package = os.path.join(_HERE, _NAME)
+    for name in sorted(os.listdir(package)):
+        if name.endswith(".py") or name == "py.typed":
+            with open(os.path.join(package, name), "rb") as f:
+                files.append((_NAME + "/" + name, f.read()))
+    with tempfile.TemporaryDirectory() as work:
+        library = os.path.join(work, _LIBRARY)
+        _compile_library(root, library)
+        with open(library, "rb") as f:
+            files.append((_NAME + "/" + _LIBRARY, f.read()))
+    tag = _wheel_tag()
+    info = "%s-%s.dist-info" % (_NAME, version)
+    files.append((info + "/METADATA", _metadata(version).encode()))
+    files.append((info + "/WHEEL", ("Wheel-Version: 1.0\nGenerator: cudafs_build\n"
+                                    "Root-Is-Purelib: false\nTag: %s\n" % tag).encode()))
+    record = [_record_line(name, data) for name, data in files] + [info + "/RECORD,,"]
+    files.append((info + "/RECORD", ("\n".join(record) + "\n").encode()))
+    wheel = "%s-%s-%s.whl" % (_NAME, version, tag)
+    with zipfile.ZipFile(os.path.join(wheel_directory, wheel), "w", zipfile.ZIP_DEFLATED) as out:
+        for name, data in files:
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.external_attr = (0o755 if name.endswith(".so") else 0o644) << 16
+            out.writestr(entry, data, zipfile.ZIP_DEFLATED)
+    return wheel
+
+
+def _headers(root):
+    # Every header the sources include from the repository, as the
+    # compiler finds them (-MM): a header that moves elsewhere comes along.
+    command = [os.environ.get("CXX", "c++"), "-MM"] + _compile_flags(root) + _sources(root)
+    output = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
+    words = output.replace("\\\n", " ").split()
+    return sorted({os.path.relpath(os.path.normpath(word), root) for word in words
+                   if word.endswith(".h") and os.path.normpath(word).startswith(root + os.sep)})
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    root = _source_root()
+    version = _version(root)
+    base = "%s-%s" % (_NAME, version)
+    sdist = base + ".tar.gz"
+    cpp = ["CMakeLists.txt"] + [os.path.relpath(source, root) for source in _sources(root)]
+    path = os.path.join(sdist_directory, sdist)
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as out:
+        for name in ("pyproject.toml", "backend/cudafs_build.py"):
+            out.add(os.path.join(_HERE, name), base + "/" + name)
+        for name in sorted(os.listdir(os.path.join(_HERE, _NAME))):
+            if name.endswith(".py") or name == "py.typed":
+                out.add(os.path.join(_HERE, _NAME, name), "%s/%s/%s" % (base, _NAME, name))
+        for name in cpp + _headers(root):
+            out.add(os.path.join(root, name), base + "/cpp/" + name)
+        info = tarfile.TarInfo(base + "/PKG-INFO")
+        metadata = _metadata(version).encode()
+        info.size = len(metadata)
+        out.addfile(info, io.BytesIO(metadata))
+    return sdist
