@@ -7,11 +7,15 @@
 // NFS4ERR_STALE (or ENOENT), never another file's bytes.
 //   nfs_export_client SERVER PORT EXPORT MOUNTPOINT
 // Prints each check; exit status 0 when all hold, 1 otherwise.
+
+// libnfs.h first: the raw headers use what it defines.
+// clang-format off
 extern "C" {
-#include <nfsc/libnfs-raw-nfs4.h>
-#include <nfsc/libnfs-raw.h>
 #include <nfsc/libnfs.h>
+#include <nfsc/libnfs-raw.h>
+#include <nfsc/libnfs-raw-nfs4.h>
 }
+// clang-format on
 
 #include <dirent.h>
 #include <fcntl.h>
