@@ -53,6 +53,8 @@ cleanup() {
   rm -rf --one-file-system "$work"
 }
 trap 'status=$?; cleanup; exit $status' EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 mkdir "$mountpoint"
 options=size=256m,backend=host${CUDAFS_TEST_MOUNT_OPTIONS:+,$CUDAFS_TEST_MOUNT_OPTIONS}
