@@ -24,6 +24,12 @@ cd "$(dirname "$0")"
 packages=(build-essential cmake pkg-config libfuse3-dev fuse3 libabsl-dev libgtest-dev
           libbenchmark-dev nlohmann-json3-dev git tar ccache python3 python3-venv groff-base
           systemd)
+# For `./build.sh test` only (not for mounting): tests/mount/nfs_export_test.sh
+# serves a mount over NFS with NFS-Ganesha's VFS FSAL and checks it with a
+# libnfs client; there the test may not skip (CUDAFS_TEST_REQUIRE_NFS=1).
+# Debian's nfs-ganesha package enables its own service (no exports in its
+# default configuration); the test runs a Ganesha of its own.
+nfs_test_packages=(nfs-ganesha nfs-ganesha-vfs libnfs-dev)
 # To build libfuse >= 3.18 from Debian's source package when the system's is
 # older (Debian 12 has 3.14). libfuse leaves out FUSE over io_uring, without
 # a word, when liburing or libnuma is missing.
@@ -352,9 +358,10 @@ case "$command" in
     echo "build.sh: cudafs mounted on $mountpoint (unmount: umount $mountpoint)"
     ;;
   test)
+    install_packages "${nfs_test_packages[@]}"
     build
     cd build
-    ctest_on_each_transport --output-on-failure -j "$(nproc)"
+    CUDAFS_TEST_REQUIRE_NFS=1 ctest_on_each_transport --output-on-failure -j "$(nproc)"
     ;;
   fallback)
     fallback

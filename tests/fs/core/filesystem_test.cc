@@ -312,6 +312,17 @@ TEST_F(FilesystemTest, DotOfAnyInodeIsItselfWhileItHasAName) {
   EXPECT_EQ(Errno(fs_->Lookup(987654, ".")), ENOENT);
 }
 
+// kernel nfsd reconnects a directory found by handle to the tree by looking
+// up ".." in it, so ".." must follow the directory when it moves.
+TEST_F(FilesystemTest, DotDotIsTheParentAfterARename) {
+  const InodeNumber from = NewDirectory(kRootInode, "from");
+  const InodeNumber to = NewDirectory(kRootInode, "to");
+  const InodeNumber dir = NewDirectory(from, "d");
+  ASSERT_OK(fs_->Rename(from, "d", to, "moved", 0));
+  ASSERT_OK_AND_ASSIGN(struct stat found, fs_->Lookup(dir, ".."));
+  EXPECT_EQ(found.st_ino, to);
+}
+
 TEST_F(FilesystemTest, LinkedInodeSurvivesForgetOfAllReferences) {
   const InodeNumber ino = NewFile(kRootInode, "f");
   fs_->Forget(ino, 100);  // more than it has: clamps, the name keeps it
