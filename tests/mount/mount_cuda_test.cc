@@ -85,7 +85,9 @@ class MountCudaTest : public BackendTest {
     ASSERT_TRUE(hog_->Commit(0, taken_).ok());
   }
   void TearDown() override {
-    if (hog_ != nullptr && taken_ > 0) EXPECT_TRUE(hog_->Decommit(0, taken_).ok());
+    if (hog_ != nullptr && taken_ > 0) {
+      EXPECT_TRUE(hog_->Decommit(0, taken_).ok());
+    }
     BackendTest::TearDown();
   }
 
