@@ -97,7 +97,6 @@ enum CUdriverProcAddress_flags {
 enum CUdriverProcAddressQueryResult {
   CU_GET_PROC_ADDRESS_SUCCESS = 0,
   CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
-  CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 };
 
 // cuMemHostAlloc's and cuMemHostRegister's flags.

@@ -121,7 +121,6 @@ namespace {
   X(CU_GET_PROC_ADDRESS_DEFAULT)                                     \
   X(CU_GET_PROC_ADDRESS_SUCCESS)                                     \
   X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)                            \
-  X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)                      \
   X(CU_MEM_ALLOCATION_TYPE_PINNED)                                   \
   X(CU_MEM_HANDLE_TYPE_NONE)                                         \
   X(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)                        \
