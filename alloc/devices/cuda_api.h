@@ -7,8 +7,8 @@
 // Declarations only: cudafs never links libcuda but resolves each entry
 // point with cuGetProcAddress. `<name>_t` is the entry point's pointer type,
 // the ABI it has had since the CUDA version `<name>_version`, which is what
-// cudafs asks cuGetProcAddress for: a newer driver hands back that same ABI,
-// an older one does not have it.
+// cudafs asks cuGetProcAddress for: a newer driver hands back that same ABI;
+// a driver older than that version is not asked.
 //
 // Drivers supported: CUDA 12.0 (NVIDIA driver 525) and newer. 12.0 brought
 // cuGetProcAddress_v2, which tells a missing entry point from a failed
