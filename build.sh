@@ -11,6 +11,8 @@
 #   ./build.sh tsan                                   unit, core and mount tests under TSan
 #   ./build.sh clang                                  build with Clang: the lock annotations
 #                                                     are checked (-Werror=thread-safety)
+#   ./build.sh no-toolkit                             build cudafs with the CUDA toolkit hidden
+#                                                     (build-notoolkit): it still drives GPUs
 #   ./build.sh package                                build, then the Debian package
 #                                                     build/cudafs_VERSION_ARCH.deb
 #   ./build.sh package-test                           the package installed, mounted from
@@ -160,6 +162,8 @@ build() {
   local targets=()
   if (($#)); then targets=(--target "$@"); fi
   cmake --build build -j "$(nproc)" "${targets[@]}"
+  # What the binary drives: libfuse's version, the NVIDIA drivers.
+  if [[ -x build/cudafs ]]; then echo "build.sh: built $(build/cudafs --version)"; fi
 }
 
 # Runs ctest "$@" in the current directory once per FUSE transport: every
@@ -375,6 +379,14 @@ case "$command" in
   clang)
     clang_check
     ;;
+  no-toolkit)
+    # cudafs from our own CUDA declarations (alloc/devices/cuda_api.h): the
+    # toolkit hidden in a private mount namespace (hence root), the build
+    # checked to drive NVIDIA drivers all the same.
+    install_dependencies
+    as_root env CUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" tests/build/build_without_toolkit.sh \
+      build-notoolkit
+    ;;
   package)
     package
     ;;
@@ -389,7 +401,7 @@ case "$command" in
       build/mount_model_test --gtest_filter='*ConcurrentModelsInSeparateTrees/host'
     ;;
   *)
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -10,11 +10,9 @@
 #include <random>
 #include <vector>
 
+#include "alloc/devices/cuda_device.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/storage/arena.h"
-#ifdef CUDAFS_WITH_CUDA
-#include "alloc/devices/cuda_device.h"
-#endif
 
 namespace cudafs {
 namespace {
@@ -32,13 +30,9 @@ std::unique_ptr<Device> OpenDevice(Backend backend, benchmark::State& state) {
     state.SkipWithError(std::string(device.status().message()).c_str());
     return nullptr;
   }
-#ifdef CUDAFS_WITH_CUDA
   absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Create(0, kArenaSize);
   if (device.ok()) return std::move(*device);
   state.SkipWithError(std::string(device.status().message()).c_str());
-#else
-  state.SkipWithError("built without the CUDA device");
-#endif
   return nullptr;
 }
 
@@ -93,7 +87,6 @@ BENCHMARK_CAPTURE(BM_Transfer, CudaReadHeap, kCuda, false, false)->Arg(4096)->Ar
 BENCHMARK_CAPTURE(BM_Transfer, HostWrite, kHost, true, true)->Arg(4096)->Arg(kMiB);
 BENCHMARK_CAPTURE(BM_Transfer, HostRead, kHost, false, true)->Arg(4096)->Arg(kMiB);
 
-#ifdef CUDAFS_WITH_CUDA
 // One CUDA device for every thread of a multi-threaded case, made once.
 Device* SharedCudaDevice() {
   static Device* const device = []() -> Device* {
@@ -140,8 +133,10 @@ BENCHMARK_CAPTURE(BM_ParallelTransfer, CudaReadAndCopy, false, true)
 BENCHMARK_CAPTURE(BM_ParallelTransfer, CudaWrite, true, false)
     ->Threads(1)->Threads(8)->Threads(16)->UseRealTime();
 BENCHMARK_CAPTURE(BM_ParallelTransfer, CudaCopyAndWrite, true, true)
-    ->Threads(1)->Threads(8)->Threads(16)->UseRealTime();
-#endif  // CUDAFS_WITH_CUDA
+    ->Threads(1)
+    ->Threads(8)
+    ->Threads(16)
+    ->UseRealTime();
 
 // A cache flush's pattern: `range(0)` 4 KiB pages of one pinned staging
 // buffer written to scattered page offsets in one Write batch.

@@ -7,7 +7,7 @@
 namespace cudafs {
 
 absl::Status CudaContext::Retain() {
-  CUcontext context = nullptr;
+  cu::CUcontext context = nullptr;
   absl::Status status =
       cu_.Check("cuDevicePrimaryCtxRetain", cu_.cuDevicePrimaryCtxRetain(&context, device_));
   if (!status.ok()) return status;
@@ -25,7 +25,7 @@ void CudaContext::Release() {
 }
 
 absl::Status CudaContext::Enter() const {
-  CUcontext context = context_.load();
+  cu::CUcontext context = context_.load();
   if (context == nullptr) {
     return absl::InternalError(
         absl::StrCat(description_, ": data operation on memory that is not committed"));
@@ -40,8 +40,8 @@ absl::Status CudaContext::Enter() const {
 void CudaContext::MakeCurrent() const { cu_.cuCtxSetCurrent(context_.load()); }
 
 absl::Status CudaContext::Check(absl::string_view call, int result) const {
-  const CUresult code = static_cast<CUresult>(result);
-  if (code == CUDA_SUCCESS) return absl::OkStatus();
+  const cu::CUresult code = static_cast<cu::CUresult>(result);
+  if (code == cu::CUDA_SUCCESS) return absl::OkStatus();
   absl::Status status = cu_.Check(call, code);
   if (absl::IsResourceExhausted(status)) return status;
   const bool sticky = IsStickyCudaError(code);

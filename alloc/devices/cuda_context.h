@@ -14,8 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-
-struct CUctx_st;
+#include "alloc/devices/cuda_api.h"
 
 namespace cudafs {
 
@@ -54,7 +53,7 @@ class CudaContext {
   const CudaDriver& cu_;
   const int device_;
   const std::string description_;
-  std::atomic<CUctx_st*> context_{nullptr};
+  std::atomic<cu::CUctx_st*> context_{nullptr};
   mutable std::atomic<bool> lost_{false};
 };
 

@@ -19,8 +19,8 @@ absl::Status CudaDevice::Write(absl::Span<const HostToDevice> copies) {
   }
   return streams_.Copy(copies.size(), [&](size_t i) {
     const HostToDevice& c = copies[i];
-    return CudaStreams::Transfer{base_ + c.device_offset, reinterpret_cast<CUdeviceptr>(c.source),
-                                 c.length};
+    return CudaStreams::Transfer{base_ + c.device_offset,
+                                 reinterpret_cast<cu::CUdeviceptr>(c.source), c.length};
   });
 }
 
@@ -30,7 +30,7 @@ absl::Status CudaDevice::Read(absl::Span<const DeviceToHost> copies) {
   }
   return streams_.Copy(copies.size(), [&](size_t i) {
     const DeviceToHost& c = copies[i];
-    return CudaStreams::Transfer{reinterpret_cast<CUdeviceptr>(c.destination),
+    return CudaStreams::Transfer{reinterpret_cast<cu::CUdeviceptr>(c.destination),
                                  base_ + c.device_offset, c.length};
   });
 }
@@ -50,7 +50,7 @@ absl::Status CudaDevice::Zero(absl::Span<const DeviceRange> ranges) {
   for (const DeviceRange& r : ranges) {
     if (absl::Status s = InRange(r.offset, r.length); !s.ok()) return s;
   }
-  return streams_.Run("cuMemsetD8Async", ranges.size(), [&](size_t i, CUstream stream) {
+  return streams_.Run("cuMemsetD8Async", ranges.size(), [&](size_t i, cu::CUstream stream) {
     return static_cast<int>(
         cu_.cuMemsetD8Async(base_ + ranges[i].offset, 0, ranges[i].length, stream));
   });

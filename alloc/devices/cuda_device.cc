@@ -21,12 +21,13 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int index, uint64
 absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDriver& cu, int index,
                                                                uint64_t arena_size,
                                                                CudaDeviceOptions options) {
-  CUdevice device;
+  cu::CUdevice device;
   if (absl::Status s = cu.Check("cuDeviceGet", cu.cuDeviceGet(&device, index)); !s.ok()) {
     return absl::UnavailableError(s.message());
   }
   int vmm = 0;
-  cu.cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device);
+  cu.cuDeviceGetAttribute(&vmm, cu::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                          device);
   if (!vmm) {
     return absl::UnavailableError(
         absl::StrFormat("GPU %d (%s) lacks CUDA virtual memory management (cuMemCreate)", index,
@@ -34,19 +35,20 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(const CudaDriver&
   }
   int posix_fd_handles = 0;
   cu.cuDeviceGetAttribute(&posix_fd_handles,
-                          CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device);
+                          cu::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                          device);
   int host_pointer = 0;
   cu.cuDeviceGetAttribute(&host_pointer,
-                          CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, device);
+                          cu::CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, device);
 
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  cu::CUmemAllocationProp prop = {};
+  prop.type = cu::CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = cu::CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = device;
   size_t granule = 0;
-  if (absl::Status s = cu.Check(
-          "cuMemGetAllocationGranularity",
-          cu.cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  if (absl::Status s = cu.Check("cuMemGetAllocationGranularity",
+                                cu.cuMemGetAllocationGranularity(
+                                    &granule, &prop, cu::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
       !s.ok()) {
     return absl::UnavailableError(s.message());
   }
@@ -119,7 +121,7 @@ absl::Status CudaDevice::CreateContext() {
   const absl::Time start = absl::Now();
   absl::Status status = context_.Retain();
   if (status.ok()) {
-    CUdeviceptr base = 0;
+    cu::CUdeviceptr base = 0;
     status = context_.Check("cuMemAddressReserve",
                             cu_.cuMemAddressReserve(&base, gpu_.arena_size, gpu_.granule, 0, 0));
     if (status.ok()) base_ = base;
@@ -185,26 +187,26 @@ absl::Status CudaDevice::InRange(uint64_t offset, uint64_t length) const {
 }
 
 absl::StatusOr<PhysicalPieces::Handle> CudaDevice::MapPiece(uint64_t offset, uint64_t length) {
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  cu::CUmemAllocationProp prop = {};
+  prop.type = cu::CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = cu::CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = gpu_.device;
   prop.requestedHandleTypes =
-      gpu_.shareable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
-  CUmemGenericAllocationHandle handle;
+      gpu_.shareable ? cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : cu::CU_MEM_HANDLE_TYPE_NONE;
+  cu::CUmemGenericAllocationHandle handle;
   if (absl::Status s = context_.Check("cuMemCreate", cu_.cuMemCreate(&handle, length, &prop, 0));
       !s.ok()) {
     return s;
   }
-  const CUdeviceptr address = base_ + offset;
+  const cu::CUdeviceptr address = base_ + offset;
   if (absl::Status s = context_.Check("cuMemMap", cu_.cuMemMap(address, length, 0, handle, 0));
       !s.ok()) {
     cu_.cuMemRelease(handle);
     return s;
   }
-  CUmemAccessDesc access = {};
+  cu::CUmemAccessDesc access = {};
   access.location = prop.location;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  access.flags = cu::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   if (absl::Status s =
           context_.Check("cuMemSetAccess", cu_.cuMemSetAccess(address, length, &access, 1));
       !s.ok()) {

@@ -31,7 +31,7 @@ absl::StatusOr<std::vector<CudaDeviceInfo>> ListCudaDevices() {
   if (!count.ok()) return count.status();
   std::vector<CudaDeviceInfo> devices;
   for (int index = 0; index < *count; ++index) {
-    CUdevice device;
+    cu::CUdevice device;
     if (absl::Status s = cu.Check("cuDeviceGet", cu.cuDeviceGet(&device, index)); !s.ok()) {
       return s;
     }
@@ -46,11 +46,11 @@ absl::StatusOr<std::vector<CudaDeviceInfo>> ListCudaDevices() {
     }
     info.total_bytes = total;
     // Free memory is a property of a context: borrow the primary one.
-    CUcontext context;
-    if (cu.cuDevicePrimaryCtxRetain(&context, device) == CUDA_SUCCESS) {
+    cu::CUcontext context;
+    if (cu.cuDevicePrimaryCtxRetain(&context, device) == cu::CUDA_SUCCESS) {
       size_t free = 0;
-      if (cu.cuCtxSetCurrent(context) == CUDA_SUCCESS &&
-          cu.cuMemGetInfo(&free, &total) == CUDA_SUCCESS) {
+      if (cu.cuCtxSetCurrent(context) == cu::CUDA_SUCCESS &&
+          cu.cuMemGetInfo(&free, &total) == cu::CUDA_SUCCESS) {
         info.free_bytes = free;
       }
       cu.cuCtxSetCurrent(nullptr);
@@ -76,8 +76,8 @@ absl::StatusOr<int> ResolveOne(const CudaDriver& cu, int count, absl::string_vie
     return index;
   }
   const std::string bus_id(item);
-  CUdevice device;
-  if (cu.cuDeviceGetByPCIBusId(&device, bus_id.c_str()) != CUDA_SUCCESS) {
+  cu::CUdevice device;
+  if (cu.cuDeviceGetByPCIBusId(&device, bus_id.c_str()) != cu::CUDA_SUCCESS) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "device=%s: no GPU with that PCI bus id (see cudafs --list-devices)", item));
   }
@@ -118,7 +118,7 @@ absl::StatusOr<uint64_t> CudaTotalMemory(int index) {
   absl::StatusOr<const CudaDriver*> driver = CudaDriver::Load();
   if (!driver.ok()) return driver.status();
   const CudaDriver& cu = **driver;
-  CUdevice device;
+  cu::CUdevice device;
   if (absl::Status s = cu.Check("cuDeviceGet", cu.cuDeviceGet(&device, index)); !s.ok()) return s;
   size_t total = 0;
   if (absl::Status s = cu.Check("cuDeviceTotalMem", cu.cuDeviceTotalMem(&total, device)); !s.ok()) {

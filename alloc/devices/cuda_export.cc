@@ -2,7 +2,6 @@
 // filled with a copy made inside the GPU, and the arena's own pieces handed
 // to another process as POSIX file descriptors, which it imports and maps
 // (cuMemImportFromShareableHandle, cuMemMap).
-#include <cuda.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,17 +83,17 @@ absl::Status CudaDevice::FillCopy(absl::Span<const CopyMemory> pieces,
 absl::Status CudaDevice::FillImported(int memory, uint64_t memory_bytes,
                                       absl::Span<const DeviceToDevice> copies) {
   if (absl::Status s = context_.Enter(); !s.ok()) return s;
-  CUmemGenericAllocationHandle handle;
+  cu::CUmemGenericAllocationHandle handle;
   if (!context_
            .Check("cuMemImportFromShareableHandle",
                   cu_.cuMemImportFromShareableHandle(
                       &handle, reinterpret_cast<void*>(static_cast<intptr_t>(memory)),
-                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+                      cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
            .ok()) {
     return absl::InvalidArgumentError("the memory for a copy is no CUDA allocation");
   }
   // Mapped here only while the copy runs: the daemon keeps no view of it.
-  CUdeviceptr view = 0;
+  cu::CUdeviceptr view = 0;
   absl::Status status = context_.Check(
       "cuMemAddressReserve", cu_.cuMemAddressReserve(&view, memory_bytes, gpu_.granule, 0, 0));
   bool mapped = false;
@@ -104,9 +103,9 @@ absl::Status CudaDevice::FillImported(int memory, uint64_t memory_bytes,
     if (!mapped) status = absl::InvalidArgumentError("the memory for a copy is too small");
   }
   if (status.ok()) {
-    CUmemAccessDesc access = {};
-    access.location = {CU_MEM_LOCATION_TYPE_DEVICE, gpu_.device};
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    cu::CUmemAccessDesc access = {};
+    access.location = {cu::CU_MEM_LOCATION_TYPE_DEVICE, gpu_.device};
+    access.flags = cu::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     status = context_.Check("cuMemSetAccess", cu_.cuMemSetAccess(view, memory_bytes, &access, 1));
     if (!status.ok()) status = absl::InvalidArgumentError("the memory for a copy is not on " +
                                                           gpu_.description);
@@ -127,7 +126,7 @@ absl::Status CudaDevice::FillImported(int memory, uint64_t memory_bytes,
     }
     if (at < memory_bytes) gaps.push_back({at, memory_bytes - at});
     status = streams_.Run("cuMemsetD8Async, cuMemcpyAsync", gaps.size() + sorted.size(),
-                          [&](size_t i, CUstream stream) {
+                          [&](size_t i, cu::CUstream stream) {
                             if (i < gaps.size()) {
                               return static_cast<int>(cu_.cuMemsetD8Async(
                                   view + gaps[i].offset, 0, gaps[i].length, stream));
@@ -189,7 +188,7 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CudaDevice::ExportShared(
     if (absl::Status s =
             context_.Check("cuMemExportToShareableHandle",
                            cu_.cuMemExportToShareableHandle(
-                               &fd, piece.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+                               &fd, piece.handle, cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
         !s.ok()) {
       return s;
     }

@@ -36,8 +36,8 @@ void CudaScatter::Load() {
     return;
   }
   const CudaDriver& cu = context_.driver();
-  CUmodule module;
-  CUfunction kernel;
+  cu::CUmodule module;
+  cu::CUfunction kernel;
   if (!context_.Check("cuModuleLoadData", cu.cuModuleLoadData(&module, kScatterKernelPtx)).ok()) {
     LogInfo(
         absl::StrCat(context_.description(), ": no scatter kernel; scattered writes go as copies"));
@@ -81,7 +81,7 @@ void* CudaScatter::AcquirePieceTable() {
   if (!context_
            .Check("cuMemHostAlloc",
                   context_.driver().cuMemHostAlloc(&table, kMaxPieces * sizeof(ScatterPiece),
-                                                   CU_MEMHOSTALLOC_PORTABLE))
+                                                   cu::CU_MEMHOSTALLOC_PORTABLE))
            .ok()) {
     return nullptr;
   }
@@ -94,7 +94,7 @@ void CudaScatter::ReleasePieceTable(void* table) {
 }
 
 std::optional<absl::Status> CudaScatter::TryWrite(
-    absl::Span<const HostToDevice> copies, CUdeviceptr base,
+    absl::Span<const HostToDevice> copies, cu::CUdeviceptr base,
     absl::FunctionRef<bool(absl::Span<const HostToDevice>)> pinned) {
   if (copies.size() < kMinPieces || copies.size() > kMaxPieces ||
       !enabled_.load(std::memory_order_relaxed)) {
@@ -114,11 +114,11 @@ std::optional<absl::Status> CudaScatter::TryWrite(
     const HostToDevice& c = copies[i];
     pieces[i] = {base + c.device_offset, reinterpret_cast<uintptr_t>(c.source), c.length};
   }
-  CUdeviceptr table = reinterpret_cast<CUdeviceptr>(pieces);
+  cu::CUdeviceptr table = reinterpret_cast<cu::CUdeviceptr>(pieces);
   unsigned int count = static_cast<unsigned int>(copies.size());
   void* arguments[] = {&table, &count};
   const absl::Status status =
-      streams_.Run("cuLaunchKernel", 1, [&](size_t, CUstream stream) {
+      streams_.Run("cuLaunchKernel", 1, [&](size_t, cu::CUstream stream) {
         return static_cast<int>(context_.driver().cuLaunchKernel(
             kernel_, count, 1, 1, kScatterThreadsPerBlock, 1, 1, 0, stream, arguments, nullptr));
       });

@@ -20,10 +20,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "alloc/devices/cuda_api.h"
 #include "alloc/devices/device.h"
-
-struct CUmod_st;
-struct CUfunc_st;
 
 namespace cudafs {
 
@@ -66,8 +64,8 @@ class CudaScatter {
   const CudaContext& context_;
   CudaStreams& streams_;
   const bool kernel_reads_host_;
-  CUmod_st* module_ = nullptr;
-  CUfunc_st* kernel_ = nullptr;
+  cu::CUmod_st* module_ = nullptr;
+  cu::CUfunc_st* kernel_ = nullptr;
   // Set once loaded; cleared when a launch fails without losing the context.
   std::atomic<bool> enabled_{false};
   std::atomic<uint64_t> writes_{0};

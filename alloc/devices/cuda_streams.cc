@@ -16,9 +16,9 @@ absl::Status CudaStreams::Create(int count) {
   const CudaDriver& cu = context_.driver();
   absl::MutexLock lock(&mu_);
   for (int i = 0; i < count; ++i) {
-    CUstream stream;
+    cu::CUstream stream;
     absl::Status status =
-        context_.Check("cuStreamCreate", cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+        context_.Check("cuStreamCreate", cu.cuStreamCreate(&stream, cu::CU_STREAM_NON_BLOCKING));
     if (!status.ok()) return status;
     all_.push_back(stream);
     idle_.push_back(stream);
@@ -28,35 +28,35 @@ absl::Status CudaStreams::Create(int count) {
 
 void CudaStreams::Destroy() {
   absl::MutexLock lock(&mu_);
-  for (CUstream stream : all_) context_.driver().cuStreamDestroy(stream);
+  for (cu::CUstream stream : all_) context_.driver().cuStreamDestroy(stream);
   all_.clear();
   idle_.clear();
 }
 
-CUstream CudaStreams::Acquire() {
+cu::CUstream CudaStreams::Acquire() {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
-      +[](std::vector<CUstream>* idle) { return !idle->empty(); }, &idle_));
-  CUstream stream = idle_.back();
+      +[](std::vector<cu::CUstream>* idle) { return !idle->empty(); }, &idle_));
+  cu::CUstream stream = idle_.back();
   idle_.pop_back();
   return stream;
 }
 
-void CudaStreams::Release(CUstream stream) {
+void CudaStreams::Release(cu::CUstream stream) {
   absl::MutexLock lock(&mu_);
   idle_.push_back(stream);
 }
 
-absl::Status CudaStreams::Wait(CUstream stream) {
+absl::Status CudaStreams::Wait(cu::CUstream stream) {
   if (IsBackgroundThread()) return Sleep(stream);
   return context_.Check("cuStreamSynchronize", context_.driver().cuStreamSynchronize(stream));
 }
 
-absl::Status CudaStreams::Sleep(CUstream stream) {
+absl::Status CudaStreams::Sleep(cu::CUstream stream) {
   const absl::Time start = absl::Now();
   while (true) {
-    const CUresult result = context_.driver().cuStreamQuery(stream);
-    if (result != CUDA_ERROR_NOT_READY) return context_.Check("cuStreamQuery", result);
+    const cu::CUresult result = context_.driver().cuStreamQuery(stream);
+    if (result != cu::CUDA_ERROR_NOT_READY) return context_.Check("cuStreamQuery", result);
     // Naps of half the time waited so far: few wake-ups for a long copy,
     // and no request waits for the end of a nap.
     absl::SleepFor(
@@ -65,10 +65,10 @@ absl::Status CudaStreams::Sleep(CUstream stream) {
 }
 
 absl::Status CudaStreams::Run(absl::string_view call, size_t count,
-                              absl::FunctionRef<int(size_t, CUstream)> enqueue) {
+                              absl::FunctionRef<int(size_t, cu::CUstream)> enqueue) {
   if (count == 0) return absl::OkStatus();
   if (absl::Status s = context_.Enter(); !s.ok()) return s;
-  CUstream stream = Acquire();
+  cu::CUstream stream = Acquire();
   absl::Status status = absl::OkStatus();
   for (size_t i = 0; i < count && status.ok(); ++i) {
     status = context_.Check(call, enqueue(i, stream));
@@ -82,7 +82,7 @@ absl::Status CudaStreams::Copy(size_t count, absl::FunctionRef<Transfer(size_t)>
   if (count == 0) return absl::OkStatus();
   const CudaDriver& cu = context_.driver();
   if (count > 1 && cu.cuMemcpyBatchAsync != nullptr && batch_copies_.load()) {
-    std::vector<CUdeviceptr> to(count), from(count);
+    std::vector<cu::CUdeviceptr> to(count), from(count);
     std::vector<size_t> lengths(count);
     for (size_t i = 0; i < count; ++i) {
       const Transfer t = transfer(i);
@@ -90,11 +90,11 @@ absl::Status CudaStreams::Copy(size_t count, absl::FunctionRef<Transfer(size_t)>
       from[i] = t.from;
       lengths[i] = t.length;
     }
-    CUmemcpyAttributes attributes = {};
-    attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    cu::CUmemcpyAttributes attributes = {};
+    attributes.srcAccessOrder = cu::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
     size_t first_copy = 0;
-    CUresult batched = CUDA_SUCCESS;
-    absl::Status status = Run("cuMemcpyBatchAsync", 1, [&](size_t, CUstream stream) {
+    cu::CUresult batched = cu::CUDA_SUCCESS;
+    absl::Status status = Run("cuMemcpyBatchAsync", 1, [&](size_t, cu::CUstream stream) {
       batched = cu.cuMemcpyBatchAsync(to.data(), from.data(), lengths.data(), count, &attributes,
                                       &first_copy, 1, stream);
       return static_cast<int>(batched);
@@ -104,7 +104,7 @@ absl::Status CudaStreams::Copy(size_t count, absl::FunctionRef<Transfer(size_t)>
     if (status.ok() || IsStickyCudaError(batched)) return status;
     batch_copies_.store(false);
   }
-  return Run("cuMemcpyAsync", count, [&](size_t i, CUstream stream) {
+  return Run("cuMemcpyAsync", count, [&](size_t i, cu::CUstream stream) {
     const Transfer t = transfer(i);
     return static_cast<int>(cu.cuMemcpyAsync(t.to, t.from, t.length, stream));
   });

@@ -25,8 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-
-struct CUstream_st;
+#include "alloc/devices/cuda_api.h"
 
 namespace cudafs {
 
@@ -47,7 +46,7 @@ class CudaStreams {
   // Waits even after a failed enqueue: work already queued must finish
   // before the caller reuses its buffers.
   absl::Status Run(absl::string_view call, size_t count,
-                   absl::FunctionRef<int(size_t, CUstream_st* stream)> enqueue);
+                   absl::FunctionRef<int(size_t, cu::CUstream_st* stream)> enqueue);
 
   // One copy between unified addresses (device and host pointers alike).
   struct Transfer {
@@ -62,20 +61,20 @@ class CudaStreams {
 
  private:
   // Borrows an idle stream, waiting for one when all are busy.
-  CUstream_st* Acquire();
-  void Release(CUstream_st* stream);
+  cu::CUstream_st* Acquire();
+  void Release(cu::CUstream_st* stream);
   // Waits until `stream` has done everything queued on it.
-  absl::Status Wait(CUstream_st* stream);
+  absl::Status Wait(cu::CUstream_st* stream);
   // Wait's way for background threads.
-  absl::Status Sleep(CUstream_st* stream);
+  absl::Status Sleep(cu::CUstream_st* stream);
 
   const CudaContext& context_;
   // Cleared when the driver refuses a batched copy.
   std::atomic<bool> batch_copies_{true};
 
   absl::Mutex mu_;
-  std::vector<CUstream_st*> idle_ ABSL_GUARDED_BY(mu_);
-  std::vector<CUstream_st*> all_ ABSL_GUARDED_BY(mu_);
+  std::vector<cu::CUstream_st*> idle_ ABSL_GUARDED_BY(mu_);
+  std::vector<cu::CUstream_st*> all_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cudafs

@@ -5,12 +5,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "alloc/devices/cuda_device.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/devices/null_device.h"
 #include "alloc/devices/pooled_device.h"
-#ifdef CUDAFS_WITH_CUDA
-#include "alloc/devices/cuda_device.h"
-#endif
 
 namespace cudafs {
 
@@ -30,7 +28,6 @@ absl::StatusOr<OpenedDevice> OpenHost(const ArenaSizer& arena_size) {
 }
 
 absl::StatusOr<OpenedDevice> OpenCuda(const DeviceRequest& request) {
-#ifdef CUDAFS_WITH_CUDA
   absl::StatusOr<std::vector<int>> indices = ResolveCudaDevices(request.gpus);
   if (!indices.ok()) return indices.status();
   std::vector<uint64_t> memory;
@@ -80,10 +77,6 @@ absl::StatusOr<OpenedDevice> OpenCuda(const DeviceRequest& request) {
       PooledDevice::Create(std::move(gpus), std::move(spill));
   if (!pool.ok()) return pool.status();
   return OpenedDevice{std::move(*pool), ""};
-#else
-  (void)request;
-  return absl::UnavailableError("this cudafs was built without the CUDA device");
-#endif
 }
 
 }  // namespace

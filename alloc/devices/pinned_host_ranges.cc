@@ -45,7 +45,7 @@ class HostPins {
   // A primary context retained while ranges are pinned under it, so that
   // its device releasing it leaves them pinned for the others.
   struct Retained {
-    CUcontext context = nullptr;
+    cu::CUcontext context = nullptr;
     int ranges = 0;
   };
 
@@ -128,17 +128,16 @@ void HostPins::Pin(uintptr_t start, Range& range, const CudaContext& context) {
   }
   // Portable: every context's copies take it as pinned; a failure only
   // costs speed (the driver stages pageable memory).
-  const CUresult result =
-      cu_.cuMemHostRegister(reinterpret_cast<void*>(start), range.length,
-                            CU_MEMHOSTREGISTER_PORTABLE);
-  if (result == CUDA_SUCCESS) {
+  const cu::CUresult result = cu_.cuMemHostRegister(reinterpret_cast<void*>(start), range.length,
+                                                    cu::CU_MEMHOSTREGISTER_PORTABLE);
+  if (result == cu::CUDA_SUCCESS) {
     range.pinned_by = device;
     ++retained.ranges;
     return;
   }
   // Already registered: by other means than this table (a range
   // overlapping one here), so nothing here counts on it.
-  if (result != CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
+  if (result != cu::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
     context.Check("cuMemHostRegister", result).IgnoreError();
   }
   if (retained.ranges > 0) return;

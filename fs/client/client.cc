@@ -3,8 +3,6 @@
 // maps the pieces the daemon hands back, or the memory it filled.
 // Standalone: only libc and, at run time, libcuda.so.1 (dlopen), so one
 // library serves machines with and without a GPU.
-#include "fs/client/cudafs.h"
-
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -17,12 +15,13 @@
 #include <functional>
 #include <vector>
 
+#include "alloc/devices/cuda_api.h"
 #include "fs/client/client_error.h"
+#include "fs/client/cudafs.h"
 #include "fs/client/share_conversation.h"
 #include "fs/wire/share_protocol.h"
-#ifdef CUDAFS_WITH_CUDA
-#include <cuda.h>
-#endif
+
+namespace cu = cudafs::cu;
 
 struct cudafs_mapping {
   int memory = 0;
@@ -100,34 +99,42 @@ int CopyHost(int connection, const Pieces& plan, cudafs_mapping* out) {
   return 0;
 }
 
-#ifdef CUDAFS_WITH_CUDA
-// The driver entry points the client needs, from libcuda.so.1.
+// The driver entry points the client needs, from libcuda.so.1, each as
+// cuda_api.h declares it.
 struct Driver {
-  decltype(&cuInit) init;
-  decltype(&cuDeviceGet) device_get;
-  decltype(&cuDeviceGetByPCIBusId) device_by_bus_id;
-  decltype(&cuCtxGetCurrent) get_current;
-  decltype(&cuCtxGetDevice) context_device;
-  decltype(&cuDeviceCanAccessPeer) can_access_peer;
-  decltype(&cuCtxSetCurrent) set_current;
-  decltype(&cuDevicePrimaryCtxRetain) retain;
-  decltype(&cuDevicePrimaryCtxRelease) release;
-  decltype(&cuMemImportFromShareableHandle) import;
-  decltype(&cuMemAddressReserve) reserve;
-  decltype(&cuMemAddressFree) address_free;
-  decltype(&cuMemMap) map;
-  decltype(&cuMemUnmap) unmap;
-  decltype(&cuMemSetAccess) set_access;
-  decltype(&cuMemRelease) memory_release;
-  decltype(&cuMemCreate) create;
-  decltype(&cuMemExportToShareableHandle) export_handle;
-  decltype(&cuMemGetAllocationGranularity) granularity;
+  cu::cuDeviceGet_t device_get;
+  cu::cuDeviceGetByPCIBusId_t device_by_bus_id;
+  cu::cuCtxGetCurrent_t get_current;
+  cu::cuCtxGetDevice_t context_device;
+  cu::cuDeviceCanAccessPeer_t can_access_peer;
+  cu::cuCtxSetCurrent_t set_current;
+  cu::cuDevicePrimaryCtxRetain_t retain;
+  cu::cuDevicePrimaryCtxRelease_t release;
+  cu::cuMemImportFromShareableHandle_t import;
+  cu::cuMemAddressReserve_t reserve;
+  cu::cuMemAddressFree_t address_free;
+  cu::cuMemMap_t map;
+  cu::cuMemUnmap_t unmap;
+  cu::cuMemSetAccess_t set_access;
+  cu::cuMemRelease_t memory_release;
+  cu::cuMemCreate_t create;
+  cu::cuMemExportToShareableHandle_t export_handle;
+  cu::cuMemGetAllocationGranularity_t granularity;
 };
 
+// `name` at the version `T`, its type, was declared at: asked of a driver
+// older than that, cuGetProcAddress would hand back another ABI, or none.
 template <typename T>
-bool Find(void* library, T* entry, const char* name, const char* versioned = nullptr) {
-  void* symbol = versioned != nullptr ? dlsym(library, versioned) : nullptr;
-  if (symbol == nullptr) symbol = dlsym(library, name);
+bool Find(cu::cuGetProcAddress_t get_proc_address, int driver_version, T* entry, const char* name,
+          int version) {
+  void* symbol = nullptr;
+  cu::CUdriverProcAddressQueryResult found = cu::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (version > driver_version ||
+      get_proc_address(name, &symbol, version, cu::CU_GET_PROC_ADDRESS_DEFAULT, &found) !=
+          cu::CUDA_SUCCESS ||
+      found != cu::CU_GET_PROC_ADDRESS_SUCCESS) {
+    symbol = nullptr;
+  }
   *entry = reinterpret_cast<T>(symbol);
   return symbol != nullptr;
 }
@@ -136,26 +143,37 @@ const Driver* LoadDriver() {
   static const Driver* const driver = []() -> const Driver* {
     void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (library == nullptr) return nullptr;
+    auto get_proc_address =
+        reinterpret_cast<cu::cuGetProcAddress_t>(dlsym(library, "cuGetProcAddress_v2"));
+    auto init = reinterpret_cast<cu::cuInit_t>(dlsym(library, "cuInit"));
+    auto get_version =
+        reinterpret_cast<cu::cuDriverGetVersion_t>(dlsym(library, "cuDriverGetVersion"));
+    int version = 0;
+    if (get_proc_address == nullptr || init == nullptr || get_version == nullptr ||
+        init(0) != cu::CUDA_SUCCESS || get_version(&version) != cu::CUDA_SUCCESS ||
+        version < cu::kOldestDriverVersion) {
+      return nullptr;
+    }
     auto* d = new Driver;
+#define CUDAFS_FIND(member, name) \
+  Find<cu::name##_t>(get_proc_address, version, &d->member, #name, cu::name##_version)
     const bool found =
-        Find(library, &d->init, "cuInit") && Find(library, &d->device_get, "cuDeviceGet") &&
-        Find(library, &d->device_by_bus_id, "cuDeviceGetByPCIBusId") &&
-        Find(library, &d->get_current, "cuCtxGetCurrent") &&
-        Find(library, &d->context_device, "cuCtxGetDevice") &&
-        Find(library, &d->can_access_peer, "cuDeviceCanAccessPeer") &&
-        Find(library, &d->set_current, "cuCtxSetCurrent") &&
-        Find(library, &d->retain, "cuDevicePrimaryCtxRetain") &&
-        Find(library, &d->release, "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2") &&
-        Find(library, &d->import, "cuMemImportFromShareableHandle") &&
-        Find(library, &d->reserve, "cuMemAddressReserve") &&
-        Find(library, &d->address_free, "cuMemAddressFree") &&
-        Find(library, &d->map, "cuMemMap") && Find(library, &d->unmap, "cuMemUnmap") &&
-        Find(library, &d->set_access, "cuMemSetAccess") &&
-        Find(library, &d->memory_release, "cuMemRelease") &&
-        Find(library, &d->create, "cuMemCreate") &&
-        Find(library, &d->export_handle, "cuMemExportToShareableHandle") &&
-        Find(library, &d->granularity, "cuMemGetAllocationGranularity");
-    if (!found || d->init(0) != CUDA_SUCCESS) {
+        CUDAFS_FIND(device_get, cuDeviceGet) &&
+        CUDAFS_FIND(device_by_bus_id, cuDeviceGetByPCIBusId) &&
+        CUDAFS_FIND(get_current, cuCtxGetCurrent) && CUDAFS_FIND(context_device, cuCtxGetDevice) &&
+        CUDAFS_FIND(can_access_peer, cuDeviceCanAccessPeer) &&
+        CUDAFS_FIND(set_current, cuCtxSetCurrent) &&
+        CUDAFS_FIND(retain, cuDevicePrimaryCtxRetain) &&
+        CUDAFS_FIND(release, cuDevicePrimaryCtxRelease) &&
+        CUDAFS_FIND(import, cuMemImportFromShareableHandle) &&
+        CUDAFS_FIND(reserve, cuMemAddressReserve) && CUDAFS_FIND(address_free, cuMemAddressFree) &&
+        CUDAFS_FIND(map, cuMemMap) && CUDAFS_FIND(unmap, cuMemUnmap) &&
+        CUDAFS_FIND(set_access, cuMemSetAccess) && CUDAFS_FIND(memory_release, cuMemRelease) &&
+        CUDAFS_FIND(create, cuMemCreate) &&
+        CUDAFS_FIND(export_handle, cuMemExportToShareableHandle) &&
+        CUDAFS_FIND(granularity, cuMemGetAllocationGranularity);
+#undef CUDAFS_FIND
+    if (!found) {
       delete d;
       return nullptr;
     }
@@ -164,17 +182,18 @@ const Driver* LoadDriver() {
   return driver;
 }
 
-int CudaFail(CUresult result, const char* call) {
-  return Fail(result == CUDA_ERROR_OUT_OF_MEMORY ? ENOMEM : EIO, "%s failed: CUDA error %d",
+int CudaFail(cu::CUresult result, const char* call) {
+  return Fail(result == cu::CUDA_ERROR_OUT_OF_MEMORY ? ENOMEM : EIO, "%s failed: CUDA error %d",
               call, static_cast<int>(result));
 }
 
 // cuMemUnmap takes whole mappings: one call per piece.
-CUresult UnmapPieces(const Driver* cu, CUdeviceptr base, const uint64_t* sizes, size_t count) {
-  CUresult first_error = CUDA_SUCCESS;
+cu::CUresult UnmapPieces(const Driver* driver, cu::CUdeviceptr base, const uint64_t* sizes,
+                         size_t count) {
+  cu::CUresult first_error = cu::CUDA_SUCCESS;
   for (size_t i = 0; i < count; base += sizes[i], ++i) {
-    const CUresult r = cu->unmap(base, sizes[i]);
-    if (first_error == CUDA_SUCCESS) first_error = r;
+    const cu::CUresult r = driver->unmap(base, sizes[i]);
+    if (first_error == cu::CUDA_SUCCESS) first_error = r;
   }
   return first_error;
 }
@@ -182,100 +201,104 @@ CUresult UnmapPieces(const Driver* cu, CUdeviceptr base, const uint64_t* sizes, 
 // Maps memory of the GPUs `reply` names, piece by piece as `pieces` says,
 // with the handles `obtain` makes once the context is set (each released
 // here: the mapping holds the memory).
-using Obtain = std::function<int(const Driver*, CUdevice, std::vector<CUmemGenericAllocationHandle>*)>;
+using Obtain =
+    std::function<int(const Driver*, cu::CUdevice, std::vector<cu::CUmemGenericAllocationHandle>*)>;
 int MapCuda(const ShareReply& reply, const Pieces& pieces, const Obtain& obtain,
             cudafs_mapping* out) {
-  const Driver* cu = LoadDriver();
-  if (cu == nullptr) return Fail(ENOSYS, "the file is in GPU memory and libcuda.so.1 is unusable");
+  const Driver* driver = LoadDriver();
+  if (driver == nullptr)
+    return Fail(ENOSYS, "the file is in GPU memory and libcuda.so.1 is unusable");
   // The GPUs holding the pieces, by bus id: this process may number the
   // GPUs otherwise than the daemon.
-  std::vector<CUdevice> holders(reply.gpus);
+  std::vector<cu::CUdevice> holders(reply.gpus);
   for (uint32_t g = 0; g < reply.gpus; ++g) {
-    if (cu->device_by_bus_id(&holders[g], reply.pci_bus_id[g]) != CUDA_SUCCESS) {
+    if (driver->device_by_bus_id(&holders[g], reply.pci_bus_id[g]) != cu::CUDA_SUCCESS) {
       return Fail(ENODEV, "the GPU holding the file (%s) is not visible to this process",
                   reply.pci_bus_id[g]);
     }
   }
-  CUcontext context = nullptr;
-  if (CUresult r = cu->get_current(&context); r != CUDA_SUCCESS) {
+  cu::CUcontext context = nullptr;
+  if (cu::CUresult r = driver->get_current(&context); r != cu::CUDA_SUCCESS) {
     return CudaFail(r, "cuCtxGetCurrent");
   }
   // The GPUs that get access: each one holding a piece (the driver, and so
   // PyTorch, places the address on the first piece's GPU), which must
   // reach the others' pieces over their peer links (NVLink, PCIe); and the
   // caller's GPU, where it reaches them all.
-  std::vector<CUdevice> grantees;
-  for (CUdevice gpu : holders) {
+  std::vector<cu::CUdevice> grantees;
+  for (cu::CUdevice gpu : holders) {
     if (std::find(grantees.begin(), grantees.end(), gpu) == grantees.end()) {
       grantees.push_back(gpu);
     }
   }
-  const auto reaches_all = [&](CUdevice from) {
-    for (CUdevice to : grantees) {
+  const auto reaches_all = [&](cu::CUdevice from) {
+    for (cu::CUdevice to : grantees) {
       int reachable = from == to;
-      if (!reachable && cu->can_access_peer(&reachable, from, to) != CUDA_SUCCESS) return false;
+      if (!reachable && driver->can_access_peer(&reachable, from, to) != cu::CUDA_SUCCESS)
+        return false;
       if (!reachable) return false;
     }
     return true;
   };
-  for (CUdevice gpu : grantees) {
+  for (cu::CUdevice gpu : grantees) {
     if (!reaches_all(gpu)) {
       return Fail(ENODEV, "the file lies on GPUs that cannot reach each other's memory");
     }
   }
   // Without a context on this thread: the primary context (what the CUDA
   // runtime, and so PyTorch, uses) of the first piece's GPU.
-  const CUdevice first = holders.at(pieces.gpus.front());
+  const cu::CUdevice first = holders.at(pieces.gpus.front());
   if (context != nullptr) {
-    CUdevice caller;
-    if (cu->context_device(&caller) == CUDA_SUCCESS &&
+    cu::CUdevice caller;
+    if (driver->context_device(&caller) == cu::CUDA_SUCCESS &&
         std::find(grantees.begin(), grantees.end(), caller) == grantees.end() &&
         reaches_all(caller)) {
       grantees.push_back(caller);
     }
   } else {
-    if (CUresult r = cu->retain(&context, first); r != CUDA_SUCCESS) {
+    if (cu::CUresult r = driver->retain(&context, first); r != cu::CUDA_SUCCESS) {
       return CudaFail(r, "cuDevicePrimaryCtxRetain");
     }
     out->retained_context = true;
-    cu->set_current(context);
+    driver->set_current(context);
   }
-  const CUdevice device = first;
+  const cu::CUdevice device = first;
   const uint64_t total = pieces.total;
-  CUdeviceptr base = 0;
-  CUresult result = cu->reserve(&base, total, 0, 0, 0);
-  if (result != CUDA_SUCCESS) {
-    if (out->retained_context) cu->release(device);
+  cu::CUdeviceptr base = 0;
+  cu::CUresult result = driver->reserve(&base, total, 0, 0, 0);
+  if (result != cu::CUDA_SUCCESS) {
+    if (out->retained_context) driver->release(device);
     return CudaFail(result, "cuMemAddressReserve");
   }
-  std::vector<CUmemGenericAllocationHandle> handles;
-  if (int r = obtain(cu, device, &handles); r != 0) {
-    for (CUmemGenericAllocationHandle handle : handles) cu->memory_release(handle);
-    cu->address_free(base, total);
-    if (out->retained_context) cu->release(device);
+  std::vector<cu::CUmemGenericAllocationHandle> handles;
+  if (int r = obtain(driver, device, &handles); r != 0) {
+    for (cu::CUmemGenericAllocationHandle handle : handles) driver->memory_release(handle);
+    driver->address_free(base, total);
+    if (out->retained_context) driver->release(device);
     return r;
   }
   uint64_t at = 0;
   size_t mapped_pieces = 0;
-  for (size_t i = 0; i < handles.size() && result == CUDA_SUCCESS; ++i) {
-    result = cu->map(base + at, pieces.sizes[i], 0, handles[i], 0);
-    if (result == CUDA_SUCCESS) {
+  for (size_t i = 0; i < handles.size() && result == cu::CUDA_SUCCESS; ++i) {
+    result = driver->map(base + at, pieces.sizes[i], 0, handles[i], 0);
+    if (result == cu::CUDA_SUCCESS) {
       at += pieces.sizes[i];
       ++mapped_pieces;
     }
   }
-  for (CUmemGenericAllocationHandle handle : handles) cu->memory_release(handle);
-  if (result == CUDA_SUCCESS) {
-    std::vector<CUmemAccessDesc> access;
-    for (CUdevice gpu : grantees) {
-      access.push_back({{CU_MEM_LOCATION_TYPE_DEVICE, gpu}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
+  for (cu::CUmemGenericAllocationHandle handle : handles) driver->memory_release(handle);
+  if (result == cu::CUDA_SUCCESS) {
+    std::vector<cu::CUmemAccessDesc> access;
+    for (cu::CUdevice gpu : grantees) {
+      access.push_back(
+          {{cu::CU_MEM_LOCATION_TYPE_DEVICE, gpu}, cu::CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
     }
-    result = cu->set_access(base, total, access.data(), access.size());
+    result = driver->set_access(base, total, access.data(), access.size());
   }
-  if (result != CUDA_SUCCESS) {
-    UnmapPieces(cu, base, pieces.sizes.data(), mapped_pieces);
-    cu->address_free(base, total);
-    if (out->retained_context) cu->release(device);
+  if (result != cu::CUDA_SUCCESS) {
+    UnmapPieces(driver, base, pieces.sizes.data(), mapped_pieces);
+    driver->address_free(base, total);
+    if (out->retained_context) driver->release(device);
     return CudaFail(result, "mapping the file's memory");
   }
   out->memory = CUDAFS_MEMORY_CUDA;
@@ -290,13 +313,14 @@ int MapCuda(const ShareReply& reply, const Pieces& pieces, const Obtain& obtain,
 
 // A shared mapping: the daemon's pieces, imported.
 int MapCudaShared(const ShareReply& reply, const Pieces& pieces, cudafs_mapping* out) {
-  const Obtain import = [&](const Driver* cu, CUdevice,
-                            std::vector<CUmemGenericAllocationHandle>* handles) {
+  const Obtain import = [&](const Driver* driver, cu::CUdevice,
+                            std::vector<cu::CUmemGenericAllocationHandle>* handles) {
     for (int fd : pieces.fds) {
-      CUmemGenericAllocationHandle handle;
-      if (CUresult r = cu->import(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
-                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-          r != CUDA_SUCCESS) {
+      cu::CUmemGenericAllocationHandle handle;
+      if (cu::CUresult r =
+              driver->import(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
+                             cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+          r != cu::CUDA_SUCCESS) {
         return CudaFail(r, "importing the file's memory");
       }
       handles->push_back(handle);
@@ -310,31 +334,33 @@ int MapCudaShared(const ShareReply& reply, const Pieces& pieces, cudafs_mapping*
 // the daemon names, handed to the daemon to fill.
 int CopyCuda(int connection, const ShareReply& reply, const Pieces& plan, cudafs_mapping* out) {
   ShareReply filled;
-  const Obtain create = [&](const Driver* cu, CUdevice,
-                            std::vector<CUmemGenericAllocationHandle>* handles) {
+  const Obtain create = [&](const Driver* driver, cu::CUdevice,
+                            std::vector<cu::CUmemGenericAllocationHandle>* handles) {
     std::vector<int> memory;
     int result = 0;
     for (size_t i = 0; i < plan.sizes.size() && result == 0; ++i) {
-      CUdevice gpu;
-      CUmemAllocationProp prop = {};
-      prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-      prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      cu::CUdevice gpu;
+      cu::CUmemAllocationProp prop = {};
+      prop.type = cu::CU_MEM_ALLOCATION_TYPE_PINNED;
+      prop.requestedHandleTypes = cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
       size_t granule = 0;
-      CUmemGenericAllocationHandle handle;
+      cu::CUmemGenericAllocationHandle handle;
       int fd = -1;
-      if (cu->device_by_bus_id(&gpu, reply.pci_bus_id[plan.gpus[i]]) != CUDA_SUCCESS) {
+      if (driver->device_by_bus_id(&gpu, reply.pci_bus_id[plan.gpus[i]]) != cu::CUDA_SUCCESS) {
         result = Fail(ENODEV, "the GPU holding the file (%s) is not visible to this process",
                       reply.pci_bus_id[plan.gpus[i]]);
-      } else if (prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, gpu};
-                 cu->granularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) !=
-                     CUDA_SUCCESS ||
+      } else if (prop.location = {cu::CU_MEM_LOCATION_TYPE_DEVICE, gpu};
+                 driver->granularity(&granule, &prop, cu::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) !=
+                     cu::CUDA_SUCCESS ||
                  granule == 0 || plan.sizes[i] % granule != 0) {
         result = Fail(EIO, "the cudafs daemon asked for memory that is not whole granules");
-      } else if (CUresult r = cu->create(&handle, plan.sizes[i], &prop, 0); r != CUDA_SUCCESS) {
+      } else if (cu::CUresult r = driver->create(&handle, plan.sizes[i], &prop, 0);
+                 r != cu::CUDA_SUCCESS) {
         result = CudaFail(r, "cuMemCreate");
       } else if (handles->push_back(handle);
-                 (r = cu->export_handle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                        0)) != CUDA_SUCCESS) {
+                 (r = driver->export_handle(&fd, handle,
+                                            cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)) !=
+                 cu::CUDA_SUCCESS) {
         result = CudaFail(r, "cuMemExportToShareableHandle");
       } else {
         memory.push_back(fd);
@@ -348,7 +374,6 @@ int CopyCuda(int connection, const ShareReply& reply, const Pieces& plan, cudafs
   out->size = filled.size;
   return 0;
 }
-#endif
 
 }  // namespace
 
@@ -378,11 +403,7 @@ int cudafs_map_fd(int fd, int flags, cudafs_mapping** mapping) {
     if (reply.kind == cudafs::kShareHost) {
       result = copy ? CopyHost(connection, pieces, out) : MapHost(pieces, out);
     } else if (reply.kind == cudafs::kShareCuda) {
-#ifdef CUDAFS_WITH_CUDA
       result = copy ? CopyCuda(connection, reply, pieces, out) : MapCudaShared(reply, pieces, out);
-#else
-      result = Fail(ENOSYS, "the file is in GPU memory and this library was built without CUDA");
-#endif
     } else {
       result = Fail(EIO, "the cudafs daemon sent memory of an unknown kind");
     }
@@ -431,21 +452,20 @@ int cudafs_unmap(cudafs_mapping* mapping) {
   if (mapping->memory == CUDAFS_MEMORY_HOST) {
     munmap(reinterpret_cast<void*>(mapping->address), mapping->mapped);
   }
-#ifdef CUDAFS_WITH_CUDA
   if (mapping->memory == CUDAFS_MEMORY_CUDA) {
-    const Driver* cu = LoadDriver();
-    if (CUresult r = UnmapPieces(cu, mapping->address, mapping->piece_sizes.data(),
-                                 mapping->piece_sizes.size());
-        r != CUDA_SUCCESS) {
+    const Driver* driver = LoadDriver();
+    if (cu::CUresult r = UnmapPieces(driver, mapping->address, mapping->piece_sizes.data(),
+                                     mapping->piece_sizes.size());
+        r != cu::CUDA_SUCCESS) {
       result = CudaFail(r, "cuMemUnmap");
     }
-    cu->address_free(mapping->address, mapping->mapped);
-    CUdevice device;
-    if (mapping->retained_context && cu->device_get(&device, mapping->device) == CUDA_SUCCESS) {
-      cu->release(device);
+    driver->address_free(mapping->address, mapping->mapped);
+    cu::CUdevice device;
+    if (mapping->retained_context &&
+        driver->device_get(&device, mapping->device) == cu::CUDA_SUCCESS) {
+      driver->release(device);
     }
   }
-#endif
   if (mapping->file >= 0) close(mapping->file);
   delete mapping;
   return result;

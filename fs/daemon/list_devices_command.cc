@@ -5,15 +5,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "fs/daemon/command_failure.h"
-#ifdef CUDAFS_WITH_CUDA
 #include "alloc/devices/cuda_device.h"
-#endif
+#include "fs/daemon/command_failure.h"
 
 namespace cudafs {
 
 int ListDevicesCommand() {
-#ifdef CUDAFS_WITH_CUDA
   absl::StatusOr<std::vector<CudaDeviceInfo>> devices = ListCudaDevices();
   if (!devices.ok()) return Fail(devices.status().message());
   std::printf("%-5s %-32s %-14s %12s %12s\n", "INDEX", "NAME", "PCI BUS ID", "TOTAL MiB",
@@ -25,9 +22,6 @@ int ListDevicesCommand() {
                 static_cast<unsigned long long>(device.free_bytes >> 20));
   }
   return 0;
-#else
-  return Fail("built without the CUDA device: no GPUs to list");
-#endif
 }
 
 }  // namespace cudafs

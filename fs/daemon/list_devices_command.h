@@ -6,7 +6,7 @@
 namespace cudafs {
 
 // The exit status: 0 once listed; 2 (kExitUsage), with a message on stderr,
-// when the driver cannot be asked or cudafs was built without it.
+// when the driver cannot be asked (no driver, no GPU: the message says).
 int ListDevicesCommand();
 
 }  // namespace cudafs

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "alloc/devices/cuda_api.h"
 #include "fs/daemon/abandoned_mount_watcher.h"
 #include "fs/daemon/command_failure.h"
 #include "fs/daemon/command_line.h"
@@ -44,7 +45,11 @@ std::optional<int> RunCommand(const MountOptions& options) {
       std::printf("%s", UsageText("cudafs").c_str());
       return 0;
     case MountOptions::Action::kVersion:
-      std::printf("cudafs %s (libfuse %s)\n", CUDAFS_VERSION, fuse_pkgversion());
+      // What this binary drives: the libfuse it was built with, and NVIDIA
+      // drivers from the oldest cuda_api.h supports on.
+      std::printf("cudafs %s (libfuse %s, CUDA driver API %d.%d+)\n", CUDAFS_VERSION,
+                  fuse_pkgversion(), cu::kOldestDriverVersion / 1000,
+                  cu::kOldestDriverVersion % 1000 / 10);
       return 0;
     case MountOptions::Action::kListDevices:
       return ListDevicesCommand();

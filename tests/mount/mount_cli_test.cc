@@ -179,12 +179,28 @@ TEST(CliTest, HelpDescribesUsageAndOptions) {
 TEST(CliTest, VersionPrintsVersion) {
   const CommandResult long_form = RunCommand({kBinary, "--version"});
   EXPECT_EQ(long_form.exit_code, 0) << long_form.err;
-  EXPECT_TRUE(std::regex_search(long_form.out, std::regex(R"(^cudafs [0-9]+\.[0-9]+\.[0-9]+)")))
+  // Every build drives CUDA (alloc/devices/cuda_api.h): the line says from
+  // which driver on.
+  EXPECT_TRUE(std::regex_search(
+      long_form.out,
+      std::regex(
+          R"(^cudafs [0-9]+\.[0-9]+\.[0-9]+ \(libfuse [0-9.]+, CUDA driver API [0-9]+\.[0-9]\+\)\n$)")))
       << long_form.out;
   EXPECT_EQ(Lines(long_form.out).size(), 1u) << long_form.out;
   const CommandResult short_form = RunCommand({kBinary, "-V"});
   EXPECT_EQ(short_form.exit_code, 0) << short_form.err;
   EXPECT_EQ(short_form.out, long_form.out);
+}
+
+// Without a GPU (CI), --list-devices says why there is none (no driver, no
+// device), never that the binary cannot drive one.
+TEST(CliTest, ListDevicesSaysWhyThereIsNoGpu) {
+  const CommandResult result = RunCommand({kBinary, "--list-devices"}, 60s);
+  if (result.exit_code == 0) GTEST_SKIP() << "a GPU is here:\n" << result.out;
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_EQ(result.err.find("built without"), std::string::npos) << result.err;
+  EXPECT_TRUE(std::regex_search(result.err, std::regex("libcuda\\.so\\.1|NVIDIA driver|cuInit")))
+      << result.err;
 }
 
 TEST(CliTest, UnknownOptionsAreRefused) {

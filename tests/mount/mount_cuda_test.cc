@@ -18,16 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "alloc/devices/cuda_device.h"
 #include "tests/mount/mount.h"
 #include "tests/mount/mount_fixture.h"
 #include "tests/support/errno_check.h"
 #include "tests/support/eventually.h"
 #include "tests/support/fd.h"
 #include "tests/support/file_io.h"
-
-#ifdef CUDAFS_WITH_CUDA
-
-#include "alloc/devices/cuda_device.h"
 
 namespace cudafs_test {
 
@@ -88,7 +85,9 @@ class MountCudaTest : public BackendTest {
     ASSERT_TRUE(hog_->Commit(0, taken_).ok());
   }
   void TearDown() override {
-    if (hog_ != nullptr && taken_ > 0) EXPECT_TRUE(hog_->Decommit(0, taken_).ok());
+    if (hog_ != nullptr && taken_ > 0) {
+      EXPECT_TRUE(hog_->Decommit(0, taken_).ok());
+    }
     BackendTest::TearDown();
   }
 
@@ -96,7 +95,6 @@ class MountCudaTest : public BackendTest {
   std::unique_ptr<cudafs::CudaDevice> hog_;
   uint64_t taken_ = 0;
 };
-
 
 // A mount holds nothing on the GPU until the first byte of data, and gives
 // everything back, its context included, once nothing has been stored for
@@ -229,11 +227,3 @@ INSTANTIATE_TEST_SUITE_P(Gpu, MountCudaTest, testing::Values("cuda"), BackendNam
 
 }  // namespace
 }  // namespace cudafs_test
-
-#else  // !CUDAFS_WITH_CUDA
-
-TEST(MountCudaTest, Skipped) {
-  GTEST_SKIP() << "cudafs was built without the CUDA headers: no GPU tests";
-}
-
-#endif  // CUDAFS_WITH_CUDA

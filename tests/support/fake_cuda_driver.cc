@@ -18,8 +18,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "alloc/devices/scatter_kernel.h"
 
@@ -49,20 +51,20 @@ constexpr uintptr_t kFunctionTag = 8;
 
 // The context current to this thread, as the driver keeps it: per thread,
 // and left in place when the context is destroyed.
-thread_local CUcontext current_context = nullptr;
+thread_local cu::CUcontext current_context = nullptr;
 
 // Errors after which the driver refuses all work in the context.
-bool IsSticky(CUresult result) {
+bool IsSticky(cu::CUresult result) {
   switch (result) {
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_LAUNCH_FAILED:
+    case cu::CUDA_ERROR_ILLEGAL_ADDRESS:
+    case cu::CUDA_ERROR_LAUNCH_TIMEOUT:
+    case cu::CUDA_ERROR_ASSERT:
+    case cu::CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case cu::CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case cu::CUDA_ERROR_MISALIGNED_ADDRESS:
+    case cu::CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case cu::CUDA_ERROR_INVALID_PC:
+    case cu::CUDA_ERROR_LAUNCH_FAILED:
       return true;
     default:
       return false;
@@ -77,9 +79,9 @@ struct Gpu {
   uint64_t vram_limit;
   uint64_t used_by_others = 0;
   // The primary context: null while it does not exist.
-  CUcontext context = nullptr;
+  cu::CUcontext context = nullptr;
   int context_references = 0;
-  CUresult sticky = CUDA_SUCCESS;  // set: the context is unusable
+  cu::CUresult sticky = cu::CUDA_SUCCESS;  // set: the context is unusable
   int contexts_created = 0;
   int leaked_at_destroy = 0;
   uint64_t largest_create = 0;
@@ -99,7 +101,7 @@ using Ranges = absl::btree_map<uintptr_t, Range>;
 
 struct Mapping {
   uint64_t size;
-  CUmemGenericAllocationHandle handle;
+  cu::CUmemGenericAllocationHandle handle;
   std::vector<int> access;  // by device; PROT_NONE until cuMemSetAccess
 };
 
@@ -117,7 +119,7 @@ struct Physical {
 };
 
 struct Failure {
-  CUresult result;
+  cu::CUresult result;
   int remaining;  // or FakeCudaDriver::kAlways
 };
 
@@ -184,10 +186,10 @@ class State {
 
   // Counts a call made on `device` (or kNoDevice) and says whether a
   // failure was injected for it.
-  CUresult Begin(absl::string_view entry_point, int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  cu::CUresult Begin(absl::string_view entry_point, int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     ++calls_.find(entry_point)->second;
-    CUresult result = ValidDevice(device) ? TakeFailure(entry_point, device) : CUDA_SUCCESS;
-    if (result == CUDA_SUCCESS) result = TakeFailure(entry_point, kNoDevice);
+    cu::CUresult result = ValidDevice(device) ? TakeFailure(entry_point, device) : cu::CUDA_SUCCESS;
+    if (result == cu::CUDA_SUCCESS) result = TakeFailure(entry_point, kNoDevice);
     // As if the device had faulted in the call.
     if (IsSticky(result) && ValidDevice(device) && gpus_[device].context != nullptr) {
       gpus_[device].sticky = result;
@@ -201,7 +203,7 @@ class State {
 
   // The device of `context` if this fake made it (destroyed or not), else
   // kNoDevice.
-  int DeviceOf(CUcontext context) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  int DeviceOf(cu::CUcontext context) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto it = contexts_made.find(context);
     return it == contexts_made.end() ? kNoDevice : it->second;
   }
@@ -210,22 +212,22 @@ class State {
   int CurrentDevice() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return DeviceOf(current_context); }
 
   // For calls that need a current context: sets `*device` to its device.
-  CUresult NeedContext(int* device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  cu::CUresult NeedContext(int* device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (current_context == nullptr) return cu::CUDA_ERROR_INVALID_CONTEXT;
     const int made_on = CurrentDevice();
     // Not ours: a context of an earlier fake, long destroyed.
-    if (made_on == kNoDevice) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (made_on == kNoDevice) return cu::CUDA_ERROR_CONTEXT_IS_DESTROYED;
     const Gpu& made_by = gpus_[made_on];
-    if (current_context != made_by.context) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    if (made_by.sticky != CUDA_SUCCESS) return made_by.sticky;
+    if (current_context != made_by.context) return cu::CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (made_by.sticky != cu::CUDA_SUCCESS) return made_by.sticky;
     *device = made_on;
-    return CUDA_SUCCESS;
+    return cu::CUDA_SUCCESS;
   }
 
   // A device fault: the context is unusable from now on.
-  CUresult Fault(int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    gpus_[device].sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
-    return CUDA_ERROR_ILLEGAL_ADDRESS;
+  cu::CUresult Fault(int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    gpus_[device].sticky = cu::CUDA_ERROR_ILLEGAL_ADDRESS;
+    return cu::CUDA_ERROR_ILLEGAL_ADDRESS;
   }
 
   // "domain:bus:device.function", or without the domain; kNoDevice when no
@@ -243,12 +245,14 @@ class State {
   }
 
   // Streams and modules work only in the context that made them.
-  CUresult CheckStream(CUstream stream, int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
-      return CUDA_SUCCESS;
+  cu::CUresult CheckStream(cu::CUstream stream, int device) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (stream == nullptr || stream == cu::CU_STREAM_LEGACY || stream == cu::CU_STREAM_PER_THREAD) {
+      return cu::CUDA_SUCCESS;
     }
     auto it = streams.find(reinterpret_cast<uintptr_t>(stream));
-    return it != streams.end() && it->second == device ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return it != streams.end() && it->second == device ? cu::CUDA_SUCCESS
+                                                       : cu::CUDA_ERROR_INVALID_HANDLE;
   }
 
   bool HasModule(uintptr_t module, int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -332,14 +336,14 @@ class State {
   // Drops the mapping at `start`, leaving the bare reservation.
   void Unmap(uintptr_t start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto it = mappings.find(start);
-    const CUmemGenericAllocationHandle handle = it->second.handle;
+    const cu::CUmemGenericAllocationHandle handle = it->second.handle;
     MakeBare(start, it->second.size);
     mappings.erase(it);
     --physical.at(handle).mappings;
     FreePhysicalIfUnused(handle);
   }
 
-  void FreePhysicalIfUnused(CUmemGenericAllocationHandle handle)
+  void FreePhysicalIfUnused(cu::CUmemGenericAllocationHandle handle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto it = physical.find(handle);
     if (!it->second.released || it->second.mappings != 0) return;
@@ -351,7 +355,7 @@ class State {
     Gpu& destroyed = gpus_[device];
     destroyed.leaked_at_destroy += FreeMadeUnder(device);
     destroyed.context = nullptr;
-    destroyed.sticky = CUDA_SUCCESS;
+    destroyed.sticky = cu::CUDA_SUCCESS;
   }
 
   FakeCudaDriver::Stats Snapshot(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -397,7 +401,7 @@ class State {
     return std::min(gpus_[device].options.total_bytes, gpus_[device].vram_limit);
   }
 
-  void FailNext(absl::string_view entry_point, CUresult result, int count, int device)
+  void FailNext(absl::string_view entry_point, cu::CUresult result, int count, int device)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     CheckKnown(entry_point);
     auto key = std::make_pair(std::string(entry_point), device);
@@ -415,9 +419,12 @@ class State {
 
   mutable absl::Mutex mu;
 
+  // What cuDriverGetVersion says and cuGetProcAddress serves up to.
+  int driver_version ABSL_GUARDED_BY(mu) = FakeCudaDriver::kDriverVersion;
+
   // Every context this fake made, with its device, for cuCtxSetCurrent to
   // tell its own (destroyed ones included) from garbage.
-  absl::flat_hash_map<CUcontext, int> contexts_made ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<cu::CUcontext, int> contexts_made ABSL_GUARDED_BY(mu);
 
   // What the live contexts hold, each with the device whose context made
   // it. Addresses are unified, so one map of each for all devices.
@@ -425,16 +432,16 @@ class State {
   absl::flat_hash_map<uintptr_t, int> modules ABSL_GUARDED_BY(mu);
   Ranges reservations ABSL_GUARDED_BY(mu);
   absl::btree_map<uintptr_t, Mapping> mappings ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<CUmemGenericAllocationHandle, Physical> physical ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<cu::CUmemGenericAllocationHandle, Physical> physical ABSL_GUARDED_BY(mu);
   Ranges pinned ABSL_GUARDED_BY(mu);
   Ranges registered ABSL_GUARDED_BY(mu);
 
  private:
-  CUresult TakeFailure(absl::string_view entry_point, int device)
+  cu::CUresult TakeFailure(absl::string_view entry_point, int device)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto it = failures_.find(std::make_pair(std::string(entry_point), device));
-    if (it == failures_.end()) return CUDA_SUCCESS;
-    const CUresult result = it->second.result;
+    if (it == failures_.end()) return cu::CUDA_SUCCESS;
+    const cu::CUresult result = it->second.result;
     if (it->second.remaining != FakeCudaDriver::kAlways && --it->second.remaining == 0) {
       failures_.erase(it);
     }
@@ -465,7 +472,7 @@ class State {
       const uint64_t size = it->second.size;
       for (auto mapping = mappings.lower_bound(start);
            mapping != mappings.end() && mapping->first < start + size;) {
-        const CUmemGenericAllocationHandle handle = mapping->second.handle;
+        const cu::CUmemGenericAllocationHandle handle = mapping->second.handle;
         mapping = mappings.erase(mapping);
         --physical.at(handle).mappings;
         FreePhysicalIfUnused(handle);
@@ -474,11 +481,11 @@ class State {
       it = reservations.erase(it);
       ++freed;
     }
-    std::vector<CUmemGenericAllocationHandle> handles;
+    std::vector<cu::CUmemGenericAllocationHandle> handles;
     for (const auto& [handle, allocation] : physical) {
       if (allocation.owner == device) handles.push_back(handle);
     }
-    for (CUmemGenericAllocationHandle handle : handles) {
+    for (cu::CUmemGenericAllocationHandle handle : handles) {
       for (auto mapping = mappings.begin(); mapping != mappings.end();) {
         if (mapping->second.handle != handle) {
           ++mapping;
@@ -534,180 +541,181 @@ State& Installed() {
 // Every fake starts so: find the state, lock it, count the call as made on
 // `device` (kNoDevice for none), and return an injected failure if there is
 // one. `device` may use `s`.
-#define CUDAFS_FAKE_ENTER_ON(name, device)                                    \
-  State& s = Installed();                                                     \
-  absl::MutexLock lock(&s.mu);                                                \
-  if (CUresult injected = s.Begin(name, (device)); injected != CUDA_SUCCESS) \
-  return injected
+#define CUDAFS_FAKE_ENTER_ON(name, device) \
+  State& s = Installed();                  \
+  absl::MutexLock lock(&s.mu);             \
+  if (cu::CUresult injected = s.Begin(name, (device)); injected != cu::CUDA_SUCCESS) return injected
 
 // A call naming no device is made on its current context's.
 #define CUDAFS_FAKE_ENTER(name) CUDAFS_FAKE_ENTER_ON(name, s.CurrentDevice())
 
 // Sets `current`, the device of the current context.
-#define CUDAFS_FAKE_NEED_CONTEXT()                                                     \
-  int current = kNoDevice;                                                             \
-  if (CUresult no_context = s.NeedContext(&current); no_context != CUDA_SUCCESS) \
+#define CUDAFS_FAKE_NEED_CONTEXT()                                                       \
+  int current = kNoDevice;                                                               \
+  if (cu::CUresult no_context = s.NeedContext(&current); no_context != cu::CUDA_SUCCESS) \
   return no_context
 
-CUresult FakeDriverGetVersion(int* version) {
+cu::CUresult FakeDriverGetVersion(int* version) {
   CUDAFS_FAKE_ENTER("cuDriverGetVersion");
-  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *version = CUDA_VERSION;
-  return CUDA_SUCCESS;
+  if (version == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  *version = s.driver_version;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeDeviceGetCount(int* count) {
+cu::CUresult FakeDeviceGetCount(int* count) {
   CUDAFS_FAKE_ENTER("cuDeviceGetCount");
-  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (count == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
   *count = s.DeviceCount();
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeDeviceGet(CUdevice* device, int ordinal) {
+cu::CUresult FakeDeviceGet(cu::CUdevice* device, int ordinal) {
   CUDAFS_FAKE_ENTER_ON("cuDeviceGet", ordinal);
-  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!s.ValidDevice(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  if (device == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  if (!s.ValidDevice(ordinal)) return cu::CUDA_ERROR_INVALID_DEVICE;
   *device = ordinal;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
 // Writes `text` as the driver writes strings: cut to fit, NUL-terminated.
 // No text: no such device.
-CUresult WriteString(const std::string* text, char* out, int length) {
-  if (out == nullptr || length <= 0) return CUDA_ERROR_INVALID_VALUE;
-  if (text == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+cu::CUresult WriteString(const std::string* text, char* out, int length) {
+  if (out == nullptr || length <= 0) return cu::CUDA_ERROR_INVALID_VALUE;
+  if (text == nullptr) return cu::CUDA_ERROR_INVALID_DEVICE;
   const size_t n = std::min(text->size(), static_cast<size_t>(length) - 1);
   std::memcpy(out, text->data(), n);
   out[n] = '\0';
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeDeviceGetName(char* name, int length, CUdevice device) {
+cu::CUresult FakeDeviceGetName(char* name, int length, cu::CUdevice device) {
   CUDAFS_FAKE_ENTER_ON("cuDeviceGetName", device);
   return WriteString(s.ValidDevice(device) ? &s.gpu(device).options.name : nullptr, name, length);
 }
 
-CUresult FakeDeviceGetPCIBusId(char* bus_id, int length, CUdevice device) {
+cu::CUresult FakeDeviceGetPCIBusId(char* bus_id, int length, cu::CUdevice device) {
   CUDAFS_FAKE_ENTER_ON("cuDeviceGetPCIBusId", device);
   return WriteString(s.ValidDevice(device) ? &s.gpu(device).options.pci_bus_id : nullptr, bus_id,
                      length);
 }
 
-CUresult FakeDeviceGetByPCIBusId(CUdevice* device, const char* bus_id) {
+cu::CUresult FakeDeviceGetByPCIBusId(cu::CUdevice* device, const char* bus_id) {
   CUDAFS_FAKE_ENTER_ON("cuDeviceGetByPCIBusId", s.FindBusId(bus_id));
-  if (device == nullptr || bus_id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (device == nullptr || bus_id == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
   const int found = s.FindBusId(bus_id);
-  if (found == kNoDevice) return CUDA_ERROR_INVALID_DEVICE;
+  if (found == kNoDevice) return cu::CUDA_ERROR_INVALID_DEVICE;
   *device = found;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeDeviceTotalMem(size_t* bytes, CUdevice device) {
+cu::CUresult FakeDeviceTotalMem(size_t* bytes, cu::CUdevice device) {
   CUDAFS_FAKE_ENTER_ON("cuDeviceTotalMem", device);
-  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!s.ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  if (bytes == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  if (!s.ValidDevice(device)) return cu::CUDA_ERROR_INVALID_DEVICE;
   *bytes = s.gpu(device).options.total_bytes;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+cu::CUresult FakeDeviceGetAttribute(int* value, cu::CUdevice_attribute attribute,
+                                    cu::CUdevice device) {
   CUDAFS_FAKE_ENTER_ON("cuDeviceGetAttribute", device);
-  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!s.ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  if (value == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  if (!s.ValidDevice(device)) return cu::CUDA_ERROR_INVALID_DEVICE;
   switch (attribute) {
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+    case cu::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    case cu::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+    case cu::CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+    case cu::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
       *value = 1;
       break;
     default:
       *value = 0;
   }
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+cu::CUresult FakeDevicePrimaryCtxRetain(cu::CUcontext* context, cu::CUdevice device) {
   CUDAFS_FAKE_ENTER_ON("cuDevicePrimaryCtxRetain", device);
-  if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!s.ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  if (context == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  if (!s.ValidDevice(device)) return cu::CUDA_ERROR_INVALID_DEVICE;
   Gpu& gpu = s.gpu(device);
   if (gpu.context == nullptr) {
-    gpu.context = reinterpret_cast<CUcontext>(NewHandle());
+    gpu.context = reinterpret_cast<cu::CUcontext>(NewHandle());
     s.contexts_made.emplace(gpu.context, device);
     ++gpu.contexts_created;
   }
   ++gpu.context_references;
   *context = gpu.context;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeDevicePrimaryCtxRelease(CUdevice device) {
+cu::CUresult FakeDevicePrimaryCtxRelease(cu::CUdevice device) {
   CUDAFS_FAKE_ENTER_ON("cuDevicePrimaryCtxRelease", device);
-  if (!s.ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  if (!s.ValidDevice(device)) return cu::CUDA_ERROR_INVALID_DEVICE;
   Gpu& gpu = s.gpu(device);
   // As documented: releasing what was not retained.
-  if (gpu.context_references == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (gpu.context_references == 0) return cu::CUDA_ERROR_INVALID_CONTEXT;
   if (--gpu.context_references == 0) s.DestroyContext(device);
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeCtxSetCurrent(CUcontext context) {
+cu::CUresult FakeCtxSetCurrent(cu::CUcontext context) {
   CUDAFS_FAKE_ENTER_ON("cuCtxSetCurrent", s.DeviceOf(context));
   // A destroyed context may be made current (the driver allows it); calls
   // through it then fail.
-  if (context != nullptr && s.DeviceOf(context) == kNoDevice) return CUDA_ERROR_INVALID_CONTEXT;
+  if (context != nullptr && s.DeviceOf(context) == kNoDevice) return cu::CUDA_ERROR_INVALID_CONTEXT;
   current_context = context;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemGetInfo(size_t* free, size_t* total) {
+cu::CUresult FakeMemGetInfo(size_t* free, size_t* total) {
   CUDAFS_FAKE_ENTER("cuMemGetInfo");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (free == nullptr || total == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
   const uint64_t used = s.UsedOn(current);
   const uint64_t limit = s.VramLimit(current);
   *free = used < limit ? limit - used : 0;
   *total = s.gpu(current).options.total_bytes;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
 // The device a CUmemLocation names, or kNoDevice.
-int LocationDevice(const State& s, const CUmemLocation& location) {
-  return location.type == CU_MEM_LOCATION_TYPE_DEVICE && s.ValidDevice(location.id)
+int LocationDevice(const State& s, const cu::CUmemLocation& location) {
+  return location.type == cu::CU_MEM_LOCATION_TYPE_DEVICE && s.ValidDevice(location.id)
              ? location.id
              : kNoDevice;
 }
 
-CUresult FakeMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
-                                         CUmemAllocationGranularity_flags option) {
+cu::CUresult FakeMemGetAllocationGranularity(size_t* granularity,
+                                             const cu::CUmemAllocationProp* prop,
+                                             cu::CUmemAllocationGranularity_flags option) {
   CUDAFS_FAKE_ENTER_ON("cuMemGetAllocationGranularity",
                        prop != nullptr ? LocationDevice(s, prop->location) : s.CurrentDevice());
   if (granularity == nullptr || prop == nullptr ||
-      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
-       option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) {
-    return CUDA_ERROR_INVALID_VALUE;
+      prop->location.type != cu::CU_MEM_LOCATION_TYPE_DEVICE ||
+      (option != cu::CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+       option != cu::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) {
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
-  if (!s.ValidDevice(prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
+  if (!s.ValidDevice(prop->location.id)) return cu::CUDA_ERROR_INVALID_DEVICE;
   *granularity = kGranule;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemAddressReserve(CUdeviceptr* address, size_t size, size_t alignment,
-                               CUdeviceptr hint, unsigned long long flags) {
+cu::CUresult FakeMemAddressReserve(cu::CUdeviceptr* address, size_t size, size_t alignment,
+                                   cu::CUdeviceptr hint, unsigned long long flags) {
   CUDAFS_FAKE_ENTER("cuMemAddressReserve");
   CUDAFS_FAKE_NEED_CONTEXT();
   if (address == nullptr || size == 0 || size % kGranule != 0 || flags != 0 ||
       (alignment & (alignment - 1)) != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
   // The hint is only a hint: the address is the system's choice.
   alignment = std::max<size_t>(alignment, kGranule);
   // Over-reserve, then trim to the alignment.
   void* mapped = mmap(nullptr, size + alignment, PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (mapped == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (mapped == MAP_FAILED) return cu::CUDA_ERROR_OUT_OF_MEMORY;
   const auto raw = reinterpret_cast<uintptr_t>(mapped);
   const uintptr_t start = (raw + alignment - 1) / alignment * alignment;
   if (start != raw) munmap(mapped, start - raw);
@@ -716,24 +724,24 @@ CUresult FakeMemAddressReserve(CUdeviceptr* address, size_t size, size_t alignme
   }
   s.reservations.emplace(start, Range{size, current});
   *address = start;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemAddressFree(CUdeviceptr address, size_t size) {
+cu::CUresult FakeMemAddressFree(cu::CUdeviceptr address, size_t size) {
   CUDAFS_FAKE_ENTER("cuMemAddressFree");
   auto it = s.reservations.find(address);
-  if (it == s.reservations.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+  if (it == s.reservations.end() || it->second.size != size) return cu::CUDA_ERROR_INVALID_VALUE;
   auto mapping = s.mappings.lower_bound(address);
   if (mapping != s.mappings.end() && mapping->first < address + size) {
-    return CUDA_ERROR_INVALID_VALUE;  // still mapped
+    return cu::CUDA_ERROR_INVALID_VALUE;  // still mapped
   }
   munmap(reinterpret_cast<void*>(address), size);
   s.reservations.erase(it);
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
-                       const CUmemAllocationProp* prop, unsigned long long flags) {
+cu::CUresult FakeMemCreate(cu::CUmemGenericAllocationHandle* handle, size_t size,
+                           const cu::CUmemAllocationProp* prop, unsigned long long flags) {
   CUDAFS_FAKE_ENTER_ON("cuMemCreate",
                        prop != nullptr ? LocationDevice(s, prop->location) : s.CurrentDevice());
   const int device = prop != nullptr ? LocationDevice(s, prop->location) : kNoDevice;
@@ -742,66 +750,67 @@ CUresult FakeMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   }
   CUDAFS_FAKE_NEED_CONTEXT();
   if (handle == nullptr || prop == nullptr || size == 0 || size % kGranule != 0 || flags != 0 ||
-      prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
-       prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
-    return CUDA_ERROR_INVALID_VALUE;
+      prop->type != cu::CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != cu::CU_MEM_LOCATION_TYPE_DEVICE ||
+      (prop->requestedHandleTypes != cu::CU_MEM_HANDLE_TYPE_NONE &&
+       prop->requestedHandleTypes != cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
-  if (device == kNoDevice) return CUDA_ERROR_INVALID_DEVICE;
+  if (device == kNoDevice) return cu::CUDA_ERROR_INVALID_DEVICE;
   const uint64_t used = s.UsedOn(device);
   const uint64_t limit = s.VramLimit(device);
-  if (used > limit || size > limit - used) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (used > limit || size > limit - used) return cu::CUDA_ERROR_OUT_OF_MEMORY;
   // A memfd keeps the bytes while nothing maps them, as VRAM does.
   const int fd = memfd_create("cudafs-fake-vram", MFD_CLOEXEC);
-  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (fd < 0) return cu::CUDA_ERROR_OUT_OF_MEMORY;
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
     close(fd);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return cu::CUDA_ERROR_OUT_OF_MEMORY;
   }
-  const CUmemGenericAllocationHandle made = NewHandle();
+  const cu::CUmemGenericAllocationHandle made = NewHandle();
   s.physical.emplace(
       made, Physical{fd, size, device, current,
-                     prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR});
+                     prop->requestedHandleTypes == cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR});
   *handle = made;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemRelease(CUmemGenericAllocationHandle handle) {
+cu::CUresult FakeMemRelease(cu::CUmemGenericAllocationHandle handle) {
   CUDAFS_FAKE_ENTER("cuMemRelease");
   auto it = s.physical.find(handle);
-  if (it == s.physical.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  if (it == s.physical.end() || it->second.released) return cu::CUDA_ERROR_INVALID_VALUE;
   it->second.released = true;
   s.FreePhysicalIfUnused(handle);
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
 // The handle is the memfd itself, duplicated: an importer maps it.
-CUresult FakeMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
-                                        CUmemAllocationHandleType type,
-                                        unsigned long long flags) {
+cu::CUresult FakeMemExportToShareableHandle(void* shareable,
+                                            cu::CUmemGenericAllocationHandle handle,
+                                            cu::CUmemAllocationHandleType type,
+                                            unsigned long long flags) {
   CUDAFS_FAKE_ENTER("cuMemExportToShareableHandle");
   auto it = s.physical.find(handle);
   if (shareable == nullptr || it == s.physical.end() || it->second.released || flags != 0 ||
-      type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !it->second.exportable) {
-    return CUDA_ERROR_INVALID_VALUE;
+      type != cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !it->second.exportable) {
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
   const int fd = fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (fd < 0) return cu::CUDA_ERROR_OUT_OF_MEMORY;
   *static_cast<int*>(shareable) = fd;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
 // Only the fake's own exports import: their memfd names the allocation.
-CUresult FakeMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* shareable,
-                                          CUmemAllocationHandleType type) {
+cu::CUresult FakeMemImportFromShareableHandle(cu::CUmemGenericAllocationHandle* handle,
+                                              void* shareable, cu::CUmemAllocationHandleType type) {
   CUDAFS_FAKE_ENTER("cuMemImportFromShareableHandle");
   CUDAFS_FAKE_NEED_CONTEXT();
   const int given = static_cast<int>(reinterpret_cast<intptr_t>(shareable));
   struct stat theirs;
-  if (handle == nullptr || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+  if (handle == nullptr || type != cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
       fstat(given, &theirs) != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
   const Physical* made = nullptr;
   for (const auto& [h, allocation] : s.physical) {
@@ -812,73 +821,81 @@ CUresult FakeMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, 
       break;
     }
   }
-  if (made == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (made == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
   const int fd = fcntl(given, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (fd < 0) return cu::CUDA_ERROR_OUT_OF_MEMORY;
   Physical imported{fd, made->size, made->device, current, false};
   imported.imported = true;
-  const CUmemGenericAllocationHandle handle_made = NewHandle();
+  const cu::CUmemGenericAllocationHandle handle_made = NewHandle();
   s.physical.emplace(handle_made, imported);
   *handle = handle_made;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemMap(CUdeviceptr address, size_t size, size_t offset,
-                    CUmemGenericAllocationHandle handle, unsigned long long flags) {
+cu::CUresult FakeMemMap(cu::CUdeviceptr address, size_t size, size_t offset,
+                        cu::CUmemGenericAllocationHandle handle, unsigned long long flags) {
   CUDAFS_FAKE_ENTER("cuMemMap");
   auto allocation = s.physical.find(handle);
   if (allocation == s.physical.end() || allocation->second.released || flags != 0 ||
       size == 0 || address % kGranule != 0 || size % kGranule != 0 || offset % kGranule != 0 ||
       offset > allocation->second.size || size > allocation->second.size - offset) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
-  if (Containing(s.reservations, address, size) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (Containing(s.reservations, address, size) == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
   auto next = s.mappings.lower_bound(address);
-  if (next != s.mappings.end() && next->first < address + size) return CUDA_ERROR_INVALID_VALUE;
+  if (next != s.mappings.end() && next->first < address + size) return cu::CUDA_ERROR_INVALID_VALUE;
   if (next != s.mappings.begin() &&
       std::prev(next)->first + std::prev(next)->second.size > address) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
   // No access until cuMemSetAccess, as on the GPU.
   if (mmap(reinterpret_cast<void*>(address), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
            allocation->second.fd, static_cast<off_t>(offset)) == MAP_FAILED) {
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return cu::CUDA_ERROR_OUT_OF_MEMORY;
   }
   s.mappings.emplace(address, Mapping{size, handle, std::vector<int>(s.DeviceCount(), PROT_NONE)});
   ++allocation->second.mappings;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemUnmap(CUdeviceptr address, size_t size) {
+cu::CUresult FakeMemUnmap(cu::CUdeviceptr address, size_t size) {
   CUDAFS_FAKE_ENTER("cuMemUnmap");
   // Only whole mappings, as the driver requires.
   const std::vector<uintptr_t> unmapped = s.WholeMappings(address, size);
-  if (unmapped.empty()) return CUDA_ERROR_INVALID_VALUE;
+  if (unmapped.empty()) return cu::CUDA_ERROR_INVALID_VALUE;
   for (uintptr_t start : unmapped) s.Unmap(start);
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemSetAccess(CUdeviceptr address, size_t size, const CUmemAccessDesc* desc,
-                          size_t count) {
+cu::CUresult FakeMemSetAccess(cu::CUdeviceptr address, size_t size, const cu::CUmemAccessDesc* desc,
+                              size_t count) {
   CUDAFS_FAKE_ENTER_ON("cuMemSetAccess", desc != nullptr && count != 0
                                              ? LocationDevice(s, desc[0].location)
                                              : s.CurrentDevice());
-  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (desc == nullptr || count == 0) return cu::CUDA_ERROR_INVALID_VALUE;
   // One entry a device, any device: peer access is always possible here.
   std::vector<int> prot(count);
   for (size_t i = 0; i < count; ++i) {
-    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
-    if (!s.ValidDevice(desc[i].location.id)) return CUDA_ERROR_INVALID_DEVICE;
+    if (desc[i].location.type != cu::CU_MEM_LOCATION_TYPE_DEVICE)
+      return cu::CUDA_ERROR_INVALID_VALUE;
+    if (!s.ValidDevice(desc[i].location.id)) return cu::CUDA_ERROR_INVALID_DEVICE;
     switch (desc[i].flags) {
-      case CU_MEM_ACCESS_FLAGS_PROT_NONE: prot[i] = PROT_NONE; break;
-      case CU_MEM_ACCESS_FLAGS_PROT_READ: prot[i] = PROT_READ; break;
-      case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot[i] = PROT_READ | PROT_WRITE; break;
-      default: return CUDA_ERROR_INVALID_VALUE;
+      case cu::CU_MEM_ACCESS_FLAGS_PROT_NONE:
+        prot[i] = PROT_NONE;
+        break;
+      case cu::CU_MEM_ACCESS_FLAGS_PROT_READ:
+        prot[i] = PROT_READ;
+        break;
+      case cu::CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
+        prot[i] = PROT_READ | PROT_WRITE;
+        break;
+      default:
+        return cu::CUDA_ERROR_INVALID_VALUE;
     }
   }
   // Whole mappings only: the fake keeps access per mapping.
   const std::vector<uintptr_t> changed = s.WholeMappings(address, size);
-  if (changed.empty()) return CUDA_ERROR_INVALID_VALUE;
+  if (changed.empty()) return cu::CUDA_ERROR_INVALID_VALUE;
   for (uintptr_t start : changed) {
     Mapping& mapping = s.mappings.at(start);
     for (size_t i = 0; i < count; ++i) mapping.access[desc[i].location.id] = prot[i];
@@ -887,88 +904,88 @@ CUresult FakeMemSetAccess(CUdeviceptr address, size_t size, const CUmemAccessDes
     for (int device_prot : mapping.access) host |= device_prot;
     mprotect(reinterpret_cast<void*>(start), mapping.size, host);
   }
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemHostAlloc(void** memory, size_t size, unsigned int flags) {
+cu::CUresult FakeMemHostAlloc(void** memory, size_t size, unsigned int flags) {
   CUDAFS_FAKE_ENTER("cuMemHostAlloc");
   CUDAFS_FAKE_NEED_CONTEXT();
-  constexpr unsigned kKnownFlags =
-      CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+  constexpr unsigned kKnownFlags = cu::CU_MEMHOSTALLOC_PORTABLE | cu::CU_MEMHOSTALLOC_DEVICEMAP |
+                                   cu::CU_MEMHOSTALLOC_WRITECOMBINED;
   if (memory == nullptr || size == 0 || (flags & ~kKnownFlags) != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
   void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mapped == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (mapped == MAP_FAILED) return cu::CUDA_ERROR_OUT_OF_MEMORY;
   s.pinned.emplace(reinterpret_cast<uintptr_t>(mapped),
-                   Range{size, current, (flags & CU_MEMHOSTALLOC_PORTABLE) != 0});
+                   Range{size, current, (flags & cu::CU_MEMHOSTALLOC_PORTABLE) != 0});
   *memory = mapped;
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemFreeHost(void* memory) {
+cu::CUresult FakeMemFreeHost(void* memory) {
   CUDAFS_FAKE_ENTER("cuMemFreeHost");
   CUDAFS_FAKE_NEED_CONTEXT();
   auto it = s.pinned.find(reinterpret_cast<uintptr_t>(memory));
-  if (it == s.pinned.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (it == s.pinned.end()) return cu::CUDA_ERROR_INVALID_VALUE;
   munmap(memory, it->second.size);
   s.pinned.erase(it);
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemHostRegister(void* memory, size_t size, unsigned int flags) {
+cu::CUresult FakeMemHostRegister(void* memory, size_t size, unsigned int flags) {
   CUDAFS_FAKE_ENTER("cuMemHostRegister");
   CUDAFS_FAKE_NEED_CONTEXT();
   const auto start = reinterpret_cast<uintptr_t>(memory);
   if (memory == nullptr || size == 0 || size > UINTPTR_MAX - start) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
   // Whichever context registered it, in the whole process.
   if (Overlaps(s.registered, start, size) || Overlaps(s.pinned, start, size)) {
-    return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    return cu::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   }
-  s.registered.emplace(start, Range{size, current, (flags & CU_MEMHOSTREGISTER_PORTABLE) != 0});
-  return CUDA_SUCCESS;
+  s.registered.emplace(start, Range{size, current, (flags & cu::CU_MEMHOSTREGISTER_PORTABLE) != 0});
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemHostUnregister(void* memory) {
+cu::CUresult FakeMemHostUnregister(void* memory) {
   CUDAFS_FAKE_ENTER("cuMemHostUnregister");
   CUDAFS_FAKE_NEED_CONTEXT();
   if (s.registered.erase(reinterpret_cast<uintptr_t>(memory)) == 0) {
-    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    return cu::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   }
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeStreamCreate(CUstream* stream, unsigned int flags) {
+cu::CUresult FakeStreamCreate(cu::CUstream* stream, unsigned int flags) {
   CUDAFS_FAKE_ENTER("cuStreamCreate");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (stream == nullptr || (flags & ~unsigned{CU_STREAM_NON_BLOCKING}) != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
+  if (stream == nullptr || (flags & ~unsigned{cu::CU_STREAM_NON_BLOCKING}) != 0) {
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
   const uintptr_t made = NewHandle();
   s.streams.emplace(made, current);
-  *stream = reinterpret_cast<CUstream>(made);
-  return CUDA_SUCCESS;
+  *stream = reinterpret_cast<cu::CUstream>(made);
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeStreamDestroy(CUstream stream) {
+cu::CUresult FakeStreamDestroy(cu::CUstream stream) {
   CUDAFS_FAKE_ENTER("cuStreamDestroy");
   CUDAFS_FAKE_NEED_CONTEXT();
   auto it = s.streams.find(reinterpret_cast<uintptr_t>(stream));
-  if (it == s.streams.end() || it->second != current) return CUDA_ERROR_INVALID_HANDLE;
+  if (it == s.streams.end() || it->second != current) return cu::CUDA_ERROR_INVALID_HANDLE;
   s.streams.erase(it);
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeStreamSynchronize(CUstream stream) {
+cu::CUresult FakeStreamSynchronize(cu::CUstream stream) {
   CUDAFS_FAKE_ENTER("cuStreamSynchronize");
   CUDAFS_FAKE_NEED_CONTEXT();
   // Work ran at enqueue: nothing to wait for.
   return s.CheckStream(stream, current);
 }
 
-CUresult FakeStreamQuery(CUstream stream) {
+cu::CUresult FakeStreamQuery(cu::CUstream stream) {
   CUDAFS_FAKE_ENTER("cuStreamQuery");
   CUDAFS_FAKE_NEED_CONTEXT();
   // Work ran at enqueue: always done (FailNext with CUDA_ERROR_NOT_READY
@@ -976,10 +993,11 @@ CUresult FakeStreamQuery(CUstream stream) {
   return s.CheckStream(stream, current);
 }
 
-CUresult FakeMemcpyAsync(CUdeviceptr to, CUdeviceptr from, size_t length, CUstream stream) {
+cu::CUresult FakeMemcpyAsync(cu::CUdeviceptr to, cu::CUdeviceptr from, size_t length,
+                             cu::CUstream stream) {
   CUDAFS_FAKE_ENTER("cuMemcpyAsync");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (CUresult r = s.CheckStream(stream, current); r != CUDA_SUCCESS) return r;
+  if (cu::CUresult r = s.CheckStream(stream, current); r != cu::CUDA_SUCCESS) return r;
   if (!s.CopyOperandOk(from, length, PROT_READ, current) ||
       !s.CopyOperandOk(to, length, PROT_READ | PROT_WRITE, current)) {
     return s.Fault(current);
@@ -988,39 +1006,41 @@ CUresult FakeMemcpyAsync(CUdeviceptr to, CUdeviceptr from, size_t length, CUstre
   if (length != 0) {
     std::memmove(reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from), length);
   }
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemsetD8Async(CUdeviceptr to, unsigned char value, size_t length, CUstream stream) {
+cu::CUresult FakeMemsetD8Async(cu::CUdeviceptr to, unsigned char value, size_t length,
+                               cu::CUstream stream) {
   CUDAFS_FAKE_ENTER("cuMemsetD8Async");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (CUresult r = s.CheckStream(stream, current); r != CUDA_SUCCESS) return r;
-  if (length == 0) return CUDA_SUCCESS;
+  if (cu::CUresult r = s.CheckStream(stream, current); r != cu::CUDA_SUCCESS) return r;
+  if (length == 0) return cu::CUDA_SUCCESS;
   if (!s.KernelOperandOk(to, length, PROT_READ | PROT_WRITE, current)) {
     // Pageable host memory is no device pointer; a device address that is
     // not mapped faults.
-    return Overlaps(s.reservations, to, length) ? s.Fault(current) : CUDA_ERROR_INVALID_VALUE;
+    return Overlaps(s.reservations, to, length) ? s.Fault(current) : cu::CUDA_ERROR_INVALID_VALUE;
   }
   std::memset(reinterpret_cast<void*>(to), value, length);
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeMemcpyBatchAsync(CUdeviceptr* to, CUdeviceptr* from, size_t* lengths, size_t count,
-                              CUmemcpyAttributes* attributes, size_t* attribute_indices,
-                              size_t attribute_count, CUstream stream) {
+cu::CUresult FakeMemcpyBatchAsync(cu::CUdeviceptr* to, cu::CUdeviceptr* from, size_t* lengths,
+                                  size_t count, cu::CUmemcpyAttributes* attributes,
+                                  size_t* attribute_indices, size_t attribute_count,
+                                  cu::CUstream stream) {
   CUDAFS_FAKE_ENTER("cuMemcpyBatchAsync");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (CUresult r = s.CheckStream(stream, current); r != CUDA_SUCCESS) return r;
-  if (stream == nullptr || stream == CU_STREAM_LEGACY || to == nullptr || from == nullptr ||
+  if (cu::CUresult r = s.CheckStream(stream, current); r != cu::CUDA_SUCCESS) return r;
+  if (stream == nullptr || stream == cu::CU_STREAM_LEGACY || to == nullptr || from == nullptr ||
       lengths == nullptr || count == 0 || attributes == nullptr || attribute_indices == nullptr ||
       attribute_count == 0 || attribute_count > count || attribute_indices[0] != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
   for (size_t k = 0; k < attribute_count; ++k) {
-    if (attributes[k].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_INVALID ||
+    if (attributes[k].srcAccessOrder == cu::CU_MEMCPY_SRC_ACCESS_ORDER_INVALID ||
         attribute_indices[k] >= count ||
         (k > 0 && attribute_indices[k] <= attribute_indices[k - 1])) {
-      return CUDA_ERROR_INVALID_VALUE;
+      return cu::CUDA_ERROR_INVALID_VALUE;
     }
   }
   for (size_t i = 0; i < count; ++i) {
@@ -1035,110 +1055,111 @@ CUresult FakeMemcpyBatchAsync(CUdeviceptr* to, CUdeviceptr* from, size_t* length
     std::memmove(reinterpret_cast<void*>(to[i]), reinterpret_cast<const void*>(from[i]),
                  lengths[i]);
   }
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeGetErrorText(CUresult error, const char** text, bool name) {
+cu::CUresult FakeGetErrorText(cu::CUresult error, const char** text, bool name) {
   struct Known {
-    CUresult code;
+    cu::CUresult code;
     const char* name;
     const char* text;
   };
   static constexpr Known kKnown[] = {
-      {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
-      {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
-      {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
-      {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
-      {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
-      {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
-      {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
-      {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
-      {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
-      {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
-      {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
-      {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+      {cu::CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+      {cu::CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+      {cu::CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+      {cu::CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+      {cu::CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+      {cu::CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+      {cu::CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+      {cu::CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+      {cu::CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+      {cu::CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+      {cu::CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+      {cu::CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
        "an illegal memory access was encountered"},
-      {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
-      {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+      {cu::CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+      {cu::CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED",
        "context is destroyed"},
-      {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+      {cu::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
        "part or all of the requested memory range is already mapped"},
-      {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+      {cu::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
        "pointer does not correspond to a registered memory region"},
-      {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+      {cu::CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
   };
-  if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (text == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
   for (const Known& known : kKnown) {
     if (known.code == error) {
       *text = name ? known.name : known.text;
-      return CUDA_SUCCESS;
+      return cu::CUDA_SUCCESS;
     }
   }
   // As the driver answers for codes it does not know.
   *text = nullptr;
-  return CUDA_ERROR_INVALID_VALUE;
+  return cu::CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult FakeGetErrorName(CUresult error, const char** name) {
+cu::CUresult FakeGetErrorName(cu::CUresult error, const char** name) {
   CUDAFS_FAKE_ENTER("cuGetErrorName");
   return FakeGetErrorText(error, name, /*name=*/true);
 }
 
-CUresult FakeGetErrorString(CUresult error, const char** text) {
+cu::CUresult FakeGetErrorString(cu::CUresult error, const char** text) {
   CUDAFS_FAKE_ENTER("cuGetErrorString");
   return FakeGetErrorText(error, text, /*name=*/false);
 }
 
-CUresult FakeModuleLoadData(CUmodule* module, const void* image) {
+cu::CUresult FakeModuleLoadData(cu::CUmodule* module, const void* image) {
   CUDAFS_FAKE_ENTER("cuModuleLoadData");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (module == nullptr || image == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
   const uintptr_t made = NewHandle();
   s.modules.emplace(made, current);
-  *module = reinterpret_cast<CUmodule>(made);
-  return CUDA_SUCCESS;
+  *module = reinterpret_cast<cu::CUmodule>(made);
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeModuleUnload(CUmodule module) {
+cu::CUresult FakeModuleUnload(cu::CUmodule module) {
   CUDAFS_FAKE_ENTER("cuModuleUnload");
   CUDAFS_FAKE_NEED_CONTEXT();
   if (!s.HasModule(reinterpret_cast<uintptr_t>(module), current)) {
-    return CUDA_ERROR_INVALID_HANDLE;
+    return cu::CUDA_ERROR_INVALID_HANDLE;
   }
   s.modules.erase(reinterpret_cast<uintptr_t>(module));
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CUresult FakeModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+cu::CUresult FakeModuleGetFunction(cu::CUfunction* function, cu::CUmodule module,
+                                   const char* name) {
   CUDAFS_FAKE_ENTER("cuModuleGetFunction");
   CUDAFS_FAKE_NEED_CONTEXT();
-  if (function == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (function == nullptr || name == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
   if (!s.HasModule(reinterpret_cast<uintptr_t>(module), current)) {
-    return CUDA_ERROR_INVALID_HANDLE;
+    return cu::CUDA_ERROR_INVALID_HANDLE;
   }
-  if (std::strcmp(name, kScatterKernelName) != 0) return CUDA_ERROR_NOT_FOUND;
-  *function = reinterpret_cast<CUfunction>(reinterpret_cast<uintptr_t>(module) + kFunctionTag);
-  return CUDA_SUCCESS;
+  if (std::strcmp(name, kScatterKernelName) != 0) return cu::CUDA_ERROR_NOT_FOUND;
+  *function = reinterpret_cast<cu::CUfunction>(reinterpret_cast<uintptr_t>(module) + kFunctionTag);
+  return cu::CUDA_SUCCESS;
 }
 
 // Runs the scatter kernel (scatter_kernel.h): pieces = {table, count}.
-CUresult FakeLaunchKernel(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
-                          unsigned block_x, unsigned block_y, unsigned block_z,
-                          unsigned shared_bytes, CUstream stream, void** parameters,
-                          void** extra) {
+cu::CUresult FakeLaunchKernel(cu::CUfunction function, unsigned grid_x, unsigned grid_y,
+                              unsigned grid_z, unsigned block_x, unsigned block_y, unsigned block_z,
+                              unsigned shared_bytes, cu::CUstream stream, void** parameters,
+                              void** extra) {
   CUDAFS_FAKE_ENTER("cuLaunchKernel");
   CUDAFS_FAKE_NEED_CONTEXT();
   const auto id = reinterpret_cast<uintptr_t>(function);
   if ((id & 15) != kFunctionTag || !s.HasModule(id - kFunctionTag, current)) {
-    return CUDA_ERROR_INVALID_HANDLE;
+    return cu::CUDA_ERROR_INVALID_HANDLE;
   }
-  if (CUresult r = s.CheckStream(stream, current); r != CUDA_SUCCESS) return r;
+  if (cu::CUresult r = s.CheckStream(stream, current); r != cu::CUDA_SUCCESS) return r;
   if (grid_x == 0 || grid_y == 0 || grid_z == 0 || block_x == 0 || block_y == 0 ||
       block_z == 0 || uint64_t{block_x} * block_y * block_z > 1024 || parameters == nullptr ||
       extra != nullptr) {
-    return CUDA_ERROR_INVALID_VALUE;
+    return cu::CUDA_ERROR_INVALID_VALUE;
   }
-  const CUdeviceptr table = *static_cast<const CUdeviceptr*>(parameters[0]);
+  const cu::CUdeviceptr table = *static_cast<const cu::CUdeviceptr*>(parameters[0]);
   const unsigned count = *static_cast<const unsigned*>(parameters[1]);
   // The GPU reads the table and every source through its own addressing:
   // device memory, or pinned or registered host memory.
@@ -1160,58 +1181,114 @@ CUresult FakeLaunchKernel(CUfunction function, unsigned grid_x, unsigned grid_y,
     std::memmove(reinterpret_cast<void*>(piece.destination),
                  reinterpret_cast<const void*>(piece.source), piece.length);
   }
-  return CUDA_SUCCESS;
+  return cu::CUDA_SUCCESS;
 }
 
-CudaDriver MakeDriver() {
-  CudaDriver driver;
-  driver.version = CUDA_VERSION;
-  driver.cuDriverGetVersion = FakeDriverGetVersion;
-  driver.cuDeviceGetCount = FakeDeviceGetCount;
-  driver.cuDeviceGet = FakeDeviceGet;
-  driver.cuDeviceGetName = FakeDeviceGetName;
-  driver.cuDeviceGetPCIBusId = FakeDeviceGetPCIBusId;
-  driver.cuDeviceGetByPCIBusId = FakeDeviceGetByPCIBusId;
-  driver.cuDeviceTotalMem = FakeDeviceTotalMem;
-  driver.cuDeviceGetAttribute = FakeDeviceGetAttribute;
-  driver.cuDevicePrimaryCtxRetain = FakeDevicePrimaryCtxRetain;
-  driver.cuDevicePrimaryCtxRelease = FakeDevicePrimaryCtxRelease;
-  driver.cuCtxSetCurrent = FakeCtxSetCurrent;
-  driver.cuMemGetInfo = FakeMemGetInfo;
-  driver.cuMemGetAllocationGranularity = FakeMemGetAllocationGranularity;
-  driver.cuMemAddressReserve = FakeMemAddressReserve;
-  driver.cuMemAddressFree = FakeMemAddressFree;
-  driver.cuMemCreate = FakeMemCreate;
-  driver.cuMemRelease = FakeMemRelease;
-  driver.cuMemExportToShareableHandle = FakeMemExportToShareableHandle;
-  driver.cuMemImportFromShareableHandle = FakeMemImportFromShareableHandle;
-  driver.cuMemMap = FakeMemMap;
-  driver.cuMemUnmap = FakeMemUnmap;
-  driver.cuMemSetAccess = FakeMemSetAccess;
-  driver.cuMemHostAlloc = FakeMemHostAlloc;
-  driver.cuMemFreeHost = FakeMemFreeHost;
-  driver.cuMemHostRegister = FakeMemHostRegister;
-  driver.cuMemHostUnregister = FakeMemHostUnregister;
-  driver.cuStreamCreate = FakeStreamCreate;
-  driver.cuStreamDestroy = FakeStreamDestroy;
-  driver.cuStreamSynchronize = FakeStreamSynchronize;
-  driver.cuStreamQuery = FakeStreamQuery;
-  driver.cuMemcpyAsync = FakeMemcpyAsync;
-  driver.cuMemsetD8Async = FakeMemsetD8Async;
-  driver.cuGetErrorName = FakeGetErrorName;
-  driver.cuGetErrorString = FakeGetErrorString;
-  driver.cuModuleLoadData = FakeModuleLoadData;
-  driver.cuModuleUnload = FakeModuleUnload;
-  driver.cuModuleGetFunction = FakeModuleGetFunction;
-  driver.cuLaunchKernel = FakeLaunchKernel;
-  driver.cuMemcpyBatchAsync = FakeMemcpyBatchAsync;
+// An entry point as the fake's cuGetProcAddress hands it out: the fake's
+// function, checked by the compiler to have cuda_api.h's type, and the
+// version of that declaration.
+struct EntryPoint {
+  const char* name;
+  void* function;
+  int version;
+};
+
+template <typename Pointer>
+void* Erase(Pointer function) {
+  return reinterpret_cast<void*>(function);
+}
+
+#define CUDAFS_FAKE_ENTRY(name, fake) \
+  EntryPoint { #name, Erase < cu::name##_t>(fake), cu::name##_version }
+
+const EntryPoint* FindEntryPoint(absl::string_view name) {
   // A new entry point in cuda_driver.h needs its fake here.
+  static const EntryPoint kEntryPoints[] = {
+      CUDAFS_FAKE_ENTRY(cuDriverGetVersion, FakeDriverGetVersion),
+      CUDAFS_FAKE_ENTRY(cuDeviceGetCount, FakeDeviceGetCount),
+      CUDAFS_FAKE_ENTRY(cuDeviceGet, FakeDeviceGet),
+      CUDAFS_FAKE_ENTRY(cuDeviceGetName, FakeDeviceGetName),
+      CUDAFS_FAKE_ENTRY(cuDeviceGetPCIBusId, FakeDeviceGetPCIBusId),
+      CUDAFS_FAKE_ENTRY(cuDeviceGetByPCIBusId, FakeDeviceGetByPCIBusId),
+      CUDAFS_FAKE_ENTRY(cuDeviceTotalMem, FakeDeviceTotalMem),
+      CUDAFS_FAKE_ENTRY(cuDeviceGetAttribute, FakeDeviceGetAttribute),
+      CUDAFS_FAKE_ENTRY(cuDevicePrimaryCtxRetain, FakeDevicePrimaryCtxRetain),
+      CUDAFS_FAKE_ENTRY(cuDevicePrimaryCtxRelease, FakeDevicePrimaryCtxRelease),
+      CUDAFS_FAKE_ENTRY(cuCtxSetCurrent, FakeCtxSetCurrent),
+      CUDAFS_FAKE_ENTRY(cuMemGetInfo, FakeMemGetInfo),
+      CUDAFS_FAKE_ENTRY(cuMemGetAllocationGranularity, FakeMemGetAllocationGranularity),
+      CUDAFS_FAKE_ENTRY(cuMemAddressReserve, FakeMemAddressReserve),
+      CUDAFS_FAKE_ENTRY(cuMemAddressFree, FakeMemAddressFree),
+      CUDAFS_FAKE_ENTRY(cuMemCreate, FakeMemCreate),
+      CUDAFS_FAKE_ENTRY(cuMemRelease, FakeMemRelease),
+      CUDAFS_FAKE_ENTRY(cuMemExportToShareableHandle, FakeMemExportToShareableHandle),
+      CUDAFS_FAKE_ENTRY(cuMemImportFromShareableHandle, FakeMemImportFromShareableHandle),
+      CUDAFS_FAKE_ENTRY(cuMemMap, FakeMemMap),
+      CUDAFS_FAKE_ENTRY(cuMemUnmap, FakeMemUnmap),
+      CUDAFS_FAKE_ENTRY(cuMemSetAccess, FakeMemSetAccess),
+      CUDAFS_FAKE_ENTRY(cuMemHostAlloc, FakeMemHostAlloc),
+      CUDAFS_FAKE_ENTRY(cuMemFreeHost, FakeMemFreeHost),
+      CUDAFS_FAKE_ENTRY(cuMemHostRegister, FakeMemHostRegister),
+      CUDAFS_FAKE_ENTRY(cuMemHostUnregister, FakeMemHostUnregister),
+      CUDAFS_FAKE_ENTRY(cuStreamCreate, FakeStreamCreate),
+      CUDAFS_FAKE_ENTRY(cuStreamDestroy, FakeStreamDestroy),
+      CUDAFS_FAKE_ENTRY(cuStreamSynchronize, FakeStreamSynchronize),
+      CUDAFS_FAKE_ENTRY(cuStreamQuery, FakeStreamQuery),
+      CUDAFS_FAKE_ENTRY(cuMemcpyAsync, FakeMemcpyAsync),
+      CUDAFS_FAKE_ENTRY(cuMemsetD8Async, FakeMemsetD8Async),
+      CUDAFS_FAKE_ENTRY(cuGetErrorName, FakeGetErrorName),
+      CUDAFS_FAKE_ENTRY(cuGetErrorString, FakeGetErrorString),
+      CUDAFS_FAKE_ENTRY(cuModuleLoadData, FakeModuleLoadData),
+      CUDAFS_FAKE_ENTRY(cuModuleUnload, FakeModuleUnload),
+      CUDAFS_FAKE_ENTRY(cuModuleGetFunction, FakeModuleGetFunction),
+      CUDAFS_FAKE_ENTRY(cuLaunchKernel, FakeLaunchKernel),
+      CUDAFS_FAKE_ENTRY(cuMemcpyBatchAsync, FakeMemcpyBatchAsync),
+  };
+  for (const EntryPoint& entry : kEntryPoints) {
+    if (name == entry.name) return &entry;
+  }
+  return nullptr;
+}
+
+#undef CUDAFS_FAKE_ENTRY
+
+// A real driver hands back, under the name asked for, the newest ABI not
+// newer than the version asked for: asked for any other version than the
+// one cudafs declares, it could hand back a function of another type, so
+// the fake dies rather than answer.
+cu::CUresult FakeGetProcAddress(const char* symbol, void** function, int cuda_version,
+                                cu::cuuint64_t flags, cu::CUdriverProcAddressQueryResult* found) {
+  if (symbol == nullptr || function == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  if (flags != cu::CU_GET_PROC_ADDRESS_DEFAULT) Die("cuGetProcAddress with flags: ", symbol);
+  *function = nullptr;
+  State& s = Installed();
+  {
+    absl::MutexLock lock(&s.mu);
+    // As documented: no version beyond the driver's own.
+    if (cuda_version > s.driver_version) return cu::CUDA_ERROR_INVALID_VALUE;
+  }
+  const EntryPoint* entry = FindEntryPoint(symbol);
+  if (entry == nullptr) {
+    if (found != nullptr) *found = cu::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return cu::CUDA_SUCCESS;
+  }
+  if (cuda_version != entry->version) {
+    Die("cuGetProcAddress for another ABI than cuda_api.h declares: ",
+        absl::StrCat(symbol, " at CUDA ", cuda_version, ", declared at ", entry->version));
+  }
+  *function = entry->function;
+  if (found != nullptr) *found = cu::CU_GET_PROC_ADDRESS_SUCCESS;
+  return cu::CUDA_SUCCESS;
+}
+
+CudaDriver MakeDriver(int version) {
+  absl::StatusOr<CudaDriver> driver = CudaDriver::Resolve(FakeGetProcAddress, version);
+  if (!driver.ok()) Die("", driver.status().message());
 #define CUDAFS_FAKE_CHECK_SET(name) \
-  if (driver.name == nullptr) Die("no fake for ", #name);
-  CUDAFS_CUDA_ENTRY_POINTS(CUDAFS_FAKE_CHECK_SET)
+  if (driver->name == nullptr) Die("no fake for ", #name);
   CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(CUDAFS_FAKE_CHECK_SET)
 #undef CUDAFS_FAKE_CHECK_SET
-  return driver;
+  return *std::move(driver);
 }
 
 #undef CUDAFS_FAKE_NEED_CONTEXT
@@ -1230,23 +1307,32 @@ FakeCudaDriver::FakeCudaDriver(std::vector<FakeGpuOptions> gpus)
   if (!fake_cuda_internal::installed.compare_exchange_strong(expected, state_.get())) {
     fake_cuda_internal::Die("a second FakeCudaDriver while one is alive");
   }
-  driver_ = fake_cuda_internal::MakeDriver();
+  driver_ = fake_cuda_internal::MakeDriver(kDriverVersion);
 }
 
 FakeCudaDriver::~FakeCudaDriver() {
   fake_cuda_internal::installed.store(nullptr, std::memory_order_release);
 }
 
-void FakeCudaDriver::FailNext(absl::string_view entry_point, CUresult result, int count) {
+void FakeCudaDriver::FailNext(absl::string_view entry_point, cu::CUresult result, int count) {
   absl::MutexLock lock(&state_->mu);
   state_->FailNext(entry_point, result, count, fake_cuda_internal::kNoDevice);
 }
 
-void FakeCudaDriver::FailNext(absl::string_view entry_point, CUresult result, int count,
+void FakeCudaDriver::FailNext(absl::string_view entry_point, cu::CUresult result, int count,
                               int device) {
   state_->CheckDevice(device);
   absl::MutexLock lock(&state_->mu);
   state_->FailNext(entry_point, result, count, device);
+}
+
+void FakeCudaDriver::set_driver_version(int version) {
+  absl::MutexLock lock(&state_->mu);
+  state_->driver_version = version;
+}
+
+cu::cuGetProcAddress_t FakeCudaDriver::get_proc_address() {
+  return fake_cuda_internal::FakeGetProcAddress;
 }
 
 void FakeCudaDriver::set_vram_limit(uint64_t bytes) { set_vram_limit(0, bytes); }

@@ -44,8 +44,6 @@
 #ifndef CUDAFS_TESTS_SUPPORT_FAKE_CUDA_DRIVER_H_
 #define CUDAFS_TESTS_SUPPORT_FAKE_CUDA_DRIVER_H_
 
-#include <cuda.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -84,8 +82,25 @@ class FakeCudaDriver {
   FakeCudaDriver(const FakeCudaDriver&) = delete;
   FakeCudaDriver& operator=(const FakeCudaDriver&) = delete;
 
-  // Every entry point, the optional ones included, set to the fake's.
+  // What cuDriverGetVersion says unless set_driver_version changes it.
+  static constexpr int kDriverVersion = 13000;
+
+  // Every entry point, the optional ones included, set to the fake's:
+  // resolved by CudaDriver::Resolve through get_proc_address() when the
+  // fake was made.
   const CudaDriver& driver() const { return driver_; }
+
+  // The fake's cuGetProcAddress (the _v2 form), for CudaDriver::Resolve.
+  // It hands out each entry point only at the version cuda_api.h declares
+  // it (another version dies: a real driver would hand out another ABI),
+  // fails with CUDA_ERROR_INVALID_VALUE for a version beyond the driver's,
+  // as the driver documents, and says CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+  // for a name it does not know.
+  static cu::cuGetProcAddress_t get_proc_address();
+
+  // What cuDriverGetVersion says and get_proc_address() serves up to, as
+  // an older driver would (driver() stays as it was resolved).
+  void set_driver_version(int version);
 
   // The next `count` calls of `entry_point` ("cuMemCreate": the names of
   // CUDAFS_CUDA_ENTRY_POINTS) return `result` without doing anything;
@@ -93,12 +108,12 @@ class FakeCudaDriver {
   // (CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED...) also makes
   // the primary context of the call's device unusable until destroyed.
   static constexpr int kAlways = -1;
-  void FailNext(absl::string_view entry_point, CUresult result, int count = 1);
+  void FailNext(absl::string_view entry_point, cu::CUresult result, int count = 1);
   // The same, counting only calls made on `device`: those naming it (a
   // device, ordinal, memory location, bus id or context argument) and,
   // for the others, those made with one of its contexts current. A call
   // on `device` takes a failure set so before one set for any device.
-  void FailNext(absl::string_view entry_point, CUresult result, int count, int device);
+  void FailNext(absl::string_view entry_point, cu::CUresult result, int count, int device);
 
   // Changes FakeGpuOptions::vram_limit of device 0, or of `device`; memory
   // already made stays.

@@ -2,10 +2,6 @@
 // CI, which has no GPU, checks what the device holds and when: no context
 // until the first Commit, everything released once idle, pieces of physical
 // memory, and failures that cost only the call that met them.
-#include "gtest/gtest.h"
-
-#ifdef CUDAFS_WITH_CUDA
-
 #include <sys/mman.h>
 
 #include <atomic>
@@ -19,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "alloc/devices/cuda_device.h"
+#include "gtest/gtest.h"
 #include "tests/support/eventually.h"
 #include "tests/support/fake_cuda_driver.h"
 
@@ -200,12 +197,12 @@ TEST_F(CudaContextLifetimeTest, OutOfVramFailsTheWholeCommitAndKeepsTheRest) {
 TEST_F(CudaContextLifetimeTest, AContextThatCannotBeMadeFailsOnlyThatCommit) {
   std::unique_ptr<CudaDevice> device = Open();
   ASSERT_NE(device, nullptr);
-  fake_.FailNext("cuDevicePrimaryCtxRetain", CUDA_ERROR_OUT_OF_MEMORY);
+  fake_.FailNext("cuDevicePrimaryCtxRetain", cu::CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_TRUE(absl::IsResourceExhausted(device->Commit(0, kGranule)));
-  fake_.FailNext("cuDevicePrimaryCtxRetain", CUDA_ERROR_DEVICE_UNAVAILABLE);
+  fake_.FailNext("cuDevicePrimaryCtxRetain", cu::CUDA_ERROR_DEVICE_UNAVAILABLE);
   EXPECT_TRUE(absl::IsInternal(device->Commit(0, kGranule)));
   // Half made: the streams cannot all be had.
-  fake_.FailNext("cuStreamCreate", CUDA_ERROR_UNKNOWN);
+  fake_.FailNext("cuStreamCreate", cu::CUDA_ERROR_UNKNOWN);
   EXPECT_TRUE(absl::IsInternal(device->Commit(0, kGranule)));
   EXPECT_FALSE(device->stats().has_context);
   ExpectNothingHeld();
@@ -286,19 +283,19 @@ TEST_F(CudaContextLifetimeTest, ACopyFillsTheCallersAllocation) {
   EXPECT_EQ((*plan)[0].bytes, 2 * kGranule) << "whole granules";
 
   const CudaDriver& cu = fake_.driver();
-  CUcontext caller;
-  ASSERT_EQ(cu.cuDevicePrimaryCtxRetain(&caller, 0), CUDA_SUCCESS);
-  ASSERT_EQ(cu.cuCtxSetCurrent(caller), CUDA_SUCCESS);
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  CUmemGenericAllocationHandle handle;
-  ASSERT_EQ(cu.cuMemCreate(&handle, 2 * kGranule, &prop, 0), CUDA_SUCCESS);
+  cu::CUcontext caller;
+  ASSERT_EQ(cu.cuDevicePrimaryCtxRetain(&caller, 0), cu::CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuCtxSetCurrent(caller), cu::CUDA_SUCCESS);
+  cu::CUmemAllocationProp prop = {};
+  prop.type = cu::CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {cu::CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  prop.requestedHandleTypes = cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  cu::CUmemGenericAllocationHandle handle;
+  ASSERT_EQ(cu.cuMemCreate(&handle, 2 * kGranule, &prop, 0), cu::CUDA_SUCCESS);
   int memory = -1;
   ASSERT_EQ(cu.cuMemExportToShareableHandle(&memory, handle,
-                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-            CUDA_SUCCESS);
+                                            cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            cu::CUDA_SUCCESS);
   ASSERT_EQ(pwrite(memory, "stale", 5, 0), 5);
   ASSERT_TRUE(device->FillCopy({{memory, 2 * kGranule}}, {{kMiB, 4096, data.size()}}).ok());
   void* view = mmap(nullptr, 2 * kGranule, PROT_READ, MAP_SHARED, memory, 0);
@@ -319,8 +316,8 @@ TEST_F(CudaContextLifetimeTest, ACopyFillsTheCallersAllocation) {
   EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy({{not_cuda, 2 * kGranule}}, {})));
   close(not_cuda);
   close(memory);
-  ASSERT_EQ(cu.cuMemRelease(handle), CUDA_SUCCESS);
-  ASSERT_EQ(cu.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuMemRelease(handle), cu::CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuDevicePrimaryCtxRelease(0), cu::CUDA_SUCCESS);
   ASSERT_TRUE(device->Decommit(0, kGranule).ok());
   EXPECT_TRUE(AwaitRelease(*device));
   ExpectNothingHeld();
@@ -400,11 +397,3 @@ TEST_F(CudaContextLifetimeTest, SharedPiecesAreZeroedWhenReleased) {
 
 }  // namespace
 }  // namespace cudafs
-
-#else  // !CUDAFS_WITH_CUDA
-
-TEST(CudaContextLifetimeTest, Skipped) {
-  GTEST_SKIP() << "cudafs was built without the CUDA headers: no CUDA device to test";
-}
-
-#endif  // CUDAFS_WITH_CUDA

@@ -1,8 +1,6 @@
-// CudaDevice against a real GPU. Every test skips where cudafs was built
-// without the CUDA headers or the machine has no usable GPU (CI).
-#include "gtest/gtest.h"
-
-#ifdef CUDAFS_WITH_CUDA
+// CudaDevice against a real GPU. Every test skips where the machine has no
+// usable GPU (CI).
+#include "alloc/devices/cuda_device.h"
 
 #include <algorithm>
 #include <cstring>
@@ -12,7 +10,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "alloc/devices/cuda_device.h"
+#include "gtest/gtest.h"
 #include "tests/support/free_vram.h"
 
 namespace cudafs {
@@ -281,11 +279,3 @@ TEST(CudaDeviceNames, UnknownDevicesAreInvalidArgument) {
 
 }  // namespace
 }  // namespace cudafs
-
-#else  // !CUDAFS_WITH_CUDA
-
-TEST(CudaDeviceTest, Skipped) {
-  GTEST_SKIP() << "cudafs was built without the CUDA headers: no CUDA device to test";
-}
-
-#endif  // CUDAFS_WITH_CUDA

@@ -3,10 +3,6 @@
 // context comes and goes on its own, host memory stays pinned while any GPU
 // may copy from it, reserve= is honoured per GPU, a sticky error on one GPU
 // leaves the other working, and exports name the GPU of each piece.
-#include "gtest/gtest.h"
-
-#ifdef CUDAFS_WITH_CUDA
-
 #include <cstring>
 #include <memory>
 #include <string>
@@ -16,6 +12,7 @@
 #include "absl/time/time.h"
 #include "alloc/devices/cuda_device.h"
 #include "alloc/devices/pooled_device.h"
+#include "gtest/gtest.h"
 #include "tests/support/eventually.h"
 #include "tests/support/fake_cuda_driver.h"
 
@@ -162,7 +159,7 @@ TEST_F(CudaPoolTest, AStickyErrorOnOneGpuLeavesTheOtherWorking) {
   ASSERT_TRUE(pool->Write({{0, bytes.data(), bytes.size()}}).ok());
   // Whichever copy call the device makes (batched where the driver has it).
   for (const char* copy : {"cuMemcpyAsync", "cuMemcpyBatchAsync"}) {
-    fake_.FailNext(copy, CUDA_ERROR_ILLEGAL_ADDRESS, 1, /*device=*/1);
+    fake_.FailNext(copy, cu::CUDA_ERROR_ILLEGAL_ADDRESS, 1, /*device=*/1);
   }
   EXPECT_TRUE(absl::IsInternal(pool->Write({{second, bytes.data(), bytes.size()}})));
   EXPECT_TRUE(absl::IsInternal(pool->Read({{bytes.data(), second, bytes.size()}})))
@@ -219,5 +216,3 @@ TEST(CudaDeviceNamesTest, DeviceListsNameEveryGpuOnce) {
 
 }  // namespace
 }  // namespace cudafs
-
-#endif  // CUDAFS_WITH_CUDA

@@ -2,9 +2,7 @@
 // (cuStreamSynchronize), background threads poll (cuStreamQuery) between
 // sleeps, and every wait returns only once the stream is done, with its
 // error.
-#include "gtest/gtest.h"
-
-#ifdef CUDAFS_WITH_CUDA
+#include "alloc/devices/cuda_streams.h"
 
 #include <memory>
 #include <thread>
@@ -12,8 +10,8 @@
 
 #include "alloc/base/sizes.h"
 #include "alloc/devices/cuda_context.h"
-#include "alloc/devices/cuda_streams.h"
 #include "alloc/devices/device.h"
+#include "gtest/gtest.h"
 #include "tests/support/fake_cuda_driver.h"
 
 namespace cudafs {
@@ -64,7 +62,7 @@ TEST_F(CudaStreamsTest, BackgroundThreadsPollUntilDoneAndNeverSpin) {
   std::thread background([&] {
     MarkBackgroundThread();
     EXPECT_TRUE(CopyBytes(1 * kMiB).ok());
-    fake_.FailNext("cuStreamQuery", CUDA_ERROR_NOT_READY, 3);
+    fake_.FailNext("cuStreamQuery", cu::CUDA_ERROR_NOT_READY, 3);
     EXPECT_TRUE(CopyBytes(4 * kKiB).ok());
   });
   background.join();
@@ -73,7 +71,7 @@ TEST_F(CudaStreamsTest, BackgroundThreadsPollUntilDoneAndNeverSpin) {
 }
 
 TEST_F(CudaStreamsTest, AStreamErrorFailsTheWaitAndLosesTheContext) {
-  fake_.FailNext("cuStreamSynchronize", CUDA_ERROR_ILLEGAL_ADDRESS);
+  fake_.FailNext("cuStreamSynchronize", cu::CUDA_ERROR_ILLEGAL_ADDRESS);
   EXPECT_TRUE(absl::IsInternal(CopyBytes(4 * kKiB)));
   EXPECT_TRUE(context_.lost());
   EXPECT_TRUE(absl::IsInternal(CopyBytes(4 * kKiB)));
@@ -82,7 +80,7 @@ TEST_F(CudaStreamsTest, AStreamErrorFailsTheWaitAndLosesTheContext) {
 TEST_F(CudaStreamsTest, AStreamErrorFailsABackgroundWaitToo) {
   std::thread background([&] {
     MarkBackgroundThread();
-    fake_.FailNext("cuStreamQuery", CUDA_ERROR_ILLEGAL_ADDRESS);
+    fake_.FailNext("cuStreamQuery", cu::CUDA_ERROR_ILLEGAL_ADDRESS);
     EXPECT_TRUE(absl::IsInternal(CopyBytes(1 * kMiB)));
   });
   background.join();
@@ -91,9 +89,3 @@ TEST_F(CudaStreamsTest, AStreamErrorFailsABackgroundWaitToo) {
 
 }  // namespace
 }  // namespace cudafs
-
-#else
-
-TEST(CudaStreamsTest, Skipped) { GTEST_SKIP() << "built without the CUDA headers"; }
-
-#endif  // CUDAFS_WITH_CUDA

@@ -9,16 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "alloc/devices/cuda_device.h"
 #include "alloc/devices/faulty_device.h"
 #include "alloc/devices/host_device.h"
 #include "gtest/gtest.h"
-#include "tests/support/recording_device.h"
-
-#ifdef CUDAFS_WITH_CUDA
-#include "absl/time/time.h"
-#include "alloc/devices/cuda_device.h"
 #include "tests/support/fake_cuda_driver.h"
-#endif
+#include "tests/support/recording_device.h"
 
 namespace cudafs {
 namespace {
@@ -400,8 +397,6 @@ TEST(PooledDeviceSpillTest, CopiesBetweenTwoGpusStillWork) {
   EXPECT_EQ(ReadBack(*pool.device, pool.base(1) + 2, bytes.size()), bytes);
 }
 
-#ifdef CUDAFS_WITH_CUDA
-
 // A GPU of the fake driver and host memory as its spill: each part names
 // its place, only the GPU's reports its memory (and only while it holds a
 // context), and bytes cross between the two both ways.
@@ -447,8 +442,6 @@ TEST(PooledDeviceSpillTest, AFakeGpuAndItsSpill) {
   ASSERT_TRUE(pool.Decommit(0, 4 * kGranule).ok());
   ASSERT_TRUE(pool.Decommit(spill, 4 * kGranule).ok());
 }
-
-#endif  // CUDAFS_WITH_CUDA
 
 }  // namespace
 }  // namespace cudafs

@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "alloc/base/errors.h"
 #include "alloc/base/sizes.h"
+#include "alloc/devices/cuda_device.h"
 #include "alloc/devices/device_wrapper.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/devices/pooled_device.h"
@@ -38,12 +39,8 @@
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
 #include "gtest/gtest.h"
-
-#ifdef CUDAFS_WITH_CUDA
-#include "alloc/devices/cuda_device.h"
 #include "tests/support/fake_cuda_driver.h"
 #include "tests/support/test_seed.h"
-#endif
 
 namespace cudafs {
 namespace {
@@ -276,8 +273,6 @@ TEST(RoomKeeperOnHostMemoryTest, DataInHostMemoryComesBackAfterSettleToAGpuWhose
   EXPECT_EQ(mount.UsedBytes(), used);
   mount.ExpectAllIntact();
 }
-
-#ifdef CUDAFS_WITH_CUDA
 
 // A file's last use counts whole seconds: files used after this are newer
 // than all used before.
@@ -992,8 +987,6 @@ INSTANTIATE_TEST_SUITE_P(Cache, RoomKeeperTest, testing::Values(uint64_t{0}, 8 *
                          [](const testing::TestParamInfo<uint64_t>& info) {
                            return info.param == 0 ? "WithoutCache" : "WithWriteBackCache";
                          });
-
-#endif  // CUDAFS_WITH_CUDA
 
 }  // namespace
 }  // namespace cudafs

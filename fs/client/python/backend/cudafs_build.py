@@ -7,8 +7,9 @@ setuptools into one, and --no-build-isolation then finds none.
 
 From a checkout the sources are the repository's (three folders up); from
 an sdist, its `cpp` folder, which build_sdist fills with the same files.
-Environment: CXX (default c++), CXXFLAGS (added), CUDAToolkit_ROOT (as for
-CMake).
+Environment: CXX (default c++), CXXFLAGS (added). No CUDA toolkit: the
+library declares the driver API itself (alloc/devices/cuda_api.h) and
+loads libcuda.so.1 at run time.
 """
 
 import base64
@@ -54,21 +55,9 @@ def _sources(root):
                   for name in os.listdir(os.path.join(root, folder)) if name.endswith(".cc"))
 
 
-def _cuda_flags():
-    # As CMakeLists.txt does: the CUDA driver API's header where the toolkit
-    # is installed, else a library that maps host memory only (GPU mappings
-    # fail with ENOSYS).
-    for prefix in (os.environ.get("CUDAToolkit_ROOT"), "/usr/local/cuda"):
-        if prefix and os.path.exists(os.path.join(prefix, "include", "cuda.h")):
-            return ["-isystem", os.path.join(prefix, "include"), "-DCUDAFS_WITH_CUDA=1"]
-    print("cudafs_build: no CUDA toolkit headers (cuda.h under /usr/local/cuda or "
-          "$CUDAToolkit_ROOT): this library maps host memory only", flush=True)
-    return []
-
-
 def _compile_flags(root):
     return (["-std=c++20", "-O2", "-fPIC", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
-             "-I", root] + _cuda_flags() + shlex.split(os.environ.get("CXXFLAGS", "")))
+             "-I", root] + shlex.split(os.environ.get("CXXFLAGS", "")))
 
 
 def _compile_library(root, output):
