@@ -7,7 +7,7 @@
 # --update-docs also replaces the generated part of docs/BENCHMARKS.md and
 # docs/img/benchmarks.png. Needs root (mount, drop_caches).
 #
-#   bench/report.sh [--backend cuda|host] [--quick] [--out DIR]
+#   bench/report.sh [--backend cuda|host] [--quick] [--repeat N] [--out DIR]
 #                   [--sections LIST] [--update-docs]
 #
 # --sections  which of streams,trees,appends,gpu to run [all]. Each section
@@ -23,6 +23,8 @@
 #             memory back) run too, each where what it needs is there.
 # --quick     small sizes and one repetition: checks that the script works,
 #             not numbers for the report (the header says so).
+# --repeat    runs of each step of the trees section, whose tables give
+#             the median [3]; the header says when it is not 3.
 # Environment: CUDAFS (the binary, [build/cudafs]), BUILD_DIR (where
 # device_benchmark and libcudafs_client.so are, [the binary's folder]),
 # BENCH_TREE (the tree of small files, [bench/tree_workload.sh's choice]),
@@ -38,20 +40,23 @@ BACKEND=cuda
 QUICK=0
 OUT=./bench-report
 UPDATE_DOCS=0
+REPEAT=3
 ALL_SECTIONS="streams trees appends gpu"
 SECTIONS=${ALL_SECTIONS// /,}
 while (($#)); do
   case $1 in
     --backend) BACKEND=${2:?--backend cuda|host}; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --repeat) REPEAT=${2:?--repeat N}; shift 2 ;;
     --out) OUT=${2:?--out DIR}; shift 2 ;;
     --sections) SECTIONS=${2:?--sections LIST}; shift 2 ;;
     --update-docs) UPDATE_DOCS=1; shift ;;
-    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ $BACKEND == cuda || $BACKEND == host ]] || { echo "--backend is cuda or host" >&2; exit 2; }
+[[ $REPEAT =~ ^[1-9][0-9]*$ ]] || { echo "--repeat takes a positive number" >&2; exit 2; }
 for name in ${SECTIONS//,/ }; do
   [[ " $ALL_SECTIONS " == *" $name "* ]] ||
     { echo "unknown section '$name' (--sections takes ${ALL_SECTIONS// /,})" >&2; exit 2; }
@@ -76,7 +81,7 @@ if ((QUICK)); then
     BENCH_FIO_SECONDS=2 BENCH_SMALL_FILES=1000 BENCH_REPEAT=1
   TREE_DEFAULT=/usr/include/linux
 else
-  export BENCH_FIO_SECONDS=${BENCH_FIO_SECONDS:-5} BENCH_REPEAT=${BENCH_REPEAT:-3}
+  export BENCH_FIO_SECONDS=${BENCH_FIO_SECONDS:-5} BENCH_REPEAT=$REPEAT
   TREE_DEFAULT=""
 fi
 export BENCH_TREE=${BENCH_TREE:-$TREE_DEFAULT}
@@ -105,7 +110,7 @@ machine_header() {
   {
     echo "<!-- Written by bench/report.sh; run it again rather than edit. -->"
     echo
-    echo "One run of \`bench/report.sh --backend $BACKEND$( ((QUICK)) && echo ' --quick')\`,"
+    echo "One run of \`bench/report.sh --backend $BACKEND$( ((QUICK)) && echo ' --quick')$( ((REPEAT != 3)) && echo " --repeat $REPEAT")\`,"
     echo "$(date -u '+%Y-%m-%d %H:%M') UTC, on one machine:"
     echo
     echo "- commit $commit${dirty:+ with uncommitted changes}, \`$("$CUDAFS" --version 2>&1 | head -1)\`"
@@ -123,8 +128,8 @@ machine_header() {
 # The run's identity: the commit, the options that change numbers, and the
 # machine's boot. Parts made under another identity are not mixed in.
 run_identity() {
-  printf '%s %s quick=%s boot=%s\n' "${COMMIT:-$(git -C "$REPO_DIR" rev-parse HEAD 2>/dev/null)}" \
-    "$BACKEND" "$QUICK" "$(cat /proc/sys/kernel/random/boot_id)"
+  printf '%s %s quick=%s repeat=%s boot=%s\n' "${COMMIT:-$(git -C "$REPO_DIR" rev-parse HEAD 2>/dev/null)}" \
+    "$BACKEND" "$QUICK" "$REPEAT" "$(cat /proc/sys/kernel/random/boot_id)"
 }
 
 # run_section NAME: runs section NAME (its function) unless its part is
