@@ -8,7 +8,6 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_format.h"
 #include "alloc/base/log.h"
-#include "fs/room/pin_ahead.h"
 
 namespace cudafs {
 
@@ -89,9 +88,9 @@ absl::Duration RoomKeeper::Round() {
     }
     if (memory && memory->free < memory->reserve) {
       room_since_[part] = absl::InfinitePast();
-      stats_.moved_out_bytes +=
-          MoveOut(part, Destinations(part), memory->reserve - memory->free + Margin(*memory),
-                  Filesystem::MoveOrder::kLeastRecentlyUsed);
+      stats_.moved_out_bytes += filesystem_->MoveData(
+          part, Destinations(part), memory->reserve - memory->free + Margin(*memory),
+          Filesystem::MoveOrder::kLeastRecentlyUsed);
       continue;
     }
     if (!spilled) continue;
@@ -160,8 +159,8 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
       }
       const uint64_t wanted = bytes ? *bytes - memory->free : std::numeric_limits<uint64_t>::max();
       bool out_of_room = false;
-      const uint64_t moved = MoveOut(part, spill_parts_, wanted,
-                                     Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
+      const uint64_t moved = filesystem_->MoveData(
+          part, spill_parts_, wanted, Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
       moved_here += moved;
       stats_.moved_out_bytes += moved;
       if (moved > 0) continue;
@@ -181,17 +180,6 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
     }
   }
   return absl::OkStatus();
-}
-
-uint64_t RoomKeeper::MoveOut(size_t from, const std::vector<size_t>& to, uint64_t bytes,
-                             Filesystem::MoveOrder order, bool* out_of_room) {
-  // Another GPU with room comes first (Destinations) and needs no host
-  // memory.
-  const bool to_host = !to.empty() && arena_->IsSpillPart(to.front());
-  const uint64_t on_gpu = arena_->Stats().parts[from].used;
-  PinAhead pin_ahead(&arena_->device(), to_host ? std::min(bytes, on_gpu) : 0, options_.pin_threads,
-                     ready_target_);
-  return filesystem_->MoveData(from, to, bytes, order, out_of_room);
 }
 
 void RoomKeeper::EndHold(absl::Time now) {

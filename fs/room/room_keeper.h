@@ -50,8 +50,6 @@ class RoomKeeper {
     absl::Duration settle = absl::Seconds(5);
     uint64_t return_per_round = 256 * kMiB;
     absl::Duration hold = absl::Seconds(60);
-    // Threads that pin host memory ahead of a move into it (PinAhead).
-    int pin_threads = 4;
     std::function<absl::Time()> clock = [] { return absl::Now(); };
   };
   struct Stats {
@@ -83,13 +81,6 @@ class RoomKeeper {
   // Where data leaving GPU part `from` goes: the other GPUs with the most
   // room first, then host memory.
   std::vector<size_t> Destinations(size_t from) const;
-
-  // Filesystem::MoveData into host memory among `to`, with host memory
-  // pinned ahead for as much as can go there (GPU part `from` holds no
-  // more).
-  uint64_t MoveOut(size_t from, const std::vector<size_t>& to, uint64_t bytes,
-                   Filesystem::MoveOrder order, bool* out_of_room = nullptr)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Ends a hold that is over: the GPUs take new data again.
   void EndHold(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -9,11 +9,9 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,7 +30,6 @@
 #include "alloc/base/errors.h"
 #include "alloc/base/sizes.h"
 #include "alloc/devices/cuda_device.h"
-#include "alloc/devices/device_wrapper.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/devices/pooled_device.h"
 #include "alloc/devices/spill_device.h"
@@ -299,9 +296,8 @@ class RoomKeeperTest : public testing::TestWithParam<uint64_t> {
                    .name = "Fake GPU B", .pci_bus_id = "0000:66:00.0", .total_bytes = kVram}}) {}
 
   // `gpus` fake GPUs of 1 GiB keeping kReserve free, with `spill_bytes` of
-  // host memory (0: none), seen through `wrap_spill` if given.
-  void Build(int gpus, uint64_t spill_bytes = 512 * kMiB,
-             std::function<std::unique_ptr<Device>(std::unique_ptr<Device>)> wrap_spill = nullptr) {
+  // host memory (0: none).
+  void Build(int gpus, uint64_t spill_bytes = 512 * kMiB) {
     std::vector<std::unique_ptr<Device>> members;
     for (int index = 0; index < gpus; ++index) {
       absl::StatusOr<std::unique_ptr<CudaDevice>> gpu = CudaDevice::Create(
@@ -315,7 +311,6 @@ class RoomKeeperTest : public testing::TestWithParam<uint64_t> {
       absl::StatusOr<std::unique_ptr<HostDevice>> host = HostDevice::Create(spill_bytes);
       ASSERT_TRUE(host.ok()) << host.status();
       spill = std::move(*host);
-      if (wrap_spill) spill = wrap_spill(std::move(spill));
     }
     absl::StatusOr<std::unique_ptr<PooledDevice>> pool =
         PooledDevice::Create(std::move(members), std::move(spill));
@@ -604,59 +599,6 @@ TEST_P(RoomKeeperTest, MakeRoomForEverythingMovesEveryMovableByteToHostMemory) {
   }
   EXPECT_EQ(fake_.stats().physical_bytes, 0u) << "the GPUs' memory went back to the driver";
   EXPECT_EQ(mount_->UsedBytes(), used);
-  mount_->ExpectAllIntact();
-}
-
-// Host memory whose commits wait (a second at most) until two have been in
-// flight at once: a test sees whether host memory is pinned on several
-// threads, whatever the timing.
-class RendezvousDevice : public DeviceWrapper {
- public:
-  explicit RendezvousDevice(std::unique_ptr<Device> target) : DeviceWrapper(std::move(target)) {}
-
-  absl::Status Commit(uint64_t offset, uint64_t length) override {
-    {
-      absl::MutexLock lock(&mu_);
-      most_ = std::max(most_, ++in_flight_);
-      mu_.AwaitWithTimeout(absl::Condition(
-                               +[](int* most) { return *most >= 2; }, &most_),
-                           absl::Seconds(1));
-    }
-    const absl::Status status = DeviceWrapper::Commit(offset, length);
-    absl::MutexLock lock(&mu_);
-    --in_flight_;
-    return status;
-  }
-
-  int most() const {
-    absl::MutexLock lock(&mu_);
-    return most_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  int most_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-// Past the memory kept ready, a move into host memory has more pinned on
-// other threads while it copies, and no more than it needed stays pinned.
-TEST_P(RoomKeeperTest, MakeRoomPinsHostMemoryAheadOnSeveralThreads) {
-  RendezvousDevice* host = nullptr;
-  Build(1, /*spill_bytes=*/kGiB, [&host](std::unique_ptr<Device> spill) {
-    auto device = std::make_unique<RendezvousDevice>(std::move(spill));
-    host = device.get();
-    return device;
-  });
-  const auto& spill = dynamic_cast<const SpillDevice&>(mount_->pool().member(SpillPart()));
-  WriteFiles(48);
-  ASSERT_EQ(spill.pinned_bytes(), 0u);
-  const absl::Status status = keeper_->MakeRoom(std::nullopt);
-  ASSERT_TRUE(status.ok()) << status;
-  EXPECT_EQ(mount_->PartUsed(0), 0u);
-  EXPECT_GE(host->most(), 2) << "host memory was pinned on one thread at a time";
-  EXPECT_EQ(spill.pinned_bytes(), 2 * SpillDevice::kChunk)
-      << "what was pinned ahead and not used was kept";
   mount_->ExpectAllIntact();
 }
 
