@@ -135,7 +135,7 @@ class PageCache {
   // the cache has no frames to spare. Writes are not declined as random
   // reads are: a dirty page reaches the arena in a batch with others, which
   // costs the GPU far less than a copy per write, so even a working set 64
-  // times the cache writes faster through it (docs/BENCHMARKS.md).
+  // times the cache writes faster through it (docs/MEASUREMENTS.md).
   bool ReserveForWrite(uint64_t ino, uint64_t first, uint64_t count, WriteFrames* write);
   // Gives the frames of a write that will not happen back.
   void CancelWrite(const WriteFrames& write);

@@ -120,7 +120,8 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_
 // an unlink and delivered after another lister restarted the cache stays
 // in it, and the unlinker's next listing shows the name it removed (75 of
 // 12,477 rounds; DirectoryListingTest). No notification from here can be
-// ordered after a reply's delivery. docs/BENCHMARKS.md has what it cost.
+// ordered after a reply's delivery. docs/MEASUREMENTS.md has what it cost
+// ("The kernel's readdir cache turned off").
 void OpenDirectory(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   absl::StatusOr<struct stat> st = Fs(req).GetAttributes(ino);
   if (!st.ok()) return ReplyError(req, st.status());
