@@ -41,8 +41,8 @@
 #include "tests/support/fd.h"
 #include "tests/support/file_io.h"
 #include "tests/support/processes.h"
-#include "tests/support/timestamps.h"
 #include "tests/support/raw_share_client.h"
+#include "tests/support/timestamps.h"
 
 namespace cudafs_test {
 
@@ -228,9 +228,8 @@ TEST_P(ShareTest, OtherUsersOnlyWithAllowOther) {
     // Another user without allow_other cannot even read the root's
     // attribute: the socket's address comes from the owner.
     const std::string address = ShareSocketOf(mount.path());
-    const Errno answer = RunAs(kOtherUid, kOtherUid, [&] {
-      return Errno{RawMap(address, fd.get(), 0)};
-    });
+    const Errno answer =
+        RunAs(kOtherUid, kOtherUid, [&] { return Errno{RawMap(address, fd.get(), 0)}; });
     EXPECT_EQ(answer, allow_other ? Errno{0} : Errno{EACCES});
   }
 }
@@ -256,15 +255,24 @@ TEST_P(ShareTest, MountpointsWithSpacesShareToo) {
   rmdir(dir.c_str());
 }
 
+// Why the Python module's tests cannot run here ("" when they can): they
+// map host memory only (see the file comment), and need a python3 that
+// can load the library.
+std::string WhyNoPythonModuleTest(const std::string& backend) {
+  if (backend == "cuda") return "host memory only (see the file comment)";
+  if (!HaveTool("python3")) return "no python3";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return "a library built with a sanitizer cannot load into python3, which is not";
+#else
+  return "";
+#endif
+}
+
 // The Python module over the library: map(), the buffer protocol, the
 // context manager and OSError with the errno.
 TEST_P(ShareTest, PythonModuleMapsAndRefuses) {
   SKIP_UNLESS_CUDAFS();
-  if (backend() == "cuda") GTEST_SKIP() << "host memory only (see the file comment)";
-  if (!HaveTool("python3")) GTEST_SKIP() << "no python3";
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "a library built with a sanitizer cannot load into python3, which is not";
-#endif
+  if (const std::string why = WhyNoPythonModuleTest(backend()); !why.empty()) GTEST_SKIP() << why;
   const std::string data = RandomBytes(123457, 4);
   ASSERT_TRUE(WriteFile(Path("f"), data));
   ASSERT_TRUE(WriteFile(Path("empty"), ""));
@@ -316,11 +324,7 @@ assert "user.cudafs.make_room" not in os.listxattr(root + "/f")
 // exit status 1 for a failed call, 2 for bad arguments.
 TEST_P(ShareTest, PythonCommandLine) {
   SKIP_UNLESS_CUDAFS();
-  if (backend() == "cuda") GTEST_SKIP() << "host memory only (see the file comment)";
-  if (!HaveTool("python3")) GTEST_SKIP() << "no python3";
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "a library built with a sanitizer cannot load into python3, which is not";
-#endif
+  if (const std::string why = WhyNoPythonModuleTest(backend()); !why.empty()) GTEST_SKIP() << why;
   ASSERT_TRUE(WriteFile(Path("f"), RandomBytes(123457, 5)));
   CommandResult result = RunCommand(Python({"-m", "cudafs", "map", Path("f")}));
   ASSERT_EQ(result.exit_code, 0) << result.err;
