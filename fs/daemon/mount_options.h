@@ -62,6 +62,9 @@ struct MountOptions {
   std::string device;       // "all", or indices / PCI bus ids joined by '+'; empty: GPU 0
   SizeSpec reserve;         // of each GPU, kept free; unset: MountPlan's default
   SizeSpec spill;           // of host memory, for data off the GPUs; unset: the default
+  // Host memory kept pinned ahead for data leaving the GPUs; unset: as much
+  // as their reserves (RoomKeeper::Options::ready).
+  std::optional<uint64_t> spill_ready;
   // gpu_idle=: how long the GPU backend keeps its context with nothing
   // stored; InfiniteDuration: never released.
   absl::Duration gpu_idle = absl::Seconds(5);

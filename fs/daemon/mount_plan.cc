@@ -45,6 +45,10 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
     return absl::InvalidArgumentError(
         "spill= is host memory for data moved off the GPUs: this backend has no GPU");
   }
+  if (gpu_less && options.spill_ready) {
+    return absl::InvalidArgumentError(
+        "spill_ready= is host memory for data moved off the GPUs: this backend has no GPU");
+  }
   if (gpu_less && !options.device.empty()) {
     return absl::InvalidArgumentError("device= picks GPUs: this backend has no GPU");
   }

@@ -339,6 +339,17 @@ const std::vector<MountOptionSpec>& Table() {
                   .readme = "size= still bounds all the data, wherever it lives; memory is "
                             "taken only while data is there, as tmpfs takes it"}},
        .default_text = "50%"},
+      {.names = "spill_ready",
+       .value = kRequired,
+       .apply = Into<&MountOptions::spill_ready>(
+           ByteCount("expected a byte count with an optional k/m/g/t suffix, 0 for none")),
+       .forms = {{.syntax = "spill_ready=N[k|m|g|t]",
+                  .help = "host memory kept pinned ahead while the GPUs hold that\n"
+                          "much data, so that as much leaves them at link speed",
+                  .readme = "Past it, data leaves at the rate the host commits fresh memory; "
+                            "each byte costs a byte of host memory while the GPUs hold data "
+                            "(see *Giving memory back*)"}},
+       .default_text = "the GPUs' reserves"},
       {.names = "gpu_idle",
        .value = kRequired,
        .apply = Into<&MountOptions::gpu_idle>(ParseGpuIdle),

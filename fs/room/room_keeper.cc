@@ -120,7 +120,7 @@ absl::Duration RoomKeeper::Round() {
   // More only while the GPUs' data stands still (committing host memory
   // takes memory bandwidth and a core that writes in progress want); less
   // at once.
-  const uint64_t target = std::min(reserves, on_gpus);
+  const uint64_t target = std::min(options_.ready.value_or(reserves), on_gpus);
   const bool quiet = on_gpus == last_on_gpus_;
   last_on_gpus_ = on_gpus;
   if (quiet || target < ready_target_) {

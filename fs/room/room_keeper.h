@@ -12,7 +12,7 @@
 //    data back from host memory, most recently used first,
 //    `return_per_round` at most a round, so that bringing it back never
 //    crowds a running program's transfers. While GPUs hold data, host
-//    memory for as much as their reserves is kept ready (pinned ahead,
+//    memory for as much as their reserves (or Options::ready) is kept ready (pinned ahead,
 //    Device::KeepSpillReady, in rounds where their data stood still), so
 //    that the first reserve's worth leaves a GPU at link speed.
 //  - MakeRoom: moves data off every GPU until the size asked for is free on
@@ -50,6 +50,9 @@ class RoomKeeper {
     absl::Duration settle = absl::Seconds(5);
     uint64_t return_per_round = 256 * kMiB;
     absl::Duration hold = absl::Seconds(60);
+    // Host memory kept ready (pinned ahead) while the GPUs hold data, no
+    // more than they hold; nullopt: as much as their reserves.
+    std::optional<uint64_t> ready = std::nullopt;
     std::function<absl::Time()> clock = [] { return absl::Now(); };
   };
   struct Stats {

@@ -254,6 +254,19 @@ TEST(MountOptionTest, Spill) {
   EXPECT_TRUE(Contains(OptionError("spill=lots"), "bad value for spill=:"));
 }
 
+TEST(MountOptionTest, SpillReady) {
+  absl::StatusOr<MountOptions> options = ParseOption("spill_ready=48g");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->spill_ready, 48 * kGiB);
+  options = ParseOption("spill_ready=0");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->spill_ready, 0u);
+  EXPECT_EQ(MountOptions().spill_ready, std::nullopt) << "unset: as much as the reserves";
+  EXPECT_TRUE(Contains(OptionError("spill_ready=10%"), "bad value for spill_ready=:"));
+  EXPECT_TRUE(Contains(OptionError("spill_ready=-1"), "bad value for spill_ready=:"));
+  EXPECT_TRUE(Contains(OptionError("spill_ready"), "spill_ready"));
+}
+
 TEST(MountOptionTest, MinBlock) {
   const struct {
     const char* option;

@@ -86,7 +86,9 @@ TEST(MountPlanTest, ReserveIsForGpus) {
 TEST(MountPlanTest, SpillIsForGpus) {
   EXPECT_TRUE(MountPlan::Make(Options("spill=1g"), Facts()).ok());
   EXPECT_TRUE(MountPlan::Make(Options("spill=0,backend=cuda"), Facts()).ok());
-  for (const char* options : {"spill=1g,backend=host", "spill=5%,backend=null"}) {
+  EXPECT_TRUE(MountPlan::Make(Options("spill_ready=16g"), Facts()).ok());
+  for (const char* options : {"spill=1g,backend=host", "spill=5%,backend=null",
+                              "spill_ready=1g,backend=host", "spill_ready=0,backend=null"}) {
     SCOPED_TRACE(options);
     EXPECT_TRUE(absl::IsInvalidArgument(MountPlan::Make(Options(options), Facts()).status()));
   }

@@ -432,6 +432,41 @@ TEST_P(RoomKeeperTest, HostMemoryForTheReservesIsKeptReadyWhileTheGpusHoldData) 
   EXPECT_EQ(spill.pinned_bytes(), 0u) << "the GPUs hold nothing: no memory is kept";
 }
 
+// Options::ready (spill_ready=) sets how much is kept ready, the reserves
+// regardless: none, or more, so that all the GPU holds leaves into ready
+// memory.
+TEST_P(RoomKeeperTest, HostMemoryKeptReadyIsWhatReadyAsksFor) {
+  Build(1);
+  const auto keeper = [this](uint64_t ready) {
+    return std::make_unique<RoomKeeper>(
+        &mount_->fs(), &mount_->arena(),
+        RoomKeeper::Options{.settle = kSettle, .ready = ready, .clock = [this] { return now_; }});
+  };
+  const auto& spill = dynamic_cast<const SpillDevice&>(mount_->pool().member(SpillPart()));
+  WriteFiles(40);
+  keeper_ = keeper(0);
+  for (int round = 0; round < 3; ++round) {
+    now_ += absl::Seconds(1);
+    keeper_->Round();
+  }
+  EXPECT_EQ(spill.pinned_bytes(), 0u) << "spill_ready=0 keeps none";
+
+  keeper_ = keeper(2 * SpillDevice::kChunk);
+  for (int round = 0; round < 3; ++round) {
+    now_ += absl::Seconds(1);
+    keeper_->Round();
+  }
+  EXPECT_EQ(spill.pinned_bytes(), 2 * SpillDevice::kChunk) << "as much as the GPU holds, at most";
+  EXPECT_GE(spill.ready_bytes(), 40 * kFileBytes);
+
+  LeaveFree(0, kReserve / 2);
+  now_ += absl::Seconds(1);
+  keeper_->Round();
+  EXPECT_GT(mount_->BytesIn("host"), 0u);
+  EXPECT_EQ(spill.pinned_bytes(), 2 * SpillDevice::kChunk) << "the move took only ready memory";
+  mount_->ExpectAllIntact();
+}
+
 TEST_P(RoomKeeperTest, PressureMovesTheLeastRecentlyUsedFilesToHostMemoryUntilTheReserveIsFree) {
   Build(1);
   const std::vector<InodeNumber> files = WriteFiles(16);
