@@ -269,7 +269,11 @@ class NfsClient {
     const COMPOUND4res& res = *static_cast<COMPOUND4res*>(data);
     reply.status = res.status;
     for (u_int i = 0; i < res.resarray.resarray_len; ++i) {
-      const nfs_resop4& op = res.resarray.resarray_val[i];
+      // libnfs's decoder lays the results out with no regard to alignment
+      // (UBSan says so): each is copied out before use.
+      nfs_resop4 op;
+      std::memcpy(&op, reinterpret_cast<const char*>(res.resarray.resarray_val) + i * sizeof op,
+                  sizeof op);
       if (op.resop == OP_GETFH && op.nfs_resop4_u.opgetfh.status == NFS4_OK) {
         const nfs_fh4& fh = op.nfs_resop4_u.opgetfh.GETFH4res_u.resok4.object;
         reply.handle.assign(fh.nfs_fh4_val, fh.nfs_fh4_val + fh.nfs_fh4_len);
