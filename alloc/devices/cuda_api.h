@@ -4,7 +4,8 @@
 // where the toolkit is installed, tests/alloc/devices/cuda_api_abi_test.cc
 // checks every declaration here against its cuda.h and cudaTypedefs.h.
 //
-// Declarations only: cudafs never links libcuda but resolves each entry
+// Declarations, and the one look-up the daemon and the client library
+// share (ProcAddress): cudafs never links libcuda but resolves each entry
 // point with cuGetProcAddress. `<name>_t` is the entry point's pointer type,
 // the ABI it has had since the CUDA version `<name>_version`, which is what
 // cudafs asks cuGetProcAddress for: a newer driver hands back that same ABI;
@@ -292,6 +293,23 @@ using cuLaunchKernel_t = CUresult (*)(CUfunction function, unsigned int grid_x, 
 #define CUDAFS_CU_DECLARE_VERSION(name, version) inline constexpr int name##_version = version;
 CUDAFS_CU_ENTRY_POINTS(CUDAFS_CU_DECLARE_VERSION)
 #undef CUDAFS_CU_DECLARE_VERSION
+
+// Entry point `name` as declared at CUDA `version` (its `<name>_version`),
+// from a driver of CUDA `driver_version`; null where the driver lacks it.
+// A driver older than the declaration is not asked: it would hand back an
+// older ABI under the same name (cuMemcpyBatchAsync's before 13.0), or none.
+inline void* ProcAddress(cuGetProcAddress_t get_proc_address, int driver_version, const char* name,
+                         int version) {
+  void* symbol = nullptr;
+  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (version > driver_version ||
+      get_proc_address(name, &symbol, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) !=
+          CUDA_SUCCESS ||
+      found != CU_GET_PROC_ADDRESS_SUCCESS) {
+    return nullptr;
+  }
+  return symbol;
+}
 
 }  // namespace cudafs::cu
 

@@ -63,15 +63,8 @@ absl::StatusOr<CudaDriver> CudaDriver::Resolve(cu::cuGetProcAddress_t get_proc_a
                                                int version) {
   CudaDriver driver;
   driver.version = version;
-  // A driver older than a declaration would hand back an older ABI under
-  // the same name (cuMemcpyBatchAsync's before 13.0), or refuse: not asked.
   auto lookup = [&](const char* name, void** slot, int declared) {
-    *slot = nullptr;
-    if (declared > version) return false;
-    cu::CUdriverProcAddressQueryResult found = cu::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    const cu::CUresult result =
-        get_proc_address(name, slot, declared, cu::CU_GET_PROC_ADDRESS_DEFAULT, &found);
-    if (result != cu::CUDA_SUCCESS || found != cu::CU_GET_PROC_ADDRESS_SUCCESS) *slot = nullptr;
+    *slot = cu::ProcAddress(get_proc_address, version, name, declared);
     return *slot != nullptr;
   };
   absl::Status missing = absl::OkStatus();

@@ -122,19 +122,11 @@ struct Driver {
   cu::cuMemGetAllocationGranularity_t granularity;
 };
 
-// `name` at the version `T`, its type, was declared at: asked of a driver
-// older than that, cuGetProcAddress would hand back another ABI, or none.
+// `name` at the version `T`, its type, was declared at (cu::ProcAddress).
 template <typename T>
 bool Find(cu::cuGetProcAddress_t get_proc_address, int driver_version, T* entry, const char* name,
           int version) {
-  void* symbol = nullptr;
-  cu::CUdriverProcAddressQueryResult found = cu::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  if (version > driver_version ||
-      get_proc_address(name, &symbol, version, cu::CU_GET_PROC_ADDRESS_DEFAULT, &found) !=
-          cu::CUDA_SUCCESS ||
-      found != cu::CU_GET_PROC_ADDRESS_SUCCESS) {
-    symbol = nullptr;
-  }
+  void* symbol = cu::ProcAddress(get_proc_address, driver_version, name, version);
   *entry = reinterpret_cast<T>(symbol);
   return symbol != nullptr;
 }
