@@ -110,6 +110,9 @@ class Device {
   // Whether a call should come again soon: it made progress and more is
   // wanted. Nothing by default.
   virtual bool KeepSpillReady(uint64_t /*bytes*/) { return false; }
+  // Host memory so kept and holding no data now (what --stats shows the
+  // daemon's resident memory went to). 0 by default.
+  virtual uint64_t SpillReadyBytes() const { return 0; }
   // Whether [offset, offset + length) lies in memory kept ready that way,
   // so that committing it costs nothing. False by default.
   virtual bool IsReady(uint64_t /*offset*/, uint64_t /*length*/) const { return false; }

@@ -34,6 +34,7 @@ class DeviceWrapper : public Device {
     return target_->PartMemory(part);
   }
   bool KeepSpillReady(uint64_t bytes) override { return target_->KeepSpillReady(bytes); }
+  uint64_t SpillReadyBytes() const override { return target_->SpillReadyBytes(); }
   bool IsReady(uint64_t offset, uint64_t length) const override {
     return target_->IsReady(offset, length);
   }

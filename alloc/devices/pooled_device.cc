@@ -112,6 +112,14 @@ bool PooledDevice::KeepSpillReady(uint64_t bytes) {
   return again;
 }
 
+uint64_t PooledDevice::SpillReadyBytes() const {
+  uint64_t bytes = 0;
+  for (const Member& m : members_) {
+    if (m.spill) bytes += m.device->SpillReadyBytes();
+  }
+  return bytes;
+}
+
 bool PooledDevice::IsReady(uint64_t offset, uint64_t length) const {
   const size_t m = MemberOf(offset, length);
   return m < members_.size() && members_[m].device->IsReady(offset - members_[m].base, length);

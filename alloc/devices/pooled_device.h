@@ -47,6 +47,7 @@ class PooledDevice final : public Device {
   bool IsSpillPart(size_t part) const override { return members_.at(part).spill; }
   std::optional<GpuMemory> PartMemory(size_t part) const override;
   bool KeepSpillReady(uint64_t bytes) override;
+  uint64_t SpillReadyBytes() const override;
   bool IsReady(uint64_t offset, uint64_t length) const override;
   absl::Status Commit(uint64_t offset, uint64_t length) override;
   absl::Status Decommit(uint64_t offset, uint64_t length) override;

@@ -137,7 +137,7 @@ bool SpillDevice::IsReady(uint64_t offset, uint64_t length) const {
   return true;
 }
 
-uint64_t SpillDevice::ready_bytes() const {
+uint64_t SpillDevice::SpillReadyBytes() const {
   absl::MutexLock lock(&mu_);
   return pinned_ - committed_;
 }

@@ -44,8 +44,9 @@ class SpillDevice final : public DeviceWrapper {
   bool IsReady(uint64_t offset, uint64_t length) const override;
   static constexpr int kReadyChunks = 4;
 
-  // Registered memory not committed, and registered memory in all.
-  uint64_t ready_bytes() const;
+  // Registered memory not committed.
+  uint64_t SpillReadyBytes() const override;
+  // Registered memory in all.
   uint64_t pinned_bytes() const;
 
  private:

@@ -42,7 +42,8 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
   if (keeper_->active()) {
     const RoomKeeper::Stats room = keeper_->stats();
     absl::StrAppend(&stats, "moved_out_bytes ", room.moved_out_bytes, "\nmoved_back_bytes ",
-                    room.moved_back_bytes, "\nmake_room_calls ", room.make_room_calls, "\n");
+                    room.moved_back_bytes, "\nmake_room_calls ", room.make_room_calls,
+                    "\nspill_ready_bytes ", context_->device->SpillReadyBytes(), "\n");
   }
   if (faults_ != nullptr) absl::StrAppend(&stats, "faults_injected ", faults_->injected(), "\n");
   if (sharing_ != nullptr) {

@@ -53,6 +53,10 @@ std::string StatsReport::Summary(absl::string_view mountpoint, const MountFigure
           absl::StrCat(*place, " ", HumanBytes(Number(absl::StrCat("device", i, "_bytes")))));
     }
     absl::StrAppend(&line, ", held: ", absl::StrJoin(places, ", "));
+    if (Number("spill_ready_bytes") > 0) {
+      absl::StrAppend(&line, " (and host ", HumanBytes(Number("spill_ready_bytes")),
+                      " kept ready for moves)");
+    }
   } else if (const std::optional<std::string> device = Get("device")) {
     absl::StrAppend(&line, ", ", HumanBytes(Number("device_bytes")), " held on ", *device);
   }

@@ -1600,6 +1600,7 @@ TEST_P(CliMountTest, MakeRoomMovesDataToHostMemoryAndLosesNothing) {
   }
   EXPECT_NE(StatsOf(dir.path())["moved_out_bytes"], "0");
   EXPECT_EQ(StatsOf(dir.path())["make_room_calls"], "1");
+  EXPECT_TRUE(StatsOf(dir.path()).contains("spill_ready_bytes"));
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
 

@@ -89,7 +89,7 @@ TEST(SpillDeviceTest, AGranuleCommitsAndRegistersItsWholeChunkOnce) {
   EXPECT_EQ(spill.host->commit_calls(), 1) << "the chunk was committed already";
   EXPECT_EQ(spill.gpus[0].registrations(), 1);
   EXPECT_EQ(spill.device->pinned_bytes(), kChunk);
-  EXPECT_EQ(spill.device->ready_bytes(), kChunk - 2 * kGranule);
+  EXPECT_EQ(spill.device->SpillReadyBytes(), kChunk - 2 * kGranule);
 
   // Its bytes are plain memory the GPUs copy into.
   spill.device->HostView(kChunk + kGranule)[7] = 'x';
@@ -130,7 +130,7 @@ TEST(SpillDeviceTest, ARangeOverSeveralChunksAndTheShortLastOne) {
   ASSERT_TRUE(spill.device->Commit(kChunk - kGranule, size - (kChunk - kGranule)).ok());
   EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1, 2, 3}));
   EXPECT_EQ(spill.device->pinned_bytes(), size);
-  EXPECT_EQ(spill.device->ready_bytes(), kChunk - kGranule);
+  EXPECT_EQ(spill.device->SpillReadyBytes(), kChunk - kGranule);
   ASSERT_TRUE(spill.device->Decommit(kChunk - kGranule, size - (kChunk - kGranule)).ok());
   EXPECT_TRUE(spill.Registered().empty());
 }
@@ -142,7 +142,7 @@ TEST(SpillDeviceTest, WhatTheHostRefusesLeavesNothingCommittedOrRegistered) {
   const absl::Status refused = spill.device->Commit(kChunk - kGranule, 2 * kGranule);
   EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
   EXPECT_EQ(spill.Registered(), std::vector<size_t>{0});
-  EXPECT_EQ(spill.device->ready_bytes(), kChunk - kGranule)
+  EXPECT_EQ(spill.device->SpillReadyBytes(), kChunk - kGranule)
       << "the granule of chunk 0 the failed range took was given back";
   spill.host->AllowCommits();
   ASSERT_TRUE(spill.device->Decommit(0, kGranule).ok());
@@ -159,7 +159,7 @@ TEST(SpillDeviceTest, ReadyMemoryIsPinnedAheadAFewChunksACallAndLetGo) {
   EXPECT_EQ(spill.Registered().back(), static_cast<size_t>(SpillDevice::kReadyChunks))
       << "the lowest first";
   EXPECT_FALSE(spill.device->KeepSpillReady(wanted));
-  EXPECT_EQ(spill.device->ready_bytes(), wanted);
+  EXPECT_EQ(spill.device->SpillReadyBytes(), wanted);
   spill.device->KeepSpillReady(2 * kChunk);
   EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1})) << "the highest went";
 
@@ -189,7 +189,7 @@ TEST(SpillDeviceTest, ManyThreadsCommittingInOneChunkPinItOnce) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(spill.host->commit_calls(), 1);
   EXPECT_EQ(spill.gpus[1].registrations(), 1);
-  EXPECT_EQ(spill.device->ready_bytes(), 0u);
+  EXPECT_EQ(spill.device->SpillReadyBytes(), 0u);
   threads.clear();
   for (uint64_t g = 0; g < kChunk / kGranule; ++g) {
     threads.emplace_back([&spill, g] {

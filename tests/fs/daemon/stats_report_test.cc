@@ -53,6 +53,15 @@ TEST(StatsReportTest, SummaryNamesEachPlaceAndTheMoves) {
   EXPECT_NE(moved.Summary("/m", {}).find("moved off the GPUs 2.0 MiB and back 1.0 KiB"),
             std::string::npos)
       << moved.Summary("/m", {});
+  // Host memory kept ready is the daemon's too (its resident memory):
+  // said beside what the places hold, and only when there is some.
+  const StatsReport ready = StatsReport::Parse(
+      "device0_place gpu0\ndevice0_bytes 1024\ndevice1_place host\ndevice1_bytes 0\n"
+      "spill_ready_bytes 8589934592\n");
+  EXPECT_NE(ready.Summary("/m", {}).find("held: gpu0 1.0 KiB, host 0 B (and host 8.0 GiB kept "
+                                         "ready for moves)"),
+            std::string::npos)
+      << ready.Summary("/m", {});
 }
 
 TEST(StatsReportTest, JsonHasEveryCounterNumbersAsNumbers) {

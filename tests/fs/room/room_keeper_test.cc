@@ -415,7 +415,8 @@ TEST_P(RoomKeeperTest, HostMemoryForTheReservesIsKeptReadyWhileTheGpusHoldData) 
   }
   now_ += absl::Seconds(1);
   keeper_->Round();
-  EXPECT_GE(spill.ready_bytes(), 4 * kFileBytes) << "as much as the GPU holds, below its reserve";
+  EXPECT_GE(spill.SpillReadyBytes(), 4 * kFileBytes)
+      << "as much as the GPU holds, below its reserve";
   EXPECT_EQ(spill.pinned_bytes(), SpillDevice::kChunk);
 
   // Pressure: the files leave for the ready memory, and come back.
@@ -457,7 +458,7 @@ TEST_P(RoomKeeperTest, HostMemoryKeptReadyIsWhatReadyAsksFor) {
     keeper_->Round();
   }
   EXPECT_EQ(spill.pinned_bytes(), 2 * SpillDevice::kChunk) << "as much as the GPU holds, at most";
-  EXPECT_GE(spill.ready_bytes(), 40 * kFileBytes);
+  EXPECT_GE(spill.SpillReadyBytes(), 40 * kFileBytes);
 
   LeaveFree(0, kReserve / 2);
   now_ += absl::Seconds(1);
