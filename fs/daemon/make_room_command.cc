@@ -27,10 +27,8 @@ int MakeRoomCommand(const std::string& mountpoint, std::optional<uint64_t> bytes
   const int error = errno;
   std::string why;
   switch (error) {
-    case EOPNOTSUPP:  // ENOTSUP on Linux
-      why =
-          "not the root of a cudafs mount, or one without host memory to move data to "
-          "(a host-memory mount, or spill=0)";
+    case EOPNOTSUPP:  // ENOTSUP on Linux; the mount is cudafs's (above)
+      why = "this mount has no host memory to move data to (backend=host, or spill=0)";
       break;
     case ENOSPC:
       why = "no more data can move off a GPU (the daemon's log says how much is free)";

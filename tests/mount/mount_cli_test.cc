@@ -1565,7 +1565,7 @@ TEST_P(CliMountTest, MakeRoomNeedsHostMemoryToMoveDataTo) {
   ASSERT_TRUE(WriteFile(dir.path() + "/f", RandomBytes(kMiB, 8)));
   const CommandResult result = RunCommand({kBinary, "--make-room", dir.path(), "all"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_NE(result.err.find("without host memory to move data to"), std::string::npos)
+  EXPECT_NE(result.err.find("this mount has no host memory to move data to"), std::string::npos)
       << result.err;
   // The attribute behind it takes decimal bytes or "all", and nothing else.
   for (const char* value : {"", "lots", "1g", "-1", "99999999999999999999999"}) {

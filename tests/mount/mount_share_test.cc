@@ -337,7 +337,7 @@ TEST_P(ShareTest, PythonCommandLine) {
   } failures[] = {
       {{"map", Path("missing")}, 1, "cudafs: map " + Path("missing") + ": "},
       {{"map", "--writable", Path("f")}, 1, "(EINVAL)"},
-      {{"make_room", root()}, 1, "without host memory to move data to"},
+      {{"make_room", root()}, 1, "no host memory to move data to"},
       {{"make-room", Path("f"), "1g"}, 1, "cudafs: make_room " + Path("f")},
       {{"make_room", root(), "12x"}, 2, "not a byte count: '12x'"},
       {{"load_safetensors"}, 2, "the following arguments are required: path"},

@@ -329,7 +329,24 @@ def make_room(mount: PathLike, size: Optional[int] = None) -> None:
     if _filesystem_type(mount) != "fuse.cudafs" or not os.path.ismount(mount):
         raise OSError(errno.EOPNOTSUPP, "not the root of a cudafs mount", mount)
     value = b"all" if size is None else str(size).encode()
-    os.setxattr(mount, "user.cudafs.make_room", value)
+    try:
+        os.setxattr(mount, "user.cudafs.make_room", value)
+    except OSError as error:
+        # The daemon's answers say no more than their errno.
+        why = _MAKE_ROOM_REFUSALS.get(error.errno or 0)
+        if why is None:
+            raise
+        raise OSError(error.errno, why, mount) from None
+
+
+# Why the daemon refuses to make room, as `cudafs --make-room` says it
+# (fs/daemon/make_room_command.cc).
+_MAKE_ROOM_REFUSALS = {
+    errno.EOPNOTSUPP: "this mount has no host memory to move data to (backend=host, or spill=0)",
+    errno.ENOSPC: "no more data can move off a GPU (the daemon's log says how much is free)",
+    errno.EPERM: "only the user who mounted it, or root, can make room",
+    errno.EACCES: "only the user who mounted it, or root, can make room",
+}
 
 
 def _filesystem_type(path: PathLike) -> Optional[str]:

@@ -16,17 +16,6 @@ from typing import List, Optional
 
 import cudafs
 
-# The errors of make_room that need a word more than strerror's, as
-# `cudafs --make-room` says them (fs/daemon/make_room_command.cc).
-_MAKE_ROOM_HINTS = {
-    errno.EOPNOTSUPP: "not the root of a cudafs mount, or one without host memory to move "
-                      "data to (a host-memory mount, or spill=0)",
-    errno.ENOSPC: "no more data can move off a GPU (the daemon's log says how much is free)",
-    errno.EPERM: "only the user who mounted it, or root, can make room",
-    errno.EACCES: "only the user who mounted it, or root, can make room",
-}
-
-
 class _Failure(Exception):
     """A failed call: its one line for stderr."""
 
@@ -109,11 +98,7 @@ def _make_room(args: argparse.Namespace) -> str:
     try:
         cudafs.make_room(args.mount, args.size)
     except OSError as error:
-        # The daemon's answers say no more than their errno.
-        generic = error.strerror == os.strerror(error.errno or 0)
-        hint = generic and _MAKE_ROOM_HINTS.get(error.errno or 0)
-        why = "%s: %s" % (args.mount, hint) if hint else _why(args.mount, error)
-        raise _Failure("make_room " + why) from None
+        raise _Failure("make_room " + _why(args.mount, error)) from None
     took = time.monotonic() - started
     if args.size is None:
         return "%s: every byte that can move is off the GPUs (%.1f s)" % (args.mount, took)
