@@ -88,9 +88,11 @@ absl::Duration RoomKeeper::Round() {
     }
     if (memory && memory->free < memory->reserve) {
       room_since_[part] = absl::InfinitePast();
-      stats_.moved_out_bytes += filesystem_->MoveData(
+      const uint64_t moved = filesystem_->MoveData(
           part, Destinations(part), memory->reserve - memory->free + Margin(*memory),
           Filesystem::MoveOrder::kLeastRecentlyUsed);
+      absl::MutexLock stats_lock(&stats_mu_);
+      stats_.moved_out_bytes += moved;
       continue;
     }
     if (!spilled) continue;
@@ -107,10 +109,12 @@ absl::Duration RoomKeeper::Round() {
     if (now - room_since_[part] < options_.settle || now < hold_until_) continue;
     uint64_t moved = 0;
     for (const size_t spill : spill_parts_) {
-      moved += filesystem_->MoveData(spill, {part}, budget - std::min(budget, moved),
-                                     Filesystem::MoveOrder::kMostRecentlyUsed);
+      const uint64_t back = filesystem_->MoveData(spill, {part}, budget - std::min(budget, moved),
+                                                  Filesystem::MoveOrder::kMostRecentlyUsed);
+      moved += back;
+      absl::MutexLock stats_lock(&stats_mu_);
+      stats_.moved_back_bytes += back;
     }
-    stats_.moved_back_bytes += moved;
     // Not even a block fitted on a GPU this process cannot see: look again
     // much later rather than take a context every round.
     if (moved == 0 && !memory) room_since_[part] = now + kBlindRetry;
@@ -132,7 +136,10 @@ absl::Duration RoomKeeper::Round() {
 
 absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
   absl::MutexLock lock(&mu_);
-  ++stats_.make_room_calls;
+  {
+    absl::MutexLock stats_lock(&stats_mu_);
+    ++stats_.make_room_calls;
+  }
   if (!active()) {
     return absl::FailedPreconditionError(
         "this mount has no host memory to move its data to (spill=0, or no GPU)");
@@ -162,7 +169,10 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
       const uint64_t moved = filesystem_->MoveData(
           part, spill_parts_, wanted, Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
       moved_here += moved;
-      stats_.moved_out_bytes += moved;
+      {
+        absl::MutexLock stats_lock(&stats_mu_);
+        stats_.moved_out_bytes += moved;
+      }
       if (moved > 0) continue;
       log();
       if (out_of_room) {
@@ -189,7 +199,7 @@ void RoomKeeper::EndHold(absl::Time now) {
 }
 
 RoomKeeper::Stats RoomKeeper::stats() const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&stats_mu_);
   return stats_;
 }
 

@@ -108,7 +108,11 @@ class RoomKeeper {
   // be kept ready then.
   uint64_t last_on_gpus_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ready_target_ ABSL_GUARDED_BY(mu_) = 0;
-  Stats stats_ ABSL_GUARDED_BY(mu_);
+
+  // Apart from mu_, which a move holds for seconds, so that --stats
+  // answers while one runs. Taken after mu_.
+  mutable absl::Mutex stats_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  Stats stats_ ABSL_GUARDED_BY(stats_mu_);
 };
 
 }  // namespace cudafs
