@@ -30,12 +30,27 @@ for python in isolated/bin/python venv/bin/python; do
 import os, sys, cudafs
 here = os.path.dirname(cudafs.__file__)
 assert here.startswith(sys.prefix + os.sep), "not the installed module: " + here
-assert cudafs._lib._name == os.path.join(here, "libcudafs_client.so"), cudafs._lib._name
+assert cudafs._lib()._name == os.path.join(here, "libcudafs_client.so"), cudafs._lib()._name
 assert os.path.exists(os.path.join(here, "py.typed"))
 assert set(cudafs.__all__) <= set(dir(cudafs))
 EOF
   "$python" -m cudafs --help >/dev/null
 done
+# Without any library: the module imports, and map says what is missing
+# (unless the system has one, as where the .deb is installed).
+PYTHONPATH=$source_dir/fs/client/python python3 - <<'EOF'
+import ctypes, errno, cudafs
+try:
+    ctypes.CDLL("libcudafs_client.so")
+    print("python_package_test: the system has a libcudafs_client.so; map without one not tried")
+except OSError:
+    try:
+        cudafs.map("/nonexistent")
+        raise AssertionError("map worked without the library")
+    except OSError as error:
+        assert error.errno == errno.ELIBACC, error
+        assert "CUDAFS_CLIENT_LIBRARY" in str(error), error
+EOF
 sh -n "$source_dir"/docs/examples/*.sh
 venv/bin/python - "$source_dir"/docs/examples/*.py <<'EOF'
 import sys

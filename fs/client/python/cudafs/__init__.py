@@ -2,8 +2,8 @@
 through FUSE: GPU memory for a GPU-backed mount, host memory for a
 host-backed one. Pure Python over libcudafs_client (fs/client/cudafs.h)
 through ctypes: the copy pip built into the package, else
-CUDAFS_CLIENT_LIBRARY's, else the system's (the .deb). torch is imported
-only by load_safetensors. The same from a shell: python -m cudafs --help.
+CUDAFS_CLIENT_LIBRARY's, else the system's (the .deb), loaded by the first
+map. torch is imported only by load_safetensors. The same from a shell: python -m cudafs --help.
 
     import cudafs
     with cudafs.map("/mnt/gpu/model.bin") as m:
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import json
 import os
 import struct
@@ -70,7 +71,10 @@ def _library_candidates() -> List[str]:
     return candidates
 
 
-def _load_library() -> ctypes.CDLL:
+@functools.lru_cache(maxsize=None)
+def _lib() -> ctypes.CDLL:
+    # Loaded on first use rather than at import, so that importing the
+    # module, and make_room (an attribute of the mount), work without it.
     errors = []
     for path in _library_candidates():
         try:
@@ -90,16 +94,14 @@ def _load_library() -> ctypes.CDLL:
             getattr(library, name).restype = result
         library.cudafs_last_error.restype = ctypes.c_char_p
         return library
-    raise ImportError("libcudafs_client.so not found (pip install ./fs/client/python from a "
-                      "cudafs checkout, or set CUDAFS_CLIENT_LIBRARY): " + "; ".join(errors))
-
-
-_lib = _load_library()
+    raise OSError(errno.ELIBACC,
+                  "libcudafs_client.so not found (pip install ./fs/client/python from a "
+                  "cudafs checkout, or set CUDAFS_CLIENT_LIBRARY): " + "; ".join(errors))
 
 
 def _raise(result: int, path: Optional[PathLike]) -> NoReturn:
     error = -result
-    message = _lib.cudafs_last_error().decode(errors="replace")
+    message = _lib().cudafs_last_error().decode(errors="replace")
     raise OSError(error, message or os.strerror(error), path)
 
 
@@ -108,26 +110,26 @@ class _Handle:
 
     def __init__(self, path: PathLike, writable: bool) -> None:
         self._mapping = ctypes.c_void_p()
-        result = _lib.cudafs_map(os.fsencode(path), _MAP_WRITABLE if writable else 0,
+        result = _lib().cudafs_map(os.fsencode(path), _MAP_WRITABLE if writable else 0,
                                  ctypes.byref(self._mapping))
         if result != 0:
             _raise(result, path)
-        self.address: int = _lib.cudafs_mapping_address(self._mapping)
-        self.size: int = _lib.cudafs_mapping_size(self._mapping)
-        self.memory: int = _lib.cudafs_mapping_memory(self._mapping)
-        self.device: int = _lib.cudafs_mapping_device(self._mapping)
+        self.address: int = _lib().cudafs_mapping_address(self._mapping)
+        self.size: int = _lib().cudafs_mapping_size(self._mapping)
+        self.memory: int = _lib().cudafs_mapping_memory(self._mapping)
+        self.device: int = _lib().cudafs_mapping_device(self._mapping)
         self.path = path
         self.writable = writable
 
     def sync(self) -> None:
-        result = _lib.cudafs_sync(self._mapping)
+        result = _lib().cudafs_sync(self._mapping)
         if result != 0:
             _raise(result, self.path)
 
     def close(self) -> None:
         if self._mapping:
             mapping, self._mapping = self._mapping, ctypes.c_void_p()
-            result = _lib.cudafs_unmap(mapping)
+            result = _lib().cudafs_unmap(mapping)
             if result != 0:
                 _raise(result, None)
 
