@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -417,6 +418,33 @@ class State {
     return calls_.find(entry_point)->second;
   }
 
+  void SetHook(absl::string_view entry_point, std::function<void()> hook) {
+    {
+      absl::MutexLock lock(&mu);
+      CheckKnown(entry_point);
+    }
+    absl::MutexLock lock(&hooks_mu_);
+    if (hook) {
+      hooks_.insert_or_assign(std::string(entry_point), std::move(hook));
+    } else {
+      hooks_.erase(entry_point);
+    }
+    any_hooks_.store(!hooks_.empty());
+  }
+
+  // Before mu is taken, so that a hook may block the call.
+  void RunHook(absl::string_view entry_point) {
+    if (!any_hooks_.load()) return;
+    std::function<void()> hook;
+    {
+      absl::MutexLock lock(&hooks_mu_);
+      const auto it = hooks_.find(entry_point);
+      if (it == hooks_.end()) return;
+      hook = it->second;
+    }
+    hook();
+  }
+
   mutable absl::Mutex mu;
 
   // What cuDriverGetVersion says and cuGetProcAddress serves up to.
@@ -526,6 +554,10 @@ class State {
   absl::flat_hash_map<std::string, int> calls_ ABSL_GUARDED_BY(mu);
   // By entry point name and device, kNoDevice for any.
   absl::flat_hash_map<std::pair<std::string, int>, Failure> failures_ ABSL_GUARDED_BY(mu);
+  // OnCall's, apart from mu: a hook runs before the call takes it.
+  absl::Mutex hooks_mu_;
+  absl::flat_hash_map<std::string, std::function<void()>> hooks_ ABSL_GUARDED_BY(hooks_mu_);
+  std::atomic<bool> any_hooks_{false};  // whether hooks_ has any, read without hooks_mu_
 };
 
 namespace {
@@ -543,6 +575,7 @@ State& Installed() {
 // one. `device` may use `s`.
 #define CUDAFS_FAKE_ENTER_ON(name, device) \
   State& s = Installed();                  \
+  s.RunHook(name);                         \
   absl::MutexLock lock(&s.mu);             \
   if (cu::CUresult injected = s.Begin(name, (device)); injected != cu::CUDA_SUCCESS) return injected
 
@@ -1375,6 +1408,10 @@ FakeCudaDriver::Stats FakeCudaDriver::stats(int device) const {
   state_->CheckDevice(device);
   absl::MutexLock lock(&state_->mu);
   return state_->Snapshot(device);
+}
+
+void FakeCudaDriver::OnCall(absl::string_view entry_point, std::function<void()> hook) {
+  state_->SetHook(entry_point, std::move(hook));
 }
 
 int FakeCudaDriver::calls(absl::string_view entry_point) const {

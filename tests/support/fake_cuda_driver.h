@@ -45,6 +45,7 @@
 #define CUDAFS_TESTS_SUPPORT_FAKE_CUDA_DRIVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -152,6 +153,11 @@ class FakeCudaDriver {
 
   // How many times `entry_point` was called, failed calls included.
   int calls(absl::string_view entry_point) const;
+
+  // Runs `hook` at the start of every call of `entry_point`, before the
+  // fake looks at anything and outside its lock, so that a test may hold
+  // a call there (and the caller with whatever it holds); null removes it.
+  void OnCall(absl::string_view entry_point, std::function<void()> hook);
 
  private:
   std::unique_ptr<fake_cuda_internal::State> state_;

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "alloc/base/errors.h"
@@ -635,6 +636,39 @@ TEST_P(RoomKeeperTest, MakeRoomForEverythingMovesEveryMovableByteToHostMemory) {
   }
   EXPECT_EQ(fake_.stats().physical_bytes, 0u) << "the GPUs' memory went back to the driver";
   EXPECT_EQ(mount_->UsedBytes(), used);
+  mount_->ExpectAllIntact();
+}
+
+// A make-room holds the keeper for as long as its moves take (seconds on
+// a GPU); the counters, which --stats reads, answer meanwhile.
+TEST_P(RoomKeeperTest, StatsAnswerWhileAMakeRoomRuns) {
+  Build(1);
+  WriteFiles(4);
+  absl::Notification asking;
+  absl::Notification resume;
+  std::atomic<bool> armed = true;
+  // The make-room's first question to the driver waits until let go.
+  fake_.OnCall("cuMemGetInfo", [&] {
+    if (!armed.exchange(false)) return;
+    asking.Notify();
+    resume.WaitForNotification();
+  });
+  std::thread make_room([&] { EXPECT_TRUE(keeper_->MakeRoom(std::nullopt).ok()); });
+  asking.WaitForNotification();
+  absl::Notification answered;
+  uint64_t calls_seen = 0;
+  std::thread reader([&] {
+    calls_seen = keeper_->stats().make_room_calls;
+    answered.Notify();
+  });
+  const bool in_time = answered.WaitForNotificationWithTimeout(absl::Seconds(10));
+  resume.Notify();
+  make_room.join();
+  reader.join();
+  fake_.OnCall("cuMemGetInfo", nullptr);
+  EXPECT_TRUE(in_time) << "stats() waited for the make-room to end";
+  EXPECT_EQ(calls_seen, 1u) << "the running make-room is counted";
+  EXPECT_EQ(keeper_->stats().moved_out_bytes, 4 * kFileBytes);
   mount_->ExpectAllIntact();
 }
 
