@@ -3,7 +3,8 @@ through FUSE: GPU memory for a GPU-backed mount, host memory for a
 host-backed one. Pure Python over libcudafs_client (fs/client/cudafs.h)
 through ctypes: the copy pip built into the package, else
 CUDAFS_CLIENT_LIBRARY's, else the system's (the .deb), loaded by the first
-map. torch is imported only by load_safetensors. The same from a shell: python -m cudafs --help.
+map. torch is imported only by load_safetensors. The same from a shell:
+python -m cudafs --help.
 
     import cudafs
     with cudafs.map("/mnt/gpu/model.bin") as m:
@@ -111,7 +112,7 @@ class _Handle:
     def __init__(self, path: PathLike, writable: bool) -> None:
         self._mapping = ctypes.c_void_p()
         result = _lib().cudafs_map(os.fsencode(path), _MAP_WRITABLE if writable else 0,
-                                 ctypes.byref(self._mapping))
+                                   ctypes.byref(self._mapping))
         if result != 0:
             _raise(result, path)
         self.address: int = _lib().cudafs_mapping_address(self._mapping)
