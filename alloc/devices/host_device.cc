@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "alloc/base/file_pages.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -199,12 +200,16 @@ absl::Status HostDevice::FillCopy(absl::Span<const CopyMemory> pieces,
   }
   // pwrite, never a mapping: the memory's owner may shrink it meanwhile,
   // which a mapping's access would meet as SIGBUS and pwrite as an error.
+  // Each chunk's pages are checked just before it is written: the owner
+  // may punch holes meanwhile, which pwrite would fill with pages charged
+  // to the daemon; the window left is one chunk's write.
   static const char zeros[64 * 1024] = {};
+  constexpr uint64_t kChunk = 1 << 20;
   const auto put = [memory](const char* from, uint64_t at, uint64_t length,
                             bool repeat) -> absl::Status {
     for (uint64_t done = 0; done < length;) {
-      const size_t chunk = repeat ? std::min<uint64_t>(sizeof zeros, length - done)
-                                  : static_cast<size_t>(length - done);
+      const size_t chunk = std::min<uint64_t>(repeat ? sizeof zeros : kChunk, length - done);
+      if (absl::Status s = CheckPagesAllocated(memory, at + done, chunk); !s.ok()) return s;
       const ssize_t wrote =
           pwrite(memory, repeat ? from : from + done, chunk, static_cast<off_t>(at + done));
       if (wrote <= 0) return OutOfMemoryOr(wrote < 0 ? errno : ENOSPC, "a copy");
@@ -251,7 +256,7 @@ bool HostDevice::NotSharedOtherwise(DeviceRange range) const {
 
 absl::StatusOr<int> HostDevice::SharedMemory(uint64_t offset, uint64_t length) {
   if (auto it = shared_.find(offset); it != shared_.end()) return it->second.fd;
-  const int fd = memfd_create("cudafs-shared", MFD_CLOEXEC);
+  const int fd = memfd_create("cudafs-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return absl::ErrnoToStatus(errno, "memfd_create");
   // The range's bytes go into the memfd, which then replaces the anonymous
   // pages at the same address (the caller keeps writers of the range out).
@@ -260,6 +265,12 @@ absl::StatusOr<int> HostDevice::SharedMemory(uint64_t offset, uint64_t length) {
     status = OutOfMemoryOr(errno, "a shared range");
   } else if (pwrite(fd, base_ + offset, length, 0) != static_cast<ssize_t>(length)) {
     status = OutOfMemoryOr(errno, "a shared range");
+  } else if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    // Importers get this very file open for writing: sealed, none of them
+    // can shrink it under the arena's view (the daemon's next access would
+    // be SIGBUS) or grow it at the mount's expense. Punching holes stays
+    // possible: the arena then reads zeros, as the importer wrote them.
+    status = absl::ErrnoToStatus(errno, "sealing a shared range");
   } else if (mmap(base_ + offset, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
                   0) == MAP_FAILED) {
     status = OutOfMemoryOr(errno, "mapping a shared range");

@@ -4,9 +4,11 @@
 // The arena is one anonymous mapping reserved without backing
 // (MAP_NORESERVE); Commit faults granules in and Decommit hands them back to
 // the kernel, so resident memory follows what is stored, like tmpfs.
-// FillCopy writes into another process's memfd. ExportShared
-// moves each range into a memfd of its own, mapped over the arena in place
-// of the anonymous pages (once; later exports hand out the same memfd),
+// FillCopy writes into another process's memfd, only where its pages are
+// allocated (the daemon's writes must not be what allocates them).
+// ExportShared moves each range into a memfd of its own, sealed against
+// resizing (importers hold it open for writing), mapped over the arena in
+// place of the anonymous pages (once; later exports hand out the same memfd),
 // and the range goes back to anonymous memory when it is decommitted: the
 // memfd's pages are released then (importers read zeros), and the memfd
 // lives on only in the importers' mappings.

@@ -67,6 +67,28 @@ int MapHost(const Pieces& pieces, cudafs_mapping* out) {
   return 0;
 }
 
+// Makes every page of the memfd `fd` of `size` bytes this process's:
+// allocated (fallocate reports running out, where a touch would be
+// SIGBUS), then written once, so that the daemon sees them there (pages
+// fallocate reserved but nobody wrote look missing to mincore and
+// SEEK_HOLE, and the daemon refuses memory it would have to allocate).
+int AllocateHere(int fd, uint64_t size) {
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+      fallocate(fd, 0, 0, static_cast<off_t>(size)) != 0) {
+    return Fail(errno == ENOSPC ? ENOMEM : errno, "no memory for a copy of %llu bytes: %s",
+                static_cast<unsigned long long>(size), std::strerror(errno));
+  }
+  void* view = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (view == MAP_FAILED) return Fail(errno, "mmap of a copy's memory: %s", std::strerror(errno));
+  // Kernels before 5.14 lack MADV_POPULATE_WRITE: touch each page instead.
+  if (madvise(view, size, MADV_POPULATE_WRITE) != 0) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    for (size_t at = 0; at < size; at += page) static_cast<volatile char*>(view)[at] = 0;
+  }
+  munmap(view, size);
+  return 0;
+}
+
 // A private copy in host memory: memfds of this process's, their pages
 // allocated here (so they are this process's memory), filled by the
 // daemon, mapped back to back.
@@ -80,11 +102,7 @@ int CopyHost(int connection, const Pieces& plan, cudafs_mapping* out) {
       break;
     }
     memory.push_back(fd);
-    if (ftruncate(fd, static_cast<off_t>(plan.sizes[i])) != 0 ||
-        fallocate(fd, 0, 0, static_cast<off_t>(plan.sizes[i])) != 0) {
-      result = Fail(errno == ENOSPC ? ENOMEM : errno, "no memory for a copy of %llu bytes: %s",
-                    static_cast<unsigned long long>(plan.total), std::strerror(errno));
-    }
+    result = AllocateHere(fd, plan.sizes[i]);
   }
   ShareReply filled;
   if (result == 0) result = Ask(connection, cudafs::kShareFill, 0, plan.total, memory, &filled);

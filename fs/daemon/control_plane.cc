@@ -47,12 +47,13 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
   }
   if (faults_ != nullptr) absl::StrAppend(&stats, "faults_injected ", faults_->injected(), "\n");
   if (sharing_ != nullptr) {
-    const ShareHandler::Stats shared = sharing_->stats();
+    const ShareServer::Stats server = sharing_->stats();
+    const ShareHandler::Stats& shared = server.requests;
     absl::StrAppend(&stats, "share_requests ", shared.requests, "\nshare_refused ",
                     shared.refused, "\nshare_copies ", shared.copies, "\nshare_copied_bytes ",
                     shared.copied_bytes, "\nshare_mappings ", shared.shared,
                     "\nshare_mapped_bytes ", shared.shared_bytes, "\nshare_syncs ", shared.syncs,
-                    "\n");
+                    "\nshare_closed ", server.closed, "\nshare_closing ", server.closing, "\n");
   }
   // This very request is among those counted.
   absl::StrAppend(&stats, fuse.requests.ToText());

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "alloc/base/errors.h"
+#include "alloc/base/file_pages.h"
 
 #ifndef F_GET_SEALS
 #define F_GET_SEALS 1034
@@ -105,19 +106,26 @@ absl::Status CheckMemoryDescriptor(int fd, ShareMemoryKind kind, uint64_t bytes)
                                               attributes->stx_size, bytes));
   }
   // The copy is the caller's memory, as a read(2) into its own buffer:
-  // pages the daemon would allocate by writing would be charged to it.
-  if (attributes->stx_blocks * 512 < bytes) {
-    return PosixError(EINVAL, "the memory's pages are not allocated (fallocate the memfd first)");
-  }
-  return absl::OkStatus();
+  // pages the daemon would allocate by writing would be charged to it. A
+  // count of blocks says nothing of where they lie: every page the copy
+  // fills must be there.
+  return CheckPagesAllocated(fd, 0, bytes);
 }
 
-bool ClosesAtOnce(int fd, dev_t mount_device) {
+absl::Status CheckExpectedKind(int fd, dev_t mount_device) {
+  absl::StatusOr<struct statx> attributes = CachedAttributes(fd);
+  if (!attributes.ok()) return attributes.status();
+  if (makedev(attributes->stx_dev_major, attributes->stx_dev_minor) == mount_device ||
+      IsShmem(fd) || IsDriverDescriptor(fd, *attributes)) {
+    return absl::OkStatus();
+  }
+  return PosixError(EBADF, "a descriptor the share service never takes came with the request "
+                           "(only files of the mount, memfds and CUDA allocations)");
+}
+
+bool ClosesAtOnce(int fd) {
   absl::StatusOr<struct statx> attributes = CachedAttributes(fd);
   if (!attributes.ok()) return true;  // not open: nothing to wait for
-  const mode_t type = attributes->stx_mode & S_IFMT;
-  if (type == S_IFIFO) return true;  // sockets may linger
-  if (makedev(attributes->stx_dev_major, attributes->stx_dev_minor) == mount_device) return true;
   return IsShmem(fd) || IsDriverDescriptor(fd, *attributes);
 }
 

@@ -25,10 +25,17 @@ absl::StatusOr<InodeNumber> CheckFileDescriptor(int fd, bool writable, dev_t mou
 // made (the driver itself checks the rest when it imports it).
 absl::Status CheckMemoryDescriptor(int fd, ShareMemoryKind kind, uint64_t bytes);
 
-// Whether close(2) of `fd` returns at once: a file of the mount itself
-// (its server is this process), shmem, a pipe or a descriptor the GPU
-// driver made. Others may wait on another filesystem's server, or linger.
-bool ClosesAtOnce(int fd, dev_t mount_device);
+// Whether `fd` is of a kind some request takes: a file of the mount with
+// device `mount_device`, shmem, or a descriptor the GPU driver made;
+// EBADF for any other (a socket, a pipe, a file of another filesystem),
+// refused as it comes.
+absl::Status CheckExpectedKind(int fd, dev_t mount_device);
+
+// Whether close(2) of `fd` returns at once: shmem, or a descriptor the GPU
+// driver made. Others may wait: a file of another FUSE filesystem on its
+// server, a socket on its linger time, even a file of the mount on this
+// daemon's own FUSE session (for ever once it stops serving).
+bool ClosesAtOnce(int fd);
 
 }  // namespace cudafs
 

@@ -5,16 +5,19 @@
 #include <cerrno>
 #include <utility>
 
+#include "alloc/base/errors.h"
+#include "fs/share/descriptor_checks.h"
 #include "fs/share/share_replies.h"
 #include "fs/wire/descriptor_socket.h"
 
 namespace cudafs {
 
-RequestReader::Progress RequestReader::ReadFrom(int socket) {
+RequestReader::Progress RequestReader::ReadFrom(int socket, dev_t mount_device) {
   char* into = reinterpret_cast<char*>(&request_);
-  bool refused = false;
-  const ssize_t got = ReceiveWithDescriptors(socket, into + got_, sizeof request_ - got_,
-                                             MSG_DONTWAIT, kShareBatch, &fds_, &refused);
+  const size_t before_fds = fds_.size();
+  bool truncated = false;
+  const ssize_t got = ReceiveKeepingDescriptors(socket, into + got_, sizeof request_ - got_,
+                                                MSG_DONTWAIT, &fds_, &truncated);
   if (got < 0 && (errno == EAGAIN || errno == EINTR)) return Progress::kPartial;
   if (got <= 0) return Progress::kEnded;  // the end, or a broken peer
   const size_t before = got_;
@@ -22,10 +25,15 @@ RequestReader::Progress RequestReader::ReadFrom(int socket) {
   if (before < sizeof(uint32_t) && got_ >= sizeof(uint32_t)) {
     refusal_ = RefuseOtherProtocol(request_.magic);
   }
-  if (!refusal_ && refused) {
+  if (!refusal_ && (truncated || fds_.size() > kShareBatch)) {
     refusal_ = ShareRefusal(ShareMagic(kShareVersion), EMFILE,
                             "the descriptors that came could not be taken: too many, or the "
                             "cudafs daemon is out of file descriptors");
+  }
+  for (size_t i = before_fds; i < fds_.size() && !refusal_; ++i) {
+    if (absl::Status kind = CheckExpectedKind(fds_[i], mount_device); !kind.ok()) {
+      refusal_ = ShareRefusal(ShareMagic(kShareVersion), ToErrno(kind), kind.message());
+    }
   }
   if (refusal_) return Progress::kRefused;
   return got_ < sizeof request_ ? Progress::kPartial : Progress::kComplete;

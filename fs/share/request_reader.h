@@ -2,9 +2,13 @@
 // socket over as many calls as the peer takes to send it, with the
 // descriptors that come with it. A peer of another protocol is refused
 // from its first four bytes, and one sending more descriptors than a
-// request carries (or more than the daemon can take) as soon as they come.
+// request carries (or more than the daemon can take), or of a kind no
+// request takes, as soon as they come. It closes none: each one received
+// is the caller's to dispose of (TakeDescriptors), refused or not.
 #ifndef CUDAFS_FS_SHARE_REQUEST_READER_H_
 #define CUDAFS_FS_SHARE_REQUEST_READER_H_
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <optional>
@@ -24,8 +28,9 @@ class RequestReader {
     kEnded,     // the peer closed, or the socket failed
   };
 
-  // Reads what the socket holds, without waiting.
-  Progress ReadFrom(int socket);
+  // Reads what the socket holds, without waiting; `mount_device` is the
+  // mount's, whose files requests name.
+  Progress ReadFrom(int socket, dev_t mount_device);
 
   const ShareRequest& request() const { return request_; }
   // The descriptors received so far, handed to the caller to dispose of.

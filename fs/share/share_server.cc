@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -71,6 +72,11 @@ absl::StatusOr<std::unique_ptr<ShareServer>> ShareServer::Start(Filesystem* file
     server->workers_.emplace_back([raw = server.get()] { raw->Work(); });
   }
   return server;
+}
+
+ShareServer::Stats ShareServer::stats() const {
+  const DescriptorCloser::Stats closes = closer_.stats();
+  return {handler_.stats(), closes.closed, closes.pending};
 }
 
 ShareServer::ShareServer(Filesystem* filesystem, ShareSettings settings, int listener, int wake,
@@ -165,7 +171,7 @@ void ShareServer::AcceptAll() {
       close(spare_);
       socket = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (socket >= 0) {
-        TurnAway(socket, EMFILE, "the cudafs daemon is out of file descriptors");
+        TurnAway(socket, kNobody, EMFILE, "the cudafs daemon is out of file descriptors");
       }
       spare_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
       continue;
@@ -177,13 +183,17 @@ void ShareServer::AcceptAll() {
     }
     const absl::StatusOr<uid_t> uid = AuthorizePeer(socket, handler_.settings());
     if (!uid.ok()) {
-      TurnAway(socket, ToErrno(uid.status()), uid.status().message());
+      TurnAway(socket, kNobody, ToErrno(uid.status()), uid.status().message());
       continue;
     }
+    // The last kReservedForOwner connections are the owner's and root's:
+    // other users, however many, cannot keep them from mapping.
+    const bool owner = *uid == 0 || *uid == handler_.settings().owner;
+    const size_t limit = owner ? kMaxConnections : kMaxConnections - kReservedForOwner;
     int& held = per_user_[*uid];
-    if (connections_.size() >= kMaxConnections || held + closer_.pending(*uid) >= kMaxPerUser) {
+    if (connections_.size() >= limit || held + closer_.pending(*uid) >= kMaxPerUser) {
       if (held == 0) per_user_.erase(*uid);
-      TurnAway(socket, EAGAIN, "the cudafs daemon has too many requests at once: try again");
+      TurnAway(socket, *uid, EAGAIN, "the cudafs daemon has too many requests at once: try again");
       continue;
     }
     ++held;
@@ -195,20 +205,34 @@ void ShareServer::AcceptAll() {
   }
 }
 
-void ShareServer::TurnAway(int socket, int error, absl::string_view why) {
+void ShareServer::TurnAway(int socket, uid_t uid, int error, absl::string_view why) {
   handler_.CountRefused();
   const ShareMessage refusal = ShareRefusal(ShareMagic(kShareVersion), error, why);
   (void)SendWithDescriptors(socket, refusal.bytes.data(), refusal.bytes.size(), nullptr, 0,
                             MSG_DONTWAIT);
-  close(socket);
+  CloseConnection(socket, uid);
+}
+
+void ShareServer::CloseConnection(int socket, uid_t uid) {
+  // Messages the peer sent and nobody read may carry descriptors, which
+  // closing the socket would close here. Shut, the socket takes no more;
+  // empty, it holds none.
+  shutdown(socket, SHUT_RDWR);
+  int unread = 0;
+  if (ioctl(socket, FIONREAD, &unread) == 0 && unread == 0) {
+    close(socket);
+  } else {
+    closer_.Close(socket, uid);
+  }
 }
 
 void ShareServer::Read(Connection& connection) {
-  switch (connection.reader.ReadFrom(connection.socket)) {
+  switch (connection.reader.ReadFrom(connection.socket, handler_.settings().mount_device)) {
     case RequestReader::Progress::kPartial: return;
     case RequestReader::Progress::kEnded: return Drop(connection.socket);
     case RequestReader::Progress::kRefused:
       handler_.CountRefused();
+      for (int fd : connection.reader.TakeDescriptors()) Dispose(fd, connection.uid);
       connection.outcome = ShareOutcome();
       connection.outcome.messages.push_back(connection.reader.TakeRefusal());
       return StartWriting(connection);
@@ -271,7 +295,7 @@ void ShareServer::Drop(int socket, bool stopping) {
   }
   for (int fd : connection.reader.TakeDescriptors()) Dispose(fd, connection.uid);
   if (--per_user_[connection.uid] == 0) per_user_.erase(connection.uid);
-  close(socket);
+  CloseConnection(socket, connection.uid);
   connections_.erase(it);
 }
 
@@ -301,7 +325,7 @@ void ShareServer::Work() {
 }
 
 void ShareServer::Dispose(int fd, uid_t uid) {
-  if (ClosesAtOnce(fd, handler_.settings().mount_device)) {
+  if (ClosesAtOnce(fd)) {
     close(fd);
   } else {
     closer_.Close(fd, uid);

@@ -8,8 +8,12 @@
 // root with allow_root); one thread reads and writes every connection
 // without blocking, each with a deadline, and hands complete requests to
 // workers that touch no socket; each user holds a bounded number of
-// connections; descriptors whose close may wait on another filesystem are
-// closed by a DescriptorCloser, and count against their sender meanwhile.
+// connections, and some are kept for the owner and root; descriptors of a
+// kind no request takes are refused as they come; no thread of the
+// server closes what a peer sent, or a connection still holding unread
+// messages (whose descriptors the close would release): a
+// DescriptorCloser does, on a lane of the sender's, and they count
+// against their sender meanwhile.
 //
 // The socket is abstract ("@cudafs-PID-RANDOM"): nothing on disk to clean
 // up, gone with the daemon, and its name is published through the mount
@@ -47,6 +51,7 @@ class ShareServer {
   // still being closed count as connections); more are refused with
   // EAGAIN.
   static constexpr size_t kMaxConnections = 256;
+  static constexpr size_t kReservedForOwner = 32;
   static constexpr int kMaxPerUser = 16;
   // How long a peer may take to send a request after connecting or after
   // a reply asked for memory, to read what is sent, and to import a
@@ -67,7 +72,13 @@ class ShareServer {
 
   // "@NAME": what the mount root's kShareSocketAttribute says.
   const std::string& address() const { return address_; }
-  ShareHandler::Stats stats() const { return handler_.stats(); }
+  // For --stats: the requests served, and what peers sent being closed.
+  struct Stats {
+    ShareHandler::Stats requests;
+    uint64_t closed = 0;   // descriptors and connections closed on lanes
+    uint64_t closing = 0;  // not closed yet: a close that waits shows here
+  };
+  Stats stats() const;
 
  private:
   struct Connection;
@@ -91,8 +102,14 @@ class ShareServer {
   // The connections' thread: accepts, reads, writes, expires.
   void Loop();
   void AcceptAll();
-  // Sends `refusal` on a connection being turned away and closes it.
-  void TurnAway(int socket, int error, absl::string_view why);
+  // A peer not let in, whose uid is not counted.
+  static constexpr uid_t kNobody = static_cast<uid_t>(-1);
+
+  // Sends `refusal` on a connection of `uid` being turned away and closes
+  // it.
+  void TurnAway(int socket, uid_t uid, int error, absl::string_view why);
+  // Closes a connection of `uid`, where its close cannot stall us.
+  void CloseConnection(int socket, uid_t uid);
   // Reads what the peer sent; a whole request becomes a job.
   void Read(Connection& connection);
   // Sends the connection's outcome from its first message, then what the

@@ -11,7 +11,7 @@ namespace {
 
 union Control {
   cmsghdr align;
-  char bytes[CMSG_SPACE(sizeof(int) * kMaxDescriptorsPerMessage)];
+  char bytes[CMSG_SPACE(sizeof(int) * kMaxDescriptorsTheKernelPasses)];
 };
 
 }  // namespace
@@ -39,8 +39,8 @@ ssize_t SendWithDescriptors(int socket, const void* message, size_t size, const 
   return sendmsg(socket, &header, flags | MSG_NOSIGNAL);
 }
 
-ssize_t ReceiveWithDescriptors(int socket, void* buffer, size_t size, int flags, size_t max,
-                               std::vector<int>* fds, bool* refused) {
+ssize_t ReceiveKeepingDescriptors(int socket, void* buffer, size_t size, int flags,
+                                  std::vector<int>* fds, bool* truncated) {
   Control control;
   iovec io = {buffer, size};
   msghdr header = {};
@@ -50,8 +50,7 @@ ssize_t ReceiveWithDescriptors(int socket, void* buffer, size_t size, int flags,
   header.msg_controllen = sizeof control.bytes;
   const ssize_t got = recvmsg(socket, &header, flags | MSG_CMSG_CLOEXEC);
   if (got < 0) return got;
-  const size_t before = fds->size();
-  bool excess = (header.msg_flags & MSG_CTRUNC) != 0;
+  *truncated = (header.msg_flags & MSG_CTRUNC) != 0;
   for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -61,6 +60,15 @@ ssize_t ReceiveWithDescriptors(int socket, void* buffer, size_t size, int flags,
       fds->push_back(fd);
     }
   }
+  return got;
+}
+
+ssize_t ReceiveWithDescriptors(int socket, void* buffer, size_t size, int flags, size_t max,
+                               std::vector<int>* fds, bool* refused) {
+  const size_t before = fds->size();
+  bool excess = false;
+  const ssize_t got = ReceiveKeepingDescriptors(socket, buffer, size, flags, fds, &excess);
+  if (got < 0) return got;
   if (fds->size() > max) excess = true;
   if (excess) {
     for (size_t i = before; i < fds->size(); ++i) close((*fds)[i]);

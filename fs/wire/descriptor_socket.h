@@ -28,6 +28,19 @@ ssize_t SendWithDescriptors(int socket, const void* message, size_t size, const 
 ssize_t ReceiveWithDescriptors(int socket, void* buffer, size_t size, int flags, size_t max,
                                std::vector<int>* fds, bool* refused);
 
+// The most descriptors the kernel passes with one message (SCM_MAX_FD).
+inline constexpr size_t kMaxDescriptorsTheKernelPasses = 253;
+
+// As ReceiveWithDescriptors, but closing none: every descriptor that came
+// is appended to `fds`, for a server to close where the close cannot hold
+// it up (a peer's descriptor may be a socket that lingers on close, or a
+// file of a FUSE filesystem that never answers). Room is made for as many
+// as the kernel passes, so that it drops none, which would close them on
+// this thread; `*truncated` says it dropped some all the same (this
+// process out of descriptors).
+ssize_t ReceiveKeepingDescriptors(int socket, void* buffer, size_t size, int flags,
+                                  std::vector<int>* fds, bool* truncated);
+
 }  // namespace cudafs
 
 #endif  // CUDAFS_FS_WIRE_DESCRIPTOR_SOCKET_H_

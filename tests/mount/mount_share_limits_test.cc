@@ -1,7 +1,11 @@
 // The share service under attack, on a real mount: what another user can
 // take from it (memory, time, descriptors), and a fuzzer of its protocol
 // while a legitimate program maps and the mount serves FUSE throughout.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <linux/falloc.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -15,6 +19,8 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "fs/client/cudafs.h"
+#include "fs/wire/share_protocol.h"
 #include "tests/mount/mount_fixture.h"
 #include "tests/support/errno_check.h"
 #include "tests/support/file_io.h"
@@ -136,11 +143,55 @@ TEST_P(ShareLimitsTest, SilentConnectionsOfAnotherUserStallNoMap) {
 TEST_P(ShareLimitsTest, ProtocolFuzzLeavesMapsAndTheMountWorking) {
   SKIP_UNLESS_CUDAFS();
   if (backend() != "host") GTEST_SKIP() << "host memory (the GPU's maps are checked there)";
-  ASSERT_TRUE(Remount({"size=256m"}));
+  ASSERT_TRUE(Remount({"size=256m", "allow_other"}));
   const std::string data = RandomBytes(4 << 20, 11);
   ASSERT_TRUE(WriteFile(Path("mapped"), data));
   ASSERT_TRUE(WriteFile(Path("shared"), data));
   const std::string address = ShareSocketOf(root());
+  const int seconds = cudafs::Scaled(10);
+  // Another user sends, with its requests, sockets whose last close
+  // lingers (a loopback TCP connection over a full send queue nobody
+  // reads, SO_LINGER 5 s): the closes hold up that user alone.
+  const pid_t lingerer = fork();
+  if (lingerer == 0) {
+    if (setresgid(kOtherGid, kOtherGid, kOtherGid) != 0 ||
+        setresuid(kOtherUid, kOtherUid, kOtherUid) != 0) {
+      _exit(1);
+    }
+    const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in loopback = {};
+    loopback.sin_family = AF_INET;
+    loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof loopback;
+    if (bind(listener, reinterpret_cast<sockaddr*>(&loopback), sizeof loopback) != 0 ||
+        listen(listener, 64) != 0 ||
+        getsockname(listener, reinterpret_cast<sockaddr*>(&loopback), &length) != 0) {
+      _exit(2);
+    }
+    std::vector<int> never_read;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < until && never_read.size() < 64) {
+      const int lingering = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      connect(lingering, reinterpret_cast<sockaddr*>(&loopback), sizeof loopback);
+      pollfd connected = {lingering, POLLOUT, 0};
+      if (poll(&connected, 1, 1000) != 1) _exit(3);
+      never_read.push_back(accept(listener, nullptr, nullptr));
+      const std::string chunk(65536, 'x');
+      while (write(lingering, chunk.data(), chunk.size()) > 0) {
+      }
+      const linger wait = {1, 5};
+      setsockopt(lingering, SOL_SOCKET, SO_LINGER, &wait, sizeof wait);
+      const int connection = ConnectToShare(address);
+      const cudafs::ShareRequest request = MakeShareRequest(cudafs::kShareMap);
+      SendRaw(connection, &request, sizeof request, lingering);
+      close(lingering);
+      cudafs::ShareReply reply;
+      ReceiveReply(connection, &reply, 1000);
+      close(connection);
+      std::this_thread::sleep_for(50ms);
+    }
+    _exit(0);  // the peers close: the lingering ends
+  }
   std::atomic<bool> done = false;
   std::atomic<int> fuzzed = 0;
   std::vector<std::thread> fuzzers;
@@ -212,7 +263,7 @@ TEST_P(ShareLimitsTest, ProtocolFuzzLeavesMapsAndTheMountWorking) {
       if (!WriteFile(name, bytes) || ReadFile(name) != bytes) ++failures;
     }
   });
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(cudafs::Scaled(10));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   int maps = 0;
   while (std::chrono::steady_clock::now() < until) {
     cudafs_mapping* copy = nullptr;
@@ -235,11 +286,249 @@ TEST_P(ShareLimitsTest, ProtocolFuzzLeavesMapsAndTheMountWorking) {
   done = true;
   for (std::thread& fuzzer : fuzzers) fuzzer.join();
   fuse_user.join();
+  EXPECT_EQ(WaitForChild(lingerer, 30s), std::optional<int>(0)) << "the lingering sender";
   EXPECT_EQ(failures, 0);
   EXPECT_GT(maps, 10);
   EXPECT_GT(fuzzed, 100);
   EXPECT_EQ(ReadFile(Path("mapped")), data);
   RecordProperty("fuzzed_connections", fuzzed.load());
+}
+
+// The descriptors of a writable mapping's pieces, from a conversation
+// spoken by hand (the library maps and closes them; an attacker keeps
+// them): empty when the daemon refused or said nothing.
+std::vector<int> SharedPieces(const std::string& address, int file) {
+  std::vector<int> pieces;
+  const int connection = ConnectToShare(address);
+  if (connection < 0) return pieces;
+  const cudafs::ShareRequest request = MakeShareRequest(cudafs::kShareMap, cudafs::kShareWritable);
+  cudafs::ShareReply reply = {};
+  if (SendRaw(connection, &request, sizeof request, file) &&
+      ReceiveWhole(connection, &reply, &pieces) && reply.error == 0) {
+    while (pieces.size() < reply.pieces) {
+      cudafs::SharePieces batch;
+      if (!ReceiveWhole(connection, &batch, &pieces, cudafs::kShareBatch)) break;
+    }
+  }
+  close(connection);
+  return pieces;
+}
+
+// The attack that killed the daemon: another user maps a file of its own
+// writable, keeps the pieces, and truncates one. The daemon's view of the
+// piece must not shrink under it: the truncate fails, and every file
+// reads back whole with the daemon alive.
+TEST_P(ShareLimitsTest, AnImporterCannotResizeTheDaemonsMemory) {
+  SKIP_UNLESS_CUDAFS();
+  ASSERT_TRUE(Remount({"size=64m", "allow_other", "mode=1777"}));
+  const std::string mine = RandomBytes(2 << 20, 5);
+  const std::string theirs = RandomBytes(4 << 20, 6);
+  ASSERT_TRUE(WriteFile(Path("root-file"), mine));
+  const std::string path = Path("theirs");
+  const std::string address = ShareSocketOf(root());
+  const Errno attack = RunAs(kOtherUid, kOtherGid, [&]() -> Errno {
+    if (!WriteFile(path, theirs)) return Errno{1};
+    const int file = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    std::vector<int> pieces = SharedPieces(address, file);
+    close(file);
+    if (pieces.empty()) return Errno{2};
+    int result = 0;
+    for (int piece : pieces) {
+      if (ftruncate(piece, 0) == 0) result = 3;
+      else if (errno != EPERM) result = 4;
+      if (ftruncate(piece, off_t{1} << 30) == 0) result = 5;
+      close(piece);
+    }
+    return Errno{result};
+  });
+  EXPECT_EQ(attack, Errno{0}) << "1 no file, 2 no pieces, 3 shrunk, 4 not EPERM, 5 grown";
+  EXPECT_EQ(ReadFile(path), theirs);
+  EXPECT_EQ(ReadFile(Path("root-file")), mine);
+  EXPECT_TRUE(ProcessAlive(*mount().daemon()));
+}
+
+// Memory charged to a process's memory cgroup: a child group of this
+// process's, on cgroup v2 or v1's memory controller. Tests that need one
+// skip where cgroups cannot be made.
+class MemoryCgroup {
+ public:
+  static std::optional<MemoryCgroup> Make(const std::string& name) {
+    std::ifstream mine("/proc/self/cgroup");
+    for (std::string line; std::getline(mine, line);) {
+      const size_t colon = line.find(':'), second = line.find(':', colon + 1);
+      if (colon == std::string::npos || second == std::string::npos) continue;
+      const std::string controllers = line.substr(colon + 1, second - colon - 1);
+      const std::string path = line.substr(second + 1);
+      std::string base;
+      if (controllers == "memory") base = "/sys/fs/cgroup/memory" + path;
+      else if (controllers.empty() && line.rfind("0::", 0) == 0 &&
+               access("/sys/fs/cgroup/cgroup.controllers", R_OK) == 0) {
+        base = "/sys/fs/cgroup" + path;
+      } else {
+        continue;
+      }
+      const std::string dir = base + "/" + name;
+      if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) continue;
+      MemoryCgroup group(base, dir);
+      if (group.Usage() >= 0) return group;
+      rmdir(dir.c_str());
+    }
+    return std::nullopt;
+  }
+  // Moves process `pid` into the group (false if it could not be).
+  bool Enter(pid_t pid) const { return WriteTo(dir_ + "/cgroup.procs", pid); }
+  // Moves `pid` back where the group was made.
+  void Leave(pid_t pid) const { (void)WriteTo(parent_ + "/cgroup.procs", pid); }
+  int64_t Usage() const {
+    for (const char* name : {"/memory.current", "/memory.usage_in_bytes"}) {
+      std::ifstream in(dir_ + name);
+      int64_t bytes;
+      if (in >> bytes) return bytes;
+    }
+    return -1;
+  }
+  void Remove() const { rmdir(dir_.c_str()); }
+
+ private:
+  MemoryCgroup(std::string parent, std::string dir)
+      : parent_(std::move(parent)), dir_(std::move(dir)) {}
+  static bool WriteTo(const std::string& file, pid_t pid) {
+    std::ofstream out(file);
+    out << pid << std::endl;
+    return static_cast<bool>(out);
+  }
+  std::string parent_;
+  std::string dir_;
+};
+
+// A private copy conversation spoken by hand, into the memfd that
+// `make_memory(bytes)` builds: the daemon's answer to the fill (an errno),
+// or a negative number when the conversation broke before it.
+int CopyInto(const std::string& address, int file,
+             const std::function<int(uint64_t)>& make_memory) {
+  const int connection = ConnectToShare(address);
+  if (connection < 0) return -1;
+  int result = -2;
+  const cudafs::ShareRequest map = MakeShareRequest(cudafs::kShareMap);
+  cudafs::ShareReply plan = {};
+  std::vector<int> none;
+  if (SendRaw(connection, &map, sizeof map, file) && ReceiveWhole(connection, &plan, &none) &&
+      plan.error == 0 && plan.pieces == 1) {
+    cudafs::SharePieces pieces;
+    if (ReceiveWhole(connection, &pieces, &none)) {
+      const int memory = make_memory(plan.memory_bytes);
+      cudafs::ShareRequest fill = MakeShareRequest(cudafs::kShareFill);
+      fill.memory_bytes = plan.memory_bytes;
+      cudafs::ShareReply filled = {};
+      if (memory >= 0 && SendRaw(connection, &fill, sizeof fill, memory) &&
+          ReceiveWhole(connection, &filled, &none)) {
+        result = filled.error;
+      }
+      if (memory >= 0) close(memory);
+    }
+  }
+  close(connection);
+  return result;
+}
+
+// Copies cost their asker, never the daemon, however the asker builds the
+// memory it brings: a memfd with holes anywhere the copy would write is
+// refused (the daemon's writes would allocate its pages in the daemon's
+// memory cgroup), and with a memory cgroup per side, the daemon's stays
+// flat while the asker's grows by the copies.
+TEST_P(ShareLimitsTest, CopiesAreChargedToTheAskerHoweverItsMemoryIsBuilt) {
+  SKIP_UNLESS_CUDAFS();
+  if (backend() != "host") GTEST_SKIP() << "host memory: GPU copies are GPU memory";
+  ASSERT_TRUE(Remount({"size=64m", "allow_other"}));
+  constexpr uint64_t kFile = 8 << 20;
+  ASSERT_TRUE(WriteFile(Path("f"), RandomBytes(kFile, 9)));
+  ASSERT_SYS_OK(chmod(Path("f").c_str(), 0644));
+  const std::string address = ShareSocketOf(root());
+  const std::string tag = std::to_string(getpid());
+  std::optional<MemoryCgroup> daemon_group = MemoryCgroup::Make("cudafs-test-daemon-" + tag);
+  std::optional<MemoryCgroup> asker_group = MemoryCgroup::Make("cudafs-test-asker-" + tag);
+  const pid_t daemon = *mount().daemon();
+  const bool cgroups = daemon_group && asker_group && daemon_group->Enter(daemon);
+  const int64_t daemon_before = cgroups ? daemon_group->Usage() : 0;
+  // Quarters [from, to) of the copy's size written, of a memfd twice as
+  // large as the copy; `written` false: only fallocated.
+  const auto allocated = [](uint64_t from, uint64_t to, bool written = true) {
+    return [from, to, written](uint64_t bytes) {
+      const int fd = memfd_create("asker", MFD_CLOEXEC);
+      if (fd < 0 || ftruncate(fd, static_cast<off_t>(2 * bytes)) != 0) return -1;
+      const off_t at = static_cast<off_t>(from * bytes / 4);
+      const size_t length = static_cast<size_t>((to - from) * bytes / 4);
+      if (length > 0 && written && pwrite(fd, std::string(length, 'a').data(), length, at) !=
+                                       static_cast<ssize_t>(length)) {
+        return -1;
+      }
+      if (length > 0 && !written && fallocate(fd, 0, at, static_cast<off_t>(length)) != 0) {
+        return -1;
+      }
+      return fd;
+    };
+  };
+  struct Way {
+    const char* name;
+    std::function<int(uint64_t)> make;
+    int error;
+  };
+  const std::vector<Way> ways = {
+      {"sized, nothing allocated", allocated(0, 0), EINVAL},
+      {"twice the size, the upper half allocated", allocated(4, 8), EINVAL},
+      {"the lower half allocated", allocated(0, 2), EINVAL},
+      {"only the first quarter allocated", allocated(0, 1), EINVAL},
+      {"allocated, then a page punched",
+       [](uint64_t bytes) {
+         const int fd = memfd_create("asker", MFD_CLOEXEC);
+         if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
+             pwrite(fd, std::string(bytes, 'a').data(), bytes, 0) !=
+                 static_cast<ssize_t>(bytes) ||
+             fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                       static_cast<off_t>(bytes / 2), 4096) != 0) {
+           return -1;
+         }
+         return fd;
+       },
+       EINVAL},
+      {"only fallocated (the daemon cannot tell it from holes)", allocated(0, 8, false),
+       EINVAL},
+      {"all written", allocated(0, 8), 0},
+  };
+  const std::string path = Path("f");
+  for (const Way& way : ways) {
+    SCOPED_TRACE(way.name);
+    // The asker is born into its group (the group's files are root's).
+    if (cgroups) ASSERT_TRUE(asker_group->Enter(getpid()));
+    const Errno asked = RunAs(kOtherUid, kOtherGid, [&]() -> Errno {
+      const int64_t asker_before = cgroups ? asker_group->Usage() : 0;
+      const int file = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      int answer = 0;
+      for (int i = 0; i < 8 && answer == 0; ++i) {
+        answer = CopyInto(address, file, way.make);
+      }
+      close(file);
+      if (answer != way.error) return Errno{answer < 0 ? 101 : answer};
+      if (cgroups && way.error == 0 && asker_group->Usage() - asker_before < int64_t{kFile}) {
+        return Errno{102};
+      }
+      return Errno{0};
+    });
+    if (cgroups) asker_group->Leave(getpid());
+    EXPECT_EQ(asked, Errno{0}) << "101 no answer, 102 not charged to the asker";
+    if (cgroups) {
+      EXPECT_LT(daemon_group->Usage() - daemon_before, int64_t{4} << 20)
+          << "charged to the daemon";
+    }
+  }
+  if (cgroups) {
+    daemon_group->Leave(daemon);
+    daemon_group->Remove();
+    asker_group->Remove();
+  } else {
+    RecordProperty("cgroups", "none could be made: only the refusals were checked");
+  }
+  EXPECT_TRUE(ProcessAlive(daemon));
 }
 
 CUDAFS_INSTANTIATE_BACKENDS(ShareLimitsTest);

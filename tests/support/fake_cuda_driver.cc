@@ -794,9 +794,12 @@ cu::CUresult FakeMemCreate(cu::CUmemGenericAllocationHandle* handle, size_t size
   const uint64_t limit = s.VramLimit(device);
   if (used > limit || size > limit - used) return cu::CUDA_ERROR_OUT_OF_MEMORY;
   // A memfd keeps the bytes while nothing maps them, as VRAM does.
-  const int fd = memfd_create("cudafs-fake-vram", MFD_CLOEXEC);
+  // Sealed against resizing, as VRAM cannot be: an importer holds this
+  // very file.
+  const int fd = memfd_create("cudafs-fake-vram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return cu::CUDA_ERROR_OUT_OF_MEMORY;
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     close(fd);
     return cu::CUDA_ERROR_OUT_OF_MEMORY;
   }

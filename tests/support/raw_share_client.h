@@ -51,6 +51,35 @@ inline bool SendRaw(int connection, const void* message, size_t size, int fd = -
          static_cast<ssize_t>(size);
 }
 
+// Sends `size` bytes of `message` with all of `fds` in one message, however
+// many (SendWithDescriptors stops at kMaxDescriptorsPerMessage); returns
+// what sendmsg(2) returns.
+inline ssize_t SendWithAnyDescriptors(int connection, const void* message, size_t size,
+                                      const std::vector<int>& fds) {
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  iovec io = {const_cast<void*>(message), size};
+  msghdr header = {};
+  header.msg_iov = &io;
+  header.msg_iovlen = 1;
+  header.msg_control = control.data();
+  header.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&header);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  return sendmsg(connection, &header, MSG_NOSIGNAL);
+}
+
+// One whole message of type T, waiting for it; the descriptors that came
+// with it (at most `max`) appended to `fds`.
+template <typename T>
+bool ReceiveWhole(int connection, T* message, std::vector<int>* fds, size_t max = 0) {
+  bool refused = false;
+  return cudafs::ReceiveWithDescriptors(connection, message, sizeof *message, MSG_WAITALL, max,
+                                        fds, &refused) == static_cast<ssize_t>(sizeof *message);
+}
+
 // The daemon's reply within `timeout_ms`, with the pieces after it (their
 // descriptors closed; a copy's plan has none); false when none came whole.
 inline bool ReceiveReply(int connection, cudafs::ShareReply* reply, int timeout_ms = 10'000) {

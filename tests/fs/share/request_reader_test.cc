@@ -3,7 +3,9 @@
 #include "fs/share/request_reader.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +23,12 @@ namespace {
 using Progress = RequestReader::Progress;
 
 using cudafs_test::OpenDescriptors;
+
+// The mount's device: no descriptor here is of it.
+const dev_t kMount = makedev(0, 0);
+
+// A descriptor of a kind requests take.
+int Memfd() { return memfd_create("reader-test", MFD_CLOEXEC); }
 
 ShareRequest Request(uint32_t op) { return {ShareMagic(kShareVersion), op, 0, 0, 0}; }
 
@@ -54,16 +62,16 @@ class ShareRequestReaderTest : public ::testing::Test {
 };
 
 TEST_F(ShareRequestReaderTest, NothingYetIsPartial) {
-  EXPECT_EQ(reader_.ReadFrom(socket()), Progress::kPartial);
+  EXPECT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kPartial);
 }
 
 TEST_F(ShareRequestReaderTest, ARequestSentAByteAtATimeCompletes) {
   ShareRequest request = Request(kShareFill);
   request.memory_bytes = 1 << 20;
-  const int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int file = Memfd();
   for (size_t i = 0; i < sizeof request; ++i) {
     Send(request, i, i + 1, i == 7 ? std::vector<int>{file} : std::vector<int>{});
-    EXPECT_EQ(reader_.ReadFrom(socket()),
+    EXPECT_EQ(reader_.ReadFrom(socket(), kMount),
               i + 1 < sizeof request ? Progress::kPartial : Progress::kComplete)
         << i;
   }
@@ -77,20 +85,20 @@ TEST_F(ShareRequestReaderTest, ARequestSentAByteAtATimeCompletes) {
 
 TEST_F(ShareRequestReaderTest, TheNextRequestAfterAReset) {
   Send(Request(kShareMap), 0, sizeof(ShareRequest));
-  ASSERT_EQ(reader_.ReadFrom(socket()), Progress::kComplete);
+  ASSERT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kComplete);
   reader_.Reset();
-  EXPECT_EQ(reader_.ReadFrom(socket()), Progress::kPartial);
+  EXPECT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kPartial);
   Send(Request(kShareImported), 0, sizeof(ShareRequest));
-  ASSERT_EQ(reader_.ReadFrom(socket()), Progress::kComplete);
+  ASSERT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kComplete);
   EXPECT_EQ(reader_.request().op, kShareImported);
 }
 
 TEST_F(ShareRequestReaderTest, APeerGoneMidRequestHasEnded) {
   Send(Request(kShareMap), 0, 10);
-  EXPECT_EQ(reader_.ReadFrom(socket()), Progress::kPartial);
+  EXPECT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kPartial);
   close(ends_[0]);
   ends_[0] = -1;
-  EXPECT_EQ(reader_.ReadFrom(socket()), Progress::kEnded);
+  EXPECT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kEnded);
 }
 
 // No cudafs magic: refused once four bytes are in, not after a whole
@@ -98,9 +106,9 @@ TEST_F(ShareRequestReaderTest, APeerGoneMidRequestHasEnded) {
 TEST_F(ShareRequestReaderTest, NoCudafsMagicIsRefusedFromFourBytes) {
   const ShareRequest http = {0x20544547 /* "GET " */, 0, 0, 0, 0};
   Send(http, 0, 2);
-  EXPECT_EQ(reader_.ReadFrom(socket()), Progress::kPartial);
+  EXPECT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kPartial);
   Send(http, 2, 4);
-  ASSERT_EQ(reader_.ReadFrom(socket()), Progress::kRefused);
+  ASSERT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kRefused);
   const ShareReply reply = ReplyIn(reader_.TakeRefusal());
   EXPECT_EQ(reply.magic, ShareMagic(kShareVersion));
   EXPECT_EQ(reply.error, EPROTO);
@@ -111,7 +119,7 @@ TEST_F(ShareRequestReaderTest, AnotherVersionIsRefusedInItsOwnFraming) {
   ShareRequest old = Request(kShareMap);
   old.magic = ShareMagic(3);
   Send(old, 0, 16);  // version 3's request is 16 bytes
-  ASSERT_EQ(reader_.ReadFrom(socket()), Progress::kRefused);
+  ASSERT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kRefused);
   const ShareReply reply = ReplyIn(reader_.TakeRefusal());
   EXPECT_EQ(reply.magic, ShareMagic(3));
   EXPECT_EQ(reply.error, EPROTONOSUPPORT);
@@ -119,25 +127,54 @@ TEST_F(ShareRequestReaderTest, AnotherVersionIsRefusedInItsOwnFraming) {
 }
 
 // More descriptors than any request carries, sent in two messages: the
-// reader refuses as the excess comes, closes it, and hands the rest to
-// the caller to dispose of.
-TEST_F(ShareRequestReaderTest, TooManyDescriptorsAreRefusedAndNoneLeak) {
+// reader refuses as the excess comes, and closes none of them: each is
+// the caller's to dispose of (its close may wait).
+TEST_F(ShareRequestReaderTest, TooManyDescriptorsAreRefusedAndAllHandedOver) {
   std::vector<int> batch;
-  for (size_t i = 0; i < kShareBatch; ++i) batch.push_back(open("/dev/null", O_RDONLY));
-  const int one_more = open("/dev/null", O_RDONLY);
+  for (size_t i = 0; i < kShareBatch; ++i) batch.push_back(Memfd());
+  const int one_more = Memfd();
   const ShareRequest request = Request(kShareFill);
   const int before = OpenDescriptors();
   Send(request, 0, 8, batch);
-  EXPECT_EQ(reader_.ReadFrom(socket()), Progress::kPartial);
+  EXPECT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kPartial);
   Send(request, 8, 12, {one_more});
-  ASSERT_EQ(reader_.ReadFrom(socket()), Progress::kRefused);
+  ASSERT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kRefused);
   EXPECT_EQ(ReplyIn(reader_.TakeRefusal()).error, EMFILE);
   const std::vector<int> kept = reader_.TakeDescriptors();
-  EXPECT_EQ(kept.size(), kShareBatch);
-  EXPECT_EQ(OpenDescriptors(), before + static_cast<int>(kShareBatch));
+  EXPECT_EQ(kept.size(), kShareBatch + 1);
+  EXPECT_EQ(OpenDescriptors(), before + static_cast<int>(kShareBatch) + 1);
   for (int fd : kept) close(fd);
   for (int fd : batch) close(fd);
   close(one_more);
+}
+
+// A descriptor no request takes (a socket, a pipe, a file of another
+// filesystem) is refused as it comes, before the request is whole, and
+// handed over with the rest.
+TEST_F(ShareRequestReaderTest, DescriptorsOfOtherKindsAreRefusedAsTheyCome) {
+  int pipe_ends[2];
+  ASSERT_EQ(pipe2(pipe_ends, O_CLOEXEC), 0);
+  const int unix_socket = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  for (const int odd : {pipe_ends[0], unix_socket, null}) {
+    SCOPED_TRACE(odd);
+    reader_.Reset();
+    const int memfd = Memfd();
+    Send(Request(kShareFill), 0, 4, {memfd, odd});
+    ASSERT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kRefused);
+    const ShareReply reply = ReplyIn(reader_.TakeRefusal());
+    EXPECT_EQ(reply.error, EBADF);
+    EXPECT_NE(std::string(reply.message).find("never takes"), std::string::npos)
+        << reply.message;
+    const std::vector<int> kept = reader_.TakeDescriptors();
+    EXPECT_EQ(kept.size(), 2u);
+    for (int fd : kept) close(fd);
+    close(memfd);
+    // What is left of the request is the next connection's business.
+    char rest[sizeof(ShareRequest)];
+    (void)!recv(socket(), rest, sizeof rest, MSG_DONTWAIT);
+  }
+  for (int fd : {pipe_ends[0], pipe_ends[1], unix_socket, null}) close(fd);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -69,6 +70,18 @@ class ShareServerTest : public ::testing::Test {
         ReceiveReply(connection, &reply, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
     close(connection);
     return answered ? reply.error : -1;
+  }
+
+  // Requests are answered within `within`, and the server ends within 5 s.
+  void ExpectNoStall(absl::Duration within) {
+    for (int i = 0; i < 10; ++i) {
+      const absl::Time start = absl::Now();
+      EXPECT_EQ(Ask(absl::Seconds(2)), EBADF) << "request " << i;
+      EXPECT_LT(absl::Now() - start, within) << "request " << i;
+    }
+    const absl::Time start = absl::Now();
+    server_.reset();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   }
 
   std::unique_ptr<HostDevice> device_;
@@ -177,46 +190,143 @@ TEST_F(ShareServerTest, PeersNotLetInAreRefusedAtOnce) {
   EXPECT_EQ(Ask(), EBADF);
 }
 
-// A descriptor whose close blocks (here a TCP socket lingering over data
-// its peer never reads; on a real system, a file of a FUSE filesystem
-// whose server never answers FLUSH) stalls no worker, nor the server's
-// end.
-TEST_F(ShareServerTest, DescriptorsWhoseCloseBlocksStallNoOne) {
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(listen(listener, 16), 0);
-  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  std::vector<int> never_read;
-  for (int i = 0; i < ShareServer::kWorkers; ++i) {
+// Loopback TCP connections whose close blocks (SO_LINGER over a full send
+// queue its peer never reads): the attacker's way to make a close of ours
+// wait, as a file of a FUSE filesystem whose server never answers FLUSH
+// does on a real system. Closing the peers ends the lingering.
+class LingeringSockets {
+ public:
+  LingeringSockets() {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    address_.sin_family = AF_INET;
+    address_.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address_;
+    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&address_), sizeof address_), 0);
+    EXPECT_EQ(listen(listener_, 64), 0);
+    EXPECT_EQ(getsockname(listener_, reinterpret_cast<sockaddr*>(&address_), &length), 0);
+  }
+  ~LingeringSockets() {
+    for (int peer : never_read_) close(peer);
+    close(listener_);
+  }
+  // A socket whose last close lingers 30 s, or -1.
+  int Make() {
     const int lingering = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    connect(lingering, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    connect(lingering, reinterpret_cast<sockaddr*>(&address_), sizeof address_);
     pollfd connected = {lingering, POLLOUT, 0};
-    ASSERT_EQ(poll(&connected, 1, 1000), 1);
-    never_read.push_back(accept(listener, nullptr, nullptr));
+    if (poll(&connected, 1, 1000) != 1) return -1;
+    never_read_.push_back(accept(listener_, nullptr, nullptr));
     const std::string chunk(65536, 'x');
     while (write(lingering, chunk.data(), chunk.size()) > 0) {
     }
     const linger wait = {1, 30};
-    ASSERT_EQ(setsockopt(lingering, SOL_SOCKET, SO_LINGER, &wait, sizeof wait), 0);
+    if (setsockopt(lingering, SOL_SOCKET, SO_LINGER, &wait, sizeof wait) != 0) return -1;
+    return lingering;
+  }
+
+ private:
+  int listener_ = -1;
+  sockaddr_in address_ = {};
+  std::vector<int> never_read_;
+};
+
+// A descriptor whose close blocks, sent with a request: refused as it
+// comes (no request takes a socket), and its close stalls no worker, nor
+// the server's end.
+TEST_F(ShareServerTest, DescriptorsWhoseCloseBlocksStallNoOne) {
+  LingeringSockets sockets;
+  for (int i = 0; i < ShareServer::kWorkers; ++i) {
+    const int lingering = sockets.Make();
+    ASSERT_GE(lingering, 0);
     const int connection = ConnectToShare(server_->address());
     const ShareRequest request = MakeShareRequest(kShareMap);
     ASSERT_TRUE(SendRaw(connection, &request, sizeof request, lingering));
     close(lingering);  // the server's copy is now the last
     ShareReply reply;
     ASSERT_TRUE(ReceiveReply(connection, &reply, 2000)) << i;
-    EXPECT_EQ(reply.error, EXDEV);
+    EXPECT_EQ(reply.error, EBADF) << reply.message;
     close(connection);
   }
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(Ask(absl::Seconds(1)), EBADF);
-  const absl::Time start = absl::Now();
-  server_.reset();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  for (int peer : never_read) close(peer);  // the lingering closes end
-  close(listener);
+  ExpectNoStall(absl::Milliseconds(500));
+}
+
+// More descriptors than a request carries, all the last references to a
+// lingering socket: the excess is refused, and closed off the
+// connections' thread.
+TEST_F(ShareServerTest, ExcessDescriptorsAreClosedOffTheConnectionsThread) {
+  LingeringSockets sockets;
+  const int lingering = sockets.Make();
+  ASSERT_GE(lingering, 0);
+  // One message with one descriptor more than a request carries (and
+  // more than the library's SendWithDescriptors sends).
+  const std::vector<int> copies(kShareBatch + 1, lingering);
+  const int connection = ConnectToShare(server_->address());
+  const ShareRequest request = MakeShareRequest(kShareFill);
+  ASSERT_EQ(cudafs_test::SendWithAnyDescriptors(connection, &request, sizeof request, copies),
+            static_cast<ssize_t>(sizeof request));
+  close(lingering);
+  ShareReply reply;
+  ASSERT_TRUE(ReceiveReply(connection, &reply, 2000));
+  EXPECT_EQ(reply.error, EMFILE) << reply.message;
+  close(connection);
+  ExpectNoStall(absl::Milliseconds(500));
+}
+
+// A connection ended with a message still unread that carries a
+// lingering socket: closing the connection releases it, off the
+// connections' thread.
+TEST_F(ShareServerTest, UnreadDescriptorsOfAnEndedConnectionStallNoOne) {
+  LingeringSockets sockets;
+  for (int i = 0; i < 3; ++i) {
+    const int lingering = sockets.Make();
+    ASSERT_GE(lingering, 0);
+    const int connection = ConnectToShare(server_->address());
+    // A whole request (refused: no descriptor), then a message the server
+    // never reads, with the socket.
+    const ShareRequest request = MakeShareRequest(kShareMap);
+    const char extra = 'x';
+    ASSERT_TRUE(SendRaw(connection, &request, sizeof request));
+    ASSERT_EQ(SendWithDescriptors(connection, &extra, 1, &lingering, 1, 0), 1);
+    close(lingering);
+    ShareReply reply;
+    ASSERT_TRUE(ReceiveReply(connection, &reply, 2000)) << i;
+    EXPECT_EQ(reply.error, EBADF) << reply.message;
+    close(connection);
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // the connections dropped
+  EXPECT_GE(server_->stats().closing, 1u);
+  ExpectNoStall(absl::Milliseconds(500));
+}
+
+// Other users holding every connection they may still leave some for the
+// owner (and root), whose maps go on.
+TEST_F(ShareServerTest, SomeConnectionsAreKeptForTheOwner) {
+  ShareSettings settings;
+  settings.allow_other = true;
+  Start(settings);
+  const std::string address = server_->address();
+  const size_t others = ShareServer::kMaxConnections - ShareServer::kReservedForOwner;
+  std::vector<pid_t> attackers;
+  for (size_t held = 0; held < others; held += ShareServer::kMaxPerUser) {
+    const uid_t uid = static_cast<uid_t>(20000 + attackers.size());
+    attackers.push_back(RunAsUntilKilled(uid, [&] {
+      for (int i = 0; i < ShareServer::kMaxPerUser; ++i) (void)ConnectToShare(address);
+    }));
+  }
+  absl::SleepFor(absl::Milliseconds(100));  // accepted
+  // One more user is turned away; the owner is not.
+  int other_error = -1;
+  const pid_t late = RunAsUntilKilled(30000, [&] {
+    const int connection = ConnectToShare(address);
+    ShareReply reply;
+    if (ReceiveReply(connection, &reply, 1000)) other_error = reply.error;
+    _exit(other_error == EAGAIN ? 0 : 1);
+  });
+  int status = 0;
+  waitpid(late, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "another user was let in";
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(Ask(absl::Seconds(1)), EBADF) << "request " << i;
+  for (pid_t attacker : attackers) Kill(attacker);
 }
 
 TEST_F(ShareServerTest, MalformedRequestsAreRefusedInWords) {

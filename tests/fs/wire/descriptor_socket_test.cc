@@ -17,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/support/open_descriptors.h"
+#include "tests/support/raw_share_client.h"
 
 namespace cudafs {
 namespace {
@@ -167,26 +168,13 @@ TEST_F(WireDescriptorSocketTest, DescriptorsWhereNoneAreTakenAreRefused) {
 }
 
 // A peer using sendmsg(2) itself can send up to SCM_MAX_FD descriptors at
-// once, more than the receiver's buffer holds: the kernel truncates the
-// control data, and the receiver refuses and keeps none.
+// once, more than a receiver asks for: it refuses and keeps none.
 TEST_F(WireDescriptorSocketTest, AFloodOfDescriptorsIsRefusedWithoutALeak) {
   constexpr size_t kFlood = 200;
   static_assert(kFlood > kMaxDescriptorsPerMessage);
   const std::vector<int> flood = Files(kFlood);
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * kFlood));
   char byte = 'x';
-  iovec io = {&byte, 1};
-  msghdr header = {};
-  header.msg_iov = &io;
-  header.msg_iovlen = 1;
-  header.msg_control = control.data();
-  header.msg_controllen = control.size();
-  cmsghdr* c = CMSG_FIRSTHDR(&header);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * kFlood);
-  std::memcpy(CMSG_DATA(c), flood.data(), sizeof(int) * kFlood);
-  ASSERT_EQ(sendmsg(sender(), &header, 0), 1);
+  ASSERT_EQ(cudafs_test::SendWithAnyDescriptors(sender(), &byte, 1, flood), 1);
   CloseAll(flood);
   const int before = OpenDescriptors();
   std::vector<int> fds;
@@ -197,6 +185,21 @@ TEST_F(WireDescriptorSocketTest, AFloodOfDescriptorsIsRefusedWithoutALeak) {
   EXPECT_TRUE(refused);
   EXPECT_TRUE(fds.empty());
   EXPECT_EQ(OpenDescriptors(), before);
+}
+
+// A server's receive keeps all the kernel passes at once (SCM_MAX_FD), so
+// that the kernel drops, and closes on the server's thread, none.
+TEST_F(WireDescriptorSocketTest, AServerKeepsAsManyAsTheKernelPasses) {
+  const std::vector<int> most = Files(kMaxDescriptorsTheKernelPasses);
+  char byte = 'x';
+  ASSERT_EQ(cudafs_test::SendWithAnyDescriptors(sender(), &byte, 1, most), 1);
+  CloseAll(most);
+  std::vector<int> fds;
+  bool truncated = true;
+  EXPECT_EQ(ReceiveKeepingDescriptors(receiver(), &byte, 1, 0, &fds, &truncated), 1);
+  EXPECT_FALSE(truncated);
+  EXPECT_EQ(fds.size(), kMaxDescriptorsTheKernelPasses);
+  CloseAll(fds);
 }
 
 // A message cut short by a peer that goes away: the receiver gets what
