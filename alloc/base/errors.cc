@@ -6,6 +6,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 
 namespace cudafs {
 namespace {
@@ -16,6 +17,19 @@ absl::Status PosixError(int error_number, absl::string_view message) {
   absl::Status status = absl::ErrnoToStatus(error_number, message);
   status.SetPayload(kErrnoPayload, absl::Cord(std::to_string(error_number)));
   return status;
+}
+
+absl::Status DescriptorError(int error_number, absl::string_view what) {
+  switch (error_number) {
+    case EMFILE:
+      return PosixError(EMFILE, absl::StrCat(what, ": the daemon is out of file descriptors "
+                                                   "(its open-file limit, RLIMIT_NOFILE)"));
+    case ENFILE:
+      return PosixError(ENFILE, absl::StrCat(what, ": the system is out of file descriptors "
+                                                   "(fs.file-max)"));
+    default:
+      return PosixError(error_number, what);
+  }
 }
 
 int ToErrno(const absl::Status& status) {

@@ -12,6 +12,12 @@ namespace cudafs {
 
 absl::Status PosixError(int error_number, absl::string_view message = "");
 
+// A failure to make a descriptor (memfd_create, dup, open) while doing
+// `what`. EMFILE and ENFILE keep their errno and say whose limit ran out:
+// absl reads both as ResourceExhausted, which would reach the caller as
+// ENOSPC, a full filesystem.
+absl::Status DescriptorError(int error_number, absl::string_view what);
+
 // The errno a status stands for: the PosixError payload when present, else
 // the closest errno for its code (ResourceExhausted -> ENOSPC, anything
 // unexpected -> EIO). 0 for OK.

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "alloc/base/errors.h"
 #include "alloc/base/file_pages.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -257,7 +258,7 @@ bool HostDevice::NotSharedOtherwise(DeviceRange range) const {
 absl::StatusOr<int> HostDevice::SharedMemory(uint64_t offset, uint64_t length) {
   if (auto it = shared_.find(offset); it != shared_.end()) return it->second.fd;
   const int fd = memfd_create("cudafs-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "memfd_create");
+  if (fd < 0) return DescriptorError(errno, "memfd_create for a shared range");
   // The range's bytes go into the memfd, which then replaces the anonymous
   // pages at the same address (the caller keeps writers of the range out).
   absl::Status status;
@@ -294,7 +295,7 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> HostDevice::ExportShared(
     absl::StatusOr<int> fd = SharedMemory(range.offset, range.length);
     if (!fd.ok()) return fd.status();
     const int copy = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
-    if (copy < 0) return absl::ErrnoToStatus(errno, "dup of a shared range");
+    if (copy < 0) return DescriptorError(errno, "dup of a shared range");
     exported->Add(copy, range.length);
   }
   return exported;

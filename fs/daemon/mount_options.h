@@ -66,8 +66,9 @@ struct MountOptions {
   // as their reserves (RoomKeeper::Options::ready).
   std::optional<uint64_t> spill_ready;
   // gpu_idle=: how long the GPU backend keeps its context with nothing
-  // stored; InfiniteDuration: never released.
-  absl::Duration gpu_idle = absl::Seconds(5);
+  // stored; InfiniteDuration: never released. Unset: MountPlan's default
+  // (set or not matters: it means nothing without a GPU).
+  std::optional<absl::Duration> gpu_idle;
   uint64_t min_block = 4096;  // power of two, 4 KiB .. 1 GiB
   bool noatime = false;
   // direct_io_min=: files at least this large when opened, and O_DIRECT

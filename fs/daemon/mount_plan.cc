@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <bit>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "alloc/base/sizes.h"
 
 namespace cudafs {
@@ -19,6 +21,17 @@ namespace {
 uint64_t MaxExtent(uint64_t capacity, uint64_t min_block) {
   return std::max(std::clamp<uint64_t>(std::bit_floor(capacity / 128), kMiB, 32 * kMiB),
                   min_block);
+}
+
+// The options given that only mean something for GPUs, as written.
+std::vector<std::string> GpuOptionsGiven(const MountOptions& options) {
+  std::vector<std::string> given;
+  if (options.reserve.bytes || options.reserve.percent) given.push_back("reserve=");
+  if (options.spill.bytes || options.spill.percent) given.push_back("spill=");
+  if (options.spill_ready) given.push_back("spill_ready=");
+  if (!options.device.empty()) given.push_back("device=");
+  if (options.gpu_idle) given.push_back("gpu_idle=");
+  return given;
 }
 
 }  // namespace
@@ -51,6 +64,10 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
   }
   if (gpu_less && !options.device.empty()) {
     return absl::InvalidArgumentError("device= picks GPUs: this backend has no GPU");
+  }
+  if (gpu_less && options.gpu_idle) {
+    return absl::InvalidArgumentError(
+        "gpu_idle= releases a GPU's context: this backend has no GPU");
   }
   FuseSettings fuse;
   if (options.uring != MountOptions::Uring::kOff) {
@@ -86,6 +103,15 @@ FuseSettings MountPlan::FuseSettingsFor(BackendKind backend) const {
   FuseSettings fuse = fuse_;
   fuse.cache = CacheBytes(backend) > 0;
   return fuse;
+}
+
+std::string MountPlan::UnusedOptionsNotice(BackendKind backend) const {
+  if (options_.backend != BackendKind::kAuto || backend != BackendKind::kHost) return "";
+  const std::vector<std::string> given = GpuOptionsGiven(options_);
+  if (given.empty()) return "";
+  return absl::StrCat("cudafs: ", absl::StrJoin(given, ", "),
+                      given.size() == 1 ? " has" : " have",
+                      " no effect: without a GPU the files are in host memory");
 }
 
 uint64_t MountPlan::CacheBytes(BackendKind backend) const {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "fs/core/filesystem.h"
 #include "fs/daemon/mount_options.h"
 #include "fs/fuse/fuse_settings.h"
@@ -64,6 +65,10 @@ class MountPlan {
   // memory gets none: there the cache is one more memcpy and loses
   // (DESIGN, *Write-back cache*).
   static constexpr uint64_t kDefaultGpuCacheBytes = 64 * kMiB;
+  // Default gpu_idle=: an idle mount gives its GPU context back this soon
+  // (DESIGN, *GPU context*), while a program's next write, moments later,
+  // does not pay the context again.
+  static constexpr absl::Duration kDefaultGpuIdle = absl::Seconds(5);
 
   // Everything that needs no device: refuses what the machine cannot honor
   // (a cache beyond half its memory, uring=on without io_uring) and GPU
@@ -81,6 +86,10 @@ class MountPlan {
   FilesystemConfig FilesystemConfigFor(uint64_t capacity, BackendKind backend) const;
   // The FUSE glue's fixed settings on `backend`, the one opened.
   FuseSettings FuseSettingsFor(BackendKind backend) const;
+  // For the mount's stderr once `backend` is opened: the GPU options given
+  // that it ignores (backend=auto that found no GPU; an explicit backend
+  // without GPUs refuses them in Make), or empty.
+  std::string UnusedOptionsNotice(BackendKind backend) const;
 
   const MountOptions& options() const { return options_; }
 

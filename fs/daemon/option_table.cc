@@ -360,7 +360,7 @@ const std::vector<MountOptionSpec>& Table() {
                             "so an idle mount costs the GPU nothing and lists no process in "
                             "`nvidia-smi`; the first write after a release makes the context "
                             "again (see *Data path*)"}},
-       .default_value = "5"},
+       .default_text = "5"},
       {.names = "min_block",
        .value = kRequired,
        .apply = Into<&MountOptions::min_block>(ParseMinBlock),

@@ -78,7 +78,7 @@ absl::StatusOr<Storage> OpenStorage(const MountPlan& plan) {
   absl::StatusOr<OpenedDevice> opened = OpenDevice(DeviceRequest{
       .kind = options.backend,
       .gpus = options.device,
-      .gpu_idle = options.gpu_idle,
+      .gpu_idle = options.gpu_idle.value_or(MountPlan::kDefaultGpuIdle),
       .arena_size = sizer,
       .reserve =
           [&](uint64_t gpu_memory) {
@@ -94,6 +94,9 @@ absl::StatusOr<Storage> OpenStorage(const MountPlan& plan) {
   storage.backend = options.backend != BackendKind::kAuto ? options.backend
                     : opened->notice.empty()              ? BackendKind::kCuda
                                                           : BackendKind::kHost;
+  if (const std::string unused = plan.UnusedOptionsNotice(storage.backend); !unused.empty()) {
+    std::fprintf(stderr, "%s\n", unused.c_str());
+  }
   storage.device = std::move(opened->device);
   if (const char* env = std::getenv("CUDAFS_FAULT_INJECTION");
       env != nullptr && std::string_view(env) == "1") {

@@ -292,6 +292,17 @@ TEST(CliTest, SpillWithoutAGpuBackendIsRefused) {
   }
 }
 
+TEST(CliTest, GpuIdleWithoutAGpuBackendIsRefused) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  for (const char* options : {"backend=host,gpu_idle=2", "backend=null,gpu_idle=never"}) {
+    SCOPED_TRACE(options);
+    EXPECT_TRUE(Refused({kBinary, dir.path(), "-o", options}, kExitUsage,
+                        "gpu_idle= releases a GPU's context: this backend has no GPU",
+                        dir.path()));
+  }
+}
+
 TEST(CliTest, MissingMountpointIsRefused) {
   EXPECT_TRUE(Refused({kBinary}, kExitUsage, "MOUNTPOINT", ""));
   EXPECT_TRUE(Refused({kBinary, "-o", "backend=host"}, kExitUsage, "MOUNTPOINT", ""));
@@ -374,6 +385,27 @@ TEST(CliTest, AutoBackendFallsBackToHostMemoryWithNotice) {
   const std::optional<std::string> read_back = ReadFile(file);
   ASSERT_TRUE(read_back.has_value());
   EXPECT_TRUE(BytesEqual(*read_back, data));
+}
+
+// backend=auto without a GPU mounts in host memory, and says which GPU
+// options that leaves without effect rather than taking them in silence.
+TEST(CliTest, AutoBackendInHostMemoryNamesTheGpuOptionsItIgnores) {
+  SKIP_UNLESS_CAN_MOUNT();
+  if (HaveGpu()) GTEST_SKIP() << "this machine has a usable GPU";
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const CommandResult result = RunCommand(
+      {kBinary, dir.path(), "-o", "backend=auto,size=64m,reserve=1g,spill_ready=8m"}, 60s);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  ASSERT_TRUE(IsMounted(dir.path()));
+  const std::vector<std::string> lines = Lines(result.err);
+  ASSERT_EQ(lines.size(), 2u) << result.err;
+  EXPECT_NE(lines[0].find("host memory"), std::string::npos) << result.err;
+  EXPECT_EQ(lines[1],
+            "cudafs: reserve=, spill_ready= have no effect: without a GPU the files are in host "
+            "memory");
+  ASSERT_TRUE(WriteFile(dir.path() + "/file", "still works"));
+  EXPECT_EQ(ReadFile(dir.path() + "/file"), "still works");
 }
 
 // ---------------------------------------------------------------------------

@@ -1,9 +1,12 @@
 #include "alloc/devices/host_device.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "alloc/base/errors.h"
 #include "gtest/gtest.h"
 #include "tests/support/random_pattern.h"
 
@@ -397,6 +401,29 @@ TEST(HostDeviceTest, DecommitReleasesASharedRangesMemoryFromImporters) {
   EXPECT_EQ(st.st_blocks, 0) << "the importer's mapping holds no memory";
   EXPECT_TRUE(std::string_view(view, kLength) == std::string(kLength, '\0'));
   munmap(view, kLength);
+}
+
+// A daemon out of descriptors is not a full filesystem: sharing a range
+// then fails with EMFILE and says so, not with ENOSPC.
+TEST(HostDeviceTest, ExportSharedOutOfDescriptorsSaysSo) {
+  std::unique_ptr<HostDevice> device = MakeDevice(2 * kGranule);
+  ASSERT_TRUE(device->Commit(0, kGranule).ok());
+  rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  // Every descriptor up to the limit taken, so the next one cannot be made.
+  rlimit low = saved;
+  low.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> taken;
+  for (int fd; (fd = dup(0)) >= 0;) taken.push_back(fd);
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
+      device->ExportShared(kGranule, {{0, kGranule}});
+  for (int fd : taken) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_FALSE(exported.ok());
+  EXPECT_EQ(ToErrno(exported.status()), EMFILE) << exported.status();
+  EXPECT_NE(exported.status().message().find("out of file descriptors"), std::string::npos)
+      << exported.status();
 }
 
 }  // namespace

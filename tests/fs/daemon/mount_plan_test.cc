@@ -105,6 +105,34 @@ TEST(MountPlanTest, DeviceIsForGpus) {
   }
 }
 
+TEST(MountPlanTest, GpuIdleIsForGpus) {
+  EXPECT_TRUE(MountPlan::Make(Options("gpu_idle=1"), Facts()).ok());
+  EXPECT_TRUE(MountPlan::Make(Options("gpu_idle=never,backend=cuda"), Facts()).ok());
+  for (const char* options : {"gpu_idle=1,backend=host", "gpu_idle=5,backend=null"}) {
+    SCOPED_TRACE(options);
+    const absl::Status status = MountPlan::Make(Options(options), Facts()).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "gpu_idle=")) << status;
+  }
+}
+
+// backend=auto cannot refuse GPU options before it knows there is no GPU:
+// once it fell back to host memory, it names those it ignores.
+TEST(MountPlanTest, AutoInHostMemoryNamesTheGpuOptionsItIgnores) {
+  absl::StatusOr<MountPlan> plan =
+      MountPlan::Make(Options("reserve=1g,spill=2g,spill_ready=0,device=1,gpu_idle=5"), Facts());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->UnusedOptionsNotice(BackendKind::kHost),
+            "cudafs: reserve=, spill=, spill_ready=, device=, gpu_idle= have no effect: "
+            "without a GPU the files are in host memory");
+  EXPECT_EQ(plan->UnusedOptionsNotice(BackendKind::kCuda), "") << "the GPU was found";
+  plan = MountPlan::Make(Options("reserve=0"), Facts());
+  EXPECT_EQ(plan->UnusedOptionsNotice(BackendKind::kHost),
+            "cudafs: reserve= has no effect: without a GPU the files are in host memory");
+  plan = MountPlan::Make(Options("size=1g,cache=8m"), Facts());
+  EXPECT_EQ(plan->UnusedOptionsNotice(BackendKind::kHost), "") << "no GPU option given";
+}
+
 // In host memory the cache is one more copy (and measured slower): none
 // unless asked for. On a GPU, and on null, which stands in for one, 64 MiB.
 TEST(MountPlanTest, CacheByDefaultOnlyWhereTheDataIsOnAGpu) {
