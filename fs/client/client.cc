@@ -40,9 +40,11 @@ namespace {
 using cudafs::ShareReply;
 using cudafs::client::Ask;
 using cudafs::client::Begin;
+using cudafs::client::BoundReplies;
 using cudafs::client::Fail;
 using cudafs::client::Pieces;
 using cudafs::client::ReceivePieces;
+using cudafs::client::ReplyBoundSeconds;
 using cudafs::client::SendImported;
 
 int MapHost(const Pieces& pieces, cudafs_mapping* out) {
@@ -105,6 +107,7 @@ int CopyHost(int connection, const Pieces& plan, cudafs_mapping* out) {
     result = AllocateHere(fd, plan.sizes[i]);
   }
   ShareReply filled;
+  if (result == 0) result = BoundReplies(connection, ReplyBoundSeconds(plan.total));
   if (result == 0) result = Ask(connection, cudafs::kShareFill, 0, plan.total, memory, &filled);
   if (result == 0) {
     Pieces pieces = plan;
@@ -376,6 +379,7 @@ int CopyCuda(int connection, const ShareReply& reply, const Pieces& plan, cudafs
         memory.push_back(fd);
       }
     }
+    if (result == 0) result = BoundReplies(connection, ReplyBoundSeconds(plan.total));
     if (result == 0) result = Ask(connection, cudafs::kShareFill, 0, plan.total, memory, &filled);
     for (int fd : memory) close(fd);
     return result;

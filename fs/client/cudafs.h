@@ -59,7 +59,9 @@ enum cudafs_memory {
 /* Maps the file at `path`, opened for reading (for writing too with
  * CUDAFS_MAP_WRITABLE). Errors, besides open(2)'s:
  *   -EXDEV       the file is not on a cudafs mount (or the mount's daemon
- *                offers no sharing)
+ *                offers no sharing, or only a bind mount of a directory
+ *                in it is visible, where the daemon cannot be found
+ *                safely: its socket is named at the mount's root only)
  *   -EINVAL      an empty file, or not a regular file; with
  *                CUDAFS_MAP_WRITABLE, a file under 2 MiB
  *   -EACCES      the mount lets only its owner in (no allow_other); with
@@ -73,6 +75,10 @@ enum cudafs_memory {
  *   -ENOSPC      no room on the mount for moving the file
  *   -EAGAIN      the daemon had too many requests at once, for seconds;
  *                or a copy's bytes moved between GPUs meanwhile
+ *   -EPERM       the socket named is served by neither the mount's owner
+ *                nor root: not its daemon (nothing is sent to it)
+ *   -ETIMEDOUT   the daemon accepted and did not answer in time (30 s,
+ *                and 1 s more per 128 MiB of the file or copy)
  *   -EPROTONOSUPPORT  a daemon of another cudafs version
  *   -ENOSYS      GPU memory, and no usable CUDA driver in this process
  *   -ENODEV      GPU memory of a GPU this process does not see

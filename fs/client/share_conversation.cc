@@ -1,13 +1,16 @@
 #include "fs/client/share_conversation.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstddef>
 #include <cstring>
 
@@ -20,47 +23,122 @@ namespace {
 
 constexpr uint32_t kMagic = ShareMagic(kShareVersion);
 
+// Why a receive that got `got` bytes failed: the bound of BoundReplies
+// passed, or a short or refused message (`otherwise`).
+int ReceiveFailed(int connection, ssize_t got, int error, const char* otherwise) {
+  if (got < 0 && (error == EAGAIN || error == EWOULDBLOCK)) {
+    timeval bound = {};
+    socklen_t length = sizeof bound;
+    getsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &bound, &length);
+    return Fail(ETIMEDOUT, "the cudafs daemon did not answer within %ld s",
+                static_cast<long>(bound.tv_sec));
+  }
+  return Fail(EIO, "%s", otherwise);
+}
+
 // Receives exactly `size` bytes and up to `max` descriptors (appended to
-// `fds`); false on anything else.
-bool ReceiveExactly(int connection, void* message, size_t size, size_t max, std::vector<int>* fds) {
+// `fds`): 0, or an error saying that `what` was not received.
+int ReceiveExactly(int connection, void* message, size_t size, size_t max, std::vector<int>* fds,
+                   const char* what) {
   bool refused = false;
   const ssize_t got =
       ReceiveWithDescriptors(connection, message, size, MSG_WAITALL, max, fds, &refused);
-  return got == static_cast<ssize_t>(size) && !refused;
+  if (got == static_cast<ssize_t>(size) && !refused) return 0;
+  return ReceiveFailed(connection, got, errno, what);
+}
+
+// The socket the root of `mount` names, read through a descriptor of the
+// directory at its mountpoint, which must be of the file's `device`
+// (another mount over the mountpoint would answer otherwise).
+int SocketOf(const CudafsMount& mount, dev_t device, std::string* address) {
+  const char* path = mount.mountpoint.c_str();
+  const int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return Fail(EXDEV, "%s: %s", path, std::strerror(errno));
+  struct stat st;
+  char name[256];
+  ssize_t length = -1;
+  int error = EXDEV;
+  if (fstat(root, &st) == 0 && st.st_dev == device) {
+    length = fgetxattr(root, kShareSocketAttribute, name, sizeof name);
+    error = errno;
+  }
+  close(root);
+  if (length < 0 && error == EXDEV) {
+    return Fail(EXDEV, "%s is covered by another mount: its daemon cannot be found", path);
+  }
+  if (length <= 1 || name[0] != '@') {
+    return Fail(EXDEV, "%s offers no sharing (%s)", path,
+                length < 0 ? std::strerror(error) : "no socket named");
+  }
+  address->assign(name, static_cast<size_t>(length));
+  return 0;
 }
 
 }  // namespace
 
-int Connect(const std::string& mountpoint, int* connection) {
-  char name[256];
-  const ssize_t length = getxattr(mountpoint.c_str(), kShareSocketAttribute, name, sizeof name);
-  if (length <= 1 || name[0] != '@') {
-    return Fail(EXDEV, "%s offers no sharing (%s)", mountpoint.c_str(),
-                length < 0 ? std::strerror(errno) : "no socket named");
+int ReplyBoundSeconds(uint64_t bytes) {
+  constexpr uint64_t kFloorSeconds = 30;
+  constexpr uint64_t kSlowBytesPerSecond = uint64_t{128} << 20;
+  return static_cast<int>(std::min<uint64_t>(kFloorSeconds + bytes / kSlowBytesPerSecond, INT_MAX));
+}
+
+int BoundReplies(int connection, int seconds) {
+  const timeval bound = {seconds, 0};
+  if (setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound) != 0) {
+    return Fail(errno, "setsockopt SO_RCVTIMEO: %s", std::strerror(errno));
   }
-  sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  const size_t bytes =
-      std::min<size_t>(static_cast<size_t>(length) - 1, sizeof address.sun_path - 1);
-  std::memcpy(address.sun_path + 1, name + 1, bytes);
+  return 0;
+}
+
+int ConnectTo(const std::string& address, uid_t owner, int* connection) {
+  if (address.size() < 2 || address[0] != '@') {
+    return Fail(EXDEV, "%s is no abstract socket address", address.c_str());
+  }
+  sockaddr_un socket_address = {};
+  socket_address.sun_family = AF_UNIX;
+  const size_t bytes = std::min(address.size() - 1, sizeof socket_address.sun_path - 1);
+  std::memcpy(socket_address.sun_path + 1, address.data() + 1, bytes);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Fail(errno, "socket: %s", std::strerror(errno));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address),
+  ucred peer = {};
+  socklen_t length = sizeof peer;
+  int result = 0;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&socket_address),
               static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + bytes)) != 0) {
-    const int error = errno;
+    result = Fail(EIO, "cannot reach the cudafs daemon at %s: %s", address.c_str(),
+                  std::strerror(errno));
+  } else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) {
+    result = Fail(EIO, "SO_PEERCRED: %s", std::strerror(errno));
+  } else if (peer.uid != owner && peer.uid != 0) {
+    result = Fail(EPERM,
+                  "%s is served by uid %u, not by the mount's owner (uid %u) or root: not its "
+                  "daemon, so nothing was sent",
+                  address.c_str(), static_cast<unsigned>(peer.uid), static_cast<unsigned>(owner));
+  } else {
+    result = BoundReplies(fd, ReplyBoundSeconds(0));
+  }
+  if (result != 0) {
     close(fd);
-    return Fail(EIO, "cannot reach the cudafs daemon of %s: %s", mountpoint.c_str(),
-                std::strerror(error));
+    return result;
   }
   *connection = fd;
   return 0;
 }
 
-int ConnectFor(int fd, std::string* mountpoint, int* connection) {
+int ConnectFor(int fd, int* connection) {
   struct stat st;
   if (fstat(fd, &st) != 0) return Fail(errno, "fstat: %s", std::strerror(errno));
-  if (int r = FindCudafsMount(st.st_dev, mountpoint); r != 0) return r;
-  return Connect(*mountpoint, connection);
+  CudafsMount mount;
+  std::string address;
+  if (int r = FindCudafsMount(st.st_dev, &mount); r != 0) return r;
+  if (int r = SocketOf(mount, st.st_dev, &address); r != 0) return r;
+  if (int r = ConnectTo(address, mount.owner, connection); r != 0) return r;
+  const int r = BoundReplies(*connection, ReplyBoundSeconds(static_cast<uint64_t>(st.st_size)));
+  if (r != 0) {
+    close(*connection);
+    *connection = -1;
+  }
+  return r;
 }
 
 int ReceiveReply(int connection, ShareReply* reply) {
@@ -69,6 +147,8 @@ int ReceiveReply(int connection, ShareReply* reply) {
   *reply = {};
   const ssize_t got =
       ReceiveWithDescriptors(connection, reply, sizeof *reply, MSG_WAITALL, 0, &none, &refused);
+  if (got < 0)
+    return ReceiveFailed(connection, got, errno, "the cudafs daemon sent no valid reply");
   const uint32_t version = got >= 4 ? ShareVersionOf(reply->magic) : 0;
   const bool framed = got == static_cast<ssize_t>(sizeof *reply) ||
                       (version != 0 && version != kShareVersion &&
@@ -104,10 +184,9 @@ int Ask(int connection, uint32_t op, uint32_t flags, uint64_t memory_bytes,
 }
 
 int Begin(int file, uint32_t op, uint32_t flags, int* connection, ShareReply* reply) {
-  std::string mountpoint;
   useconds_t pause = 1000;
   for (int attempt = 0;; ++attempt) {
-    if (int r = ConnectFor(file, &mountpoint, connection); r != 0) return r;
+    if (int r = ConnectFor(file, connection); r != 0) return r;
     const int result = Ask(*connection, op, flags, 0, {file}, reply);
     if (result != -EAGAIN || attempt == 12) return result;
     close(*connection);
@@ -121,12 +200,16 @@ int ReceivePieces(int connection, const ShareReply& reply, bool plan, Pieces* pi
   while (pieces->sizes.size() < reply.pieces) {
     SharePieces batch;
     const size_t before = pieces->fds.size();
-    const bool whole = ReceiveExactly(connection, &batch, sizeof batch,
-                                      plan ? 0 : before + kShareBatch, &pieces->fds);
+    const char* malformed = "the cudafs daemon sent a malformed list of pieces";
+    if (int r = ReceiveExactly(connection, &batch, sizeof batch, plan ? 0 : before + kShareBatch,
+                               &pieces->fds, malformed);
+        r != 0) {
+      return r;
+    }
     const size_t count = plan ? batch.count : pieces->fds.size() - before;
-    if (!whole || batch.magic != kMagic || count == 0 || batch.count != count ||
-        count > kShareBatch || pieces->sizes.size() + count > reply.pieces) {
-      return Fail(EIO, "the cudafs daemon sent a malformed list of pieces");
+    if (batch.magic != kMagic || count == 0 || batch.count != count || count > kShareBatch ||
+        pieces->sizes.size() + count > reply.pieces) {
+      return Fail(EIO, "%s", malformed);
     }
     for (size_t i = 0; i < count; ++i) {
       if (reply.kind == kShareCuda && batch.piece_gpu[i] >= reply.gpus) {

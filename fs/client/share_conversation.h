@@ -5,6 +5,8 @@
 #ifndef CUDAFS_FS_CLIENT_SHARE_CONVERSATION_H_
 #define CUDAFS_FS_CLIENT_SHARE_CONVERSATION_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,12 +15,29 @@
 
 namespace cudafs::client {
 
-// Connects to the share socket named by the root attribute of the mount
-// at `mountpoint`: -EXDEV when it names none.
-int Connect(const std::string& mountpoint, int* connection);
+// The longest wait for one reply of the daemon about `bytes` (of the
+// file asked for, or of a copy's memory): 30 s, for a daemon busy with
+// other requests, plus the bytes at 128 MiB/s, for moving or copying them
+// (about an eighth of the slowest rate measured, host memory committed
+// fresh at 1 GB/s): 10 GiB gets 110 s.
+int ReplyBoundSeconds(uint64_t bytes);
 
-// Connects to the share socket of the mount holding open file `fd`.
-int ConnectFor(int fd, std::string* mountpoint, int* connection);
+// Waits for each reply on `connection` at most `seconds` (SO_RCVTIMEO):
+// past that, ReceiveReply and ReceivePieces fail with -ETIMEDOUT, saying
+// so, rather than hang on a daemon that accepted and does not answer.
+int BoundReplies(int connection, int seconds);
+
+// Connects to the abstract socket `address` ("@NAME") of the daemon of a
+// mount that `owner` mounted. Anyone may listen on any free name, so the
+// listener must run as `owner` or root (SO_PEERCRED), else -EPERM, and
+// nothing is sent. Each reply is then awaited ReplyBoundSeconds(0) at
+// most.
+int ConnectTo(const std::string& address, uid_t owner, int* connection);
+
+// Connects to the daemon of the mount holding open file `fd` (the socket
+// named at the root of the mount, mount_table.h), waiting for each reply
+// at most ReplyBoundSeconds(the file's size): -EXDEV when there is none.
+int ConnectFor(int fd, int* connection);
 
 // The daemon's reply; a refusal it sent becomes the error. A daemon of
 // another protocol version refuses in a reply whose layout up to the

@@ -44,6 +44,12 @@ namespace cudafs {
 
 using InodeNumber = uint64_t;
 inline constexpr InodeNumber kRootInode = 1;  // FUSE_ROOT_ID
+// Extended attribute names in this namespace are cudafs's own: the
+// control attributes of the mount's root (answered before the Filesystem
+// is asked, fs/fuse/control_attributes.h) and kWhereAttribute. No inode
+// stores one, so a directory's owner cannot make a name of theirs pass for
+// the daemon's (behind a bind mount, their directory is a mount's root).
+inline constexpr char kCudafsAttributePrefix[] = "user.cudafs.";
 // A read-only extended attribute of every regular file: Where's answer.
 inline constexpr char kWhereAttribute[] = "user.cudafs.where";
 
@@ -219,7 +225,9 @@ class Filesystem {
 
   // Extended attributes. Namespaces: user.* (regular files and directories),
   // trusted.* and security.*; listing shows trusted.* names to uid 0 only.
-  // Their names and values take inode space (see StatFs).
+  // Their names and values take inode space (see StatFs). Names under
+  // kCudafsAttributePrefix are never stored: setting one is EPERM, and
+  // removing one ENODATA (kWhereAttribute of a regular file: EPERM).
   absl::Status SetExtendedAttribute(InodeNumber ino, absl::string_view name,
                                     absl::string_view value, int flags);
   absl::StatusOr<std::string> GetExtendedAttribute(InodeNumber ino, absl::string_view name);

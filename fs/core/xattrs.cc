@@ -46,6 +46,12 @@ absl::Status WhereIsReadOnly() {
                                         "it cannot be set or removed"));
 }
 
+absl::Status CudafsNamesAreNotStored(absl::string_view name) {
+  return PosixError(EPERM, absl::StrCat(name, ": names under ", kCudafsAttributePrefix,
+                                        " are cudafs's own control attributes, answered at "
+                                        "the mount's root only; they cannot be stored"));
+}
+
 }  // namespace
 
 absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view name,
@@ -55,6 +61,7 @@ absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
   if (name == kWhereAttribute && inode.is_regular()) return WhereIsReadOnly();
+  if (absl::StartsWith(name, kCudafsAttributePrefix)) return CudafsNamesAreNotStored(name);
   absl::MutexLock lock(&inode.mu);
   const std::string* old_value = FindXattr(inode, name);
   if ((flags & XATTR_CREATE) && old_value) return PosixError(EEXIST);

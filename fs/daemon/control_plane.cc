@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "alloc/base/errors.h"
 #include "alloc/base/log.h"
+#include "alloc/base/status_macros.h"
 
 namespace cudafs {
 
@@ -66,7 +67,7 @@ std::optional<absl::Status> ControlPlane::Set(absl::string_view name, absl::stri
   if (name == kStatsAttribute || name == kSocketAttribute) {
     return PosixError(EPERM, "the control attributes are read-only");
   }
-  if (name == kMakeRoomAttribute) return MakeRoom(value);
+  if (name == kMakeRoomAttribute) return MakeRoom(value, caller);
   if (faults_ == nullptr || name != kFaultsAttribute) return std::nullopt;
   if (caller != 0) return PosixError(EPERM, "only root sets the fault plan");
   absl::StatusOr<FaultPlan> plan = ParseFaultPlan(value);
@@ -79,7 +80,7 @@ std::optional<absl::Status> ControlPlane::Set(absl::string_view name, absl::stri
   return absl::OkStatus();
 }
 
-absl::Status ControlPlane::MakeRoom(absl::string_view value) {
+absl::Status ControlPlane::MakeRoom(absl::string_view value, uid_t caller) {
   std::optional<uint64_t> bytes;
   if (value != "all") {
     uint64_t parsed = 0;
@@ -90,7 +91,18 @@ absl::Status ControlPlane::MakeRoom(absl::string_view value) {
     }
     bytes = parsed;
   }
-  absl::Status status = keeper_->MakeRoom(bytes);
+  // Who may: the daemon decides, not the root's mode (a mode=0777 root
+  // lets anyone set its attributes). Moving everything and holding the
+  // room are the owner's and root's; anyone else may ask for a byte
+  // count (what a program whose GPU allocation failed needs), which moves
+  // data but holds nothing, and only as often as guest_turns_ allows.
+  const bool trusted = caller == 0 || caller == owner_;
+  if (!trusted && !bytes) {
+    return PosixError(EPERM, "only the user who mounted it, or root, can make room for all");
+  }
+  if (!trusted) CUDAFS_RETURN_IF_ERROR(guest_turns_.Begin(caller));
+  absl::Status status = keeper_->MakeRoom(bytes, /*hold=*/trusted);
+  if (!trusted) guest_turns_.End(caller);
   if (!status.ok()) LogError(absl::StrCat("make room for ", value, ": ", status.message()));
   if (absl::IsFailedPrecondition(status)) return PosixError(EOPNOTSUPP, status.message());
   if (absl::IsResourceExhausted(status)) return PosixError(ENOSPC, status.message());

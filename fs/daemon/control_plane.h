@@ -6,12 +6,17 @@
 //                       read-only
 //   user.cudafs.make_room  setting it to a byte count or "all" returns once
 //                       that much is free on each GPU of the mount
-//                       (RoomKeeper::MakeRoom; cudafs --make-room sets it)
+//                       (RoomKeeper::MakeRoom; cudafs --make-room sets it).
+//                       The owner and root may ask for anything and hold
+//                       the room; other users only for a byte count, with
+//                       no hold, as often as MakeRoomTurns lets them
+//                       (EPERM, EBUSY otherwise)
 //   user.cudafs.faults  with fault injection on (CUDAFS_FAULT_INJECTION=1, a
 //                       testing aid), root sets the device's fault plan by
 //                       setting it to ParseFaultPlan's text ("off" stops it);
 //                       the stats then count the faults injected. Otherwise
-//                       it is an ordinary attribute.
+//                       it does not exist (no user.cudafs. name is stored,
+//                       fs/core/filesystem.h).
 #ifndef CUDAFS_FS_DAEMON_CONTROL_PLANE_H_
 #define CUDAFS_FS_DAEMON_CONTROL_PLANE_H_
 
@@ -25,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "alloc/devices/faulty_device.h"
 #include "alloc/storage/arena.h"
+#include "fs/daemon/make_room_turns.h"
 #include "fs/fuse/control_attributes.h"
 #include "fs/fuse/fuse_ops.h"
 #include "fs/room/room_keeper.h"
@@ -57,8 +63,8 @@ class ControlPlane final : public ControlAttributes {
   void set_sharing(const ShareServer* sharing) { sharing_ = sharing; }
 
  private:
-  // kMakeRoomAttribute set to `value`.
-  absl::Status MakeRoom(absl::string_view value);
+  // kMakeRoomAttribute set to `value` by `caller`.
+  absl::Status MakeRoom(absl::string_view value, uid_t caller);
 
   const FuseContext* const context_;
   const Arena* const arena_;
@@ -66,6 +72,12 @@ class ControlPlane final : public ControlAttributes {
   FaultyDevice* const faults_;
   RoomKeeper* const keeper_;
   const ShareServer* sharing_ = nullptr;
+  // Users other than the owner and root: one make-room request at a time
+  // each, and one start every 10 s, twice the keeper's `settle` (how long
+  // a GPU must have room before data comes back): a user looping on it
+  // moves others' data at most once per 10 s, and lets it come back in
+  // between, rather than keeping the GPUs empty.
+  MakeRoomTurns guest_turns_{absl::Seconds(10)};
 };
 
 }  // namespace cudafs

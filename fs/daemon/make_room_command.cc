@@ -13,11 +13,20 @@
 namespace cudafs {
 
 int MakeRoomCommand(const std::string& mountpoint, std::optional<uint64_t> bytes) {
-  // Any other filesystem might keep the attribute as it is told.
+  // Any other filesystem might keep the attribute as it is told; a
+  // directory of a cudafs mount (also behind a bind mount) refuses it,
+  // which would read as a refusal of the caller.
   const std::optional<MountInfoEntry> mount = MountAt(mountpoint);
+  const char* not_root = nullptr;
   if (!mount || mount->fstype != "fuse.cudafs") {
-    std::fprintf(stderr, "cudafs: %s: cannot make room: not the root of a cudafs mount\n",
-                 mountpoint.c_str());
+    not_root = "not the root of a cudafs mount";
+  } else if (!IsMountRoot(mountpoint)) {
+    not_root = "not the root of a cudafs mount, but a directory in one";
+  } else if (mount->root != "/") {
+    not_root = "not the root of a cudafs mount, but a bind mount of a directory in one";
+  }
+  if (not_root != nullptr) {
+    std::fprintf(stderr, "cudafs: %s: cannot make room: %s\n", mountpoint.c_str(), not_root);
     return 1;
   }
   const std::string value = bytes ? absl::StrCat(*bytes) : "all";
@@ -35,7 +44,14 @@ int MakeRoomCommand(const std::string& mountpoint, std::optional<uint64_t> bytes
       break;
     case EPERM:
     case EACCES:
-      why = "only the user who mounted it, or root, can make room";
+      why = bytes ? "only the user who mounted it, or root, can make room"
+                  : "only the user who mounted it, or root, can make room for all; ask for "
+                    "a size";
+      break;
+    case EBUSY:
+      why =
+          "users other than the one who mounted it may make room once every 10 s, one "
+          "request at a time: try again later";
       break;
     default:
       why = std::strerror(error);

@@ -1,6 +1,7 @@
 #include "fs/daemon/mount_info.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,6 +29,7 @@ std::vector<MountInfoEntry> ParseMountInfo(absl::string_view text) {
       continue;
     }
     mount.device = std::string(fields[2]);
+    mount.root = UnescapeMountField({fields[3].data(), fields[3].size()});
     mount.mountpoint = UnescapeMountField({fields[4].data(), fields[4].size()});
     mount.fstype = UnescapeMountField({separator[1].data(), separator[1].size()});
     mounts.push_back(std::move(mount));
@@ -63,6 +65,13 @@ std::optional<int> MountIdOf(int fd) {
     }
   }
   return std::nullopt;
+}
+
+bool IsMountRoot(const std::string& path) {
+  struct statx st;
+  return statx(AT_FDCWD, path.c_str(), 0, 0, &st) == 0 &&
+         (st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+         (st.stx_attributes & STATX_ATTR_MOUNT_ROOT);
 }
 
 std::optional<MountInfoEntry> MountAt(const std::string& path) {

@@ -18,7 +18,10 @@ namespace cudafs {
 struct MountInfoEntry {
   int id = 0;  // unique among the mounts that exist, reused once one is gone
   int parent = 0;
-  std::string device;      // "MAJOR:MINOR" of the filesystem
+  std::string device;  // "MAJOR:MINOR" of the filesystem
+  // The filesystem's directory the mount shows, unescaped: "/" for a
+  // whole filesystem, the directory for a bind mount of one below it.
+  std::string root;
   std::string mountpoint;  // the path, unescaped
   std::string fstype;      // "fuse.cudafs"
   friend bool operator==(const MountInfoEntry&, const MountInfoEntry&) = default;
@@ -38,6 +41,10 @@ bool IsCovered(absl::Span<const MountInfoEntry> mounts, const MountInfoEntry& mo
 
 // The id of the mount that `fd` is on, from /proc/self/fdinfo.
 std::optional<int> MountIdOf(int fd);
+
+// Whether `path` is the root directory of the mount it is on (perhaps a
+// bind mount of a directory, which `root` tells).
+bool IsMountRoot(const std::string& path);
 
 // The mount that `path` leads to now (the top one of a directory mounted
 // on more than once), found through an O_PATH descriptor, which asks the

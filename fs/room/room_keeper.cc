@@ -134,7 +134,7 @@ absl::Duration RoomKeeper::Round() {
   return std::max(next - now, absl::ZeroDuration());
 }
 
-absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
+absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold) {
   absl::MutexLock lock(&mu_);
   {
     absl::MutexLock stats_lock(&stats_mu_);
@@ -144,10 +144,12 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes) {
     return absl::FailedPreconditionError(
         "this mount has no host memory to move its data to (spill=0, or no GPU)");
   }
-  hold_until_ = options_.clock() + options_.hold;
   absl::c_fill(next_look_, absl::InfinitePast());
-  for (const size_t part : gpu_parts_) arena_->HoldBack(part, true);
-  holding_ = true;
+  if (hold) {
+    hold_until_ = options_.clock() + options_.hold;
+    for (const size_t part : gpu_parts_) arena_->HoldBack(part, true);
+    holding_ = true;
+  }
   const Device& device = arena_->device();
   for (const size_t part : gpu_parts_) {
     const absl::Time start = absl::Now();

@@ -17,8 +17,10 @@
 //    that the first reserve's worth leaves a GPU at link speed.
 //  - MakeRoom: moves data off every GPU until the size asked for is free on
 //    each (for a job launcher, before a program that sizes itself from free
-//    memory starts), and holds that room for `hold`: nothing comes back,
-//    and new data goes to host memory first (Arena::HoldBack).
+//    memory starts), and, when asked to, holds that room for `hold`:
+//    nothing comes back, and new data goes to host memory first
+//    (Arena::HoldBack). Without a hold, data comes back as after any
+//    pressure, once a GPU has had room for `settle`.
 //
 // Thread-safe; a Round and a MakeRoom never run at once.
 #ifndef CUDAFS_FS_ROOM_ROOM_KEEPER_H_
@@ -75,8 +77,9 @@ class RoomKeeper {
   // map stay). ResourceExhausted when host memory is full with bytes left
   // to move, or when `bytes` cannot be free because the rest is files
   // other processes map or other programs' memory. FailedPrecondition on
-  // a mount without host memory to move data to.
-  absl::Status MakeRoom(std::optional<uint64_t> bytes);
+  // a mount without host memory to move data to. `hold`: then hold the
+  // room for Options::hold (a hold already running is kept either way).
+  absl::Status MakeRoom(std::optional<uint64_t> bytes, bool hold);
 
   Stats stats() const;
 

@@ -1610,6 +1610,100 @@ TEST_P(CliMountTest, MakeRoomNeedsHostMemoryToMoveDataTo) {
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
 
+// The user.cudafs. names are the daemon's, at the mount's root only:
+// below it none can be stored, by anyone (a directory's owner would make
+// their directory's attributes pass for the root's behind a bind mount),
+// and --make-room on a directory in the mount, or on a bind mount of one,
+// fails saying so.
+TEST_P(CliMountTest, ControlNamesExistOnlyAtTheRoot) {
+  if (!HaveTool("setpriv")) GTEST_SKIP() << "no setpriv";
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(MountOn(dir, {"size=64m", "mode=0777"}).exit_code, 0);
+  const std::string sub = dir.path() + "/d";
+  const std::string file = dir.path() + "/f";
+  ASSERT_SYS_OK(mkdir(sub.c_str(), 0755));
+  ASSERT_SYS_OK(chown(sub.c_str(), kOtherUid, kOtherGid));
+  ASSERT_TRUE(WriteFile(file, "x"));
+  const std::vector<std::string> names = {"user.cudafs.socket", "user.cudafs.stats",
+                                          "user.cudafs.make_room", "user.cudafs.faults",
+                                          "user.cudafs.anything"};
+  for (const std::string& path : {sub, file}) {
+    for (const std::string& name : names) {
+      SCOPED_TRACE(path + " " + name);
+      EXPECT_ERRNO(setxattr(path.c_str(), name.c_str(), "@x", 2, 0), EPERM);
+      char value[64];
+      EXPECT_ERRNO(getxattr(path.c_str(), name.c_str(), value, sizeof value), ENODATA);
+      EXPECT_ERRNO(removexattr(path.c_str(), name.c_str()), ENODATA);
+    }
+  }
+  EXPECT_ERRNO(setxattr(sub.c_str(), "user.cudafs.where", "host", 4, 0), EPERM);
+  // At the root, a name the daemon does not know is not stored either;
+  // other user.* names are, everywhere.
+  EXPECT_ERRNO(setxattr(dir.path().c_str(), "user.cudafs.anything", "1", 1, 0), EPERM);
+  EXPECT_SYS_OK(setxattr(sub.c_str(), "user.mine", "1", 1, 0));
+  // The directory's owner, the attacker of a bind mount, is refused alike.
+  EXPECT_EQ(RunAs(kOtherUid, kOtherGid,
+                  [&] {
+                    return ResultErrno(setxattr(sub.c_str(), "user.cudafs.socket", "@evil", 5, 0));
+                  }),
+            Errno{EPERM});
+  CommandResult result = RunCommand({kBinary, "--make-room", sub, "1g"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, "cudafs: " + sub +
+                            ": cannot make room: not the root of a cudafs mount, but a "
+                            "directory in one\n");
+  ScratchDir bind;
+  ASSERT_FALSE(bind.path().empty());
+  ASSERT_TRUE(ShellOk("mount --bind " + ShellQuote(sub) + " " + ShellQuote(bind.path())));
+  result = RunCommand({kBinary, "--make-room", bind.path(), "1g"});
+  EXPECT_TRUE(ShellOk("umount " + ShellQuote(bind.path())));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, "cudafs: " + bind.path() +
+                            ": cannot make room: not the root of a cudafs mount, but a bind "
+                            "mount of a directory in one\n");
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
+// make-room is the daemon's to allow, whatever the root's mode: on a root
+// anyone may set attributes of (mode=0777), another user may not move
+// everything (nor hold room), and may ask for a size once every 10 s. The
+// host backend has no host memory to move data to, so an allowed request
+// ends in EOPNOTSUPP, a refused one in EPERM or EBUSY.
+TEST_P(CliMountTest, MakeRoomIsAuthorizedByTheDaemon) {
+  if (!HaveTool("setpriv")) GTEST_SKIP() << "no setpriv";
+  if (backend() != "host") GTEST_SKIP() << "the host backend's refusal tells who was let in";
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(MountOn(dir, {"size=64m", "mode=0777"}).exit_code, 0);
+  const auto as_other = [&](const std::string& size) {
+    return RunCommand({"setpriv", "--reuid=" + std::to_string(kOtherUid),
+                       "--regid=" + std::to_string(kOtherGid), "--clear-groups", kBinary,
+                       "--make-room", dir.path(), size});
+  };
+  const std::string refused = "cudafs: " + dir.path() + ": cannot make room: ";
+  CommandResult result = as_other("all");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, refused +
+                            "only the user who mounted it, or root, can make room for all; ask "
+                            "for a size\n");
+  result = as_other("1000000");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("this mount has no host memory to move data to"), std::string::npos)
+      << result.err;
+  result = as_other("1000000");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, refused +
+                            "users other than the one who mounted it may make room once every "
+                            "10 s, one request at a time: try again later\n");
+  // The owner (root here) is let in at once, for all.
+  result = RunCommand({kBinary, "--make-room", dir.path(), "all"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("this mount has no host memory to move data to"), std::string::npos)
+      << result.err;
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
 // On a GPU, --make-room all moves every file's bytes to host memory; they
 // read the same from there.
 TEST_P(CliMountTest, MakeRoomMovesDataToHostMemoryAndLosesNothing) {

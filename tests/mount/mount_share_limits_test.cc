@@ -3,21 +3,27 @@
 // while a legitimate program maps and the mount serves FUSE throughout.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <linux/falloc.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -28,12 +34,14 @@
 #include <vector>
 
 #include "fs/client/cudafs.h"
+#include "fs/wire/descriptor_socket.h"
 #include "fs/wire/share_protocol.h"
 #include "tests/mount/mount_fixture.h"
 #include "tests/support/errno_check.h"
 #include "tests/support/file_io.h"
 #include "tests/support/processes.h"
 #include "tests/support/raw_share_client.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_scale.h"
 
 namespace cudafs_test {
@@ -134,6 +142,146 @@ TEST_P(ShareLimitsTest, SilentConnectionsOfAnotherUserStallNoMap) {
     kill(attacker, SIGKILL);
     WaitForChild(attacker, 10s);
   }
+}
+
+// A listener of another user's on an abstract socket, standing in for an
+// impostor daemon: it takes every connection and counts the descriptors
+// sent on it, until Report().
+class Impostor {
+ public:
+  Impostor() {
+    address_ = "@cudafs-test-impostor-" + std::to_string(getpid());
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(done_, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(ready[0]);
+      close(done_[1]);  // its end comes with Report()
+      Serve(ready[1]);
+    }
+    close(ready[1]);
+    close(done_[0]);
+    char byte;
+    listening_ = read(ready[0], &byte, 1) == 1;
+    close(ready[0]);
+  }
+  ~Impostor() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      WaitForChild(pid_, 10s);
+    }
+    if (done_[1] >= 0) close(done_[1]);
+  }
+  bool listening() const { return listening_; }
+  const std::string& address() const { return address_; }
+
+  // 0: nobody connected; 1: connections, no descriptor; 2: descriptors
+  // received; else the impostor failed.
+  int Report() {
+    close(done_[1]);
+    done_[1] = -1;
+    const std::optional<int> status = WaitForChild(pid_, 10s);
+    pid_ = -1;
+    return status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+  }
+
+ private:
+  [[noreturn]] void Serve(int ready) {
+    sockaddr_un address = {};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path + 1, address_.data() + 1, address_.size() - 1);
+    const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (setresgid(kOtherGid, kOtherGid, kOtherGid) != 0 ||
+        setresuid(kOtherUid, kOtherUid, kOtherUid) != 0 ||
+        bind(listener, reinterpret_cast<sockaddr*>(&address),
+             static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address_.size())) != 0 ||
+        listen(listener, 8) != 0 || write(ready, "r", 1) != 1) {
+      _exit(10);
+    }
+    int connections = 0;
+    int descriptors = 0;
+    for (;;) {
+      pollfd waits[2] = {{listener, POLLIN, 0}, {done_[0], POLLIN, 0}};
+      if (poll(waits, 2, -1) < 0) _exit(11);
+      if (waits[1].revents != 0) _exit(descriptors > 0 ? 2 : connections > 0 ? 1 : 0);
+      const int connection = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (connection < 0) continue;
+      ++connections;
+      // The request comes at once, with the file's descriptor; then the
+      // client waits for a reply, which ends with the connection.
+      std::vector<int> fds;
+      bool refused = false;
+      char request[64];
+      cudafs::ReceiveWithDescriptors(connection, request, sizeof request, 0, 16, &fds, &refused);
+      descriptors += static_cast<int>(fds.size()) + (refused ? 1 : 0);
+      for (int fd : fds) close(fd);
+      close(connection);
+    }
+  }
+
+  std::string address_;
+  pid_t pid_ = -1;
+  int done_[2] = {-1, -1};
+  bool listening_ = false;
+};
+
+// The attack of a directory's owner on a program that sees the mount
+// through a bind mount of the directory (a container, `unshare -m`): the
+// owner names a socket of theirs in the directory's user.cudafs.socket and
+// listens there; root's program maps its 0600 file through the bind mount.
+// The daemon stores no such name below its root, and the client asks only
+// the mount's root: the map goes to the real daemon, or, where only the
+// bind mount is visible, fails saying why; the impostor gets nothing.
+TEST_P(ShareLimitsTest, ABindMountOfADirectoryLeadsToNoOtherDaemon) {
+  SKIP_UNLESS_CUDAFS();
+  if (backend() != "host") GTEST_SKIP() << "the client's choice of daemon is the same on a GPU";
+  ASSERT_TRUE(Remount({"size=64m", "allow_other"}));
+  const std::string dir = Path("d");
+  ASSERT_SYS_OK(mkdir(dir.c_str(), 0755));
+  ASSERT_SYS_OK(chown(dir.c_str(), kOtherUid, kOtherGid));
+  const std::string data = RandomBytes(1 << 20, 13);
+  ASSERT_TRUE(WriteFile(dir + "/secret", data));
+  ASSERT_SYS_OK(chmod((dir + "/secret").c_str(), 0600));
+  Impostor impostor;
+  ASSERT_TRUE(impostor.listening());
+  const std::string evil = impostor.address();
+  EXPECT_EQ(RunAs(kOtherUid, kOtherGid,
+                  [&] {
+                    return ResultErrno(setxattr(dir.c_str(), cudafs::kShareSocketAttribute,
+                                                evil.data(), evil.size(), 0));
+                  }),
+            Errno{EPERM});
+  TempDir bound("/tmp/cudafs-bind-");
+  ASSERT_FALSE(bound.path().empty());
+  const std::string through = bound.path() + "/secret";
+  const std::string mountpoint = root();
+  for (const bool root_visible : {true, false}) {
+    SCOPED_TRACE(root_visible ? "the mount's root visible" : "only the bind mount visible");
+    // Root's program, in a mount namespace of its own.
+    const Errno mapped = RunAs(0, 0, [&]() -> Errno {
+      if (unshare(CLONE_NEWNS) != 0 ||
+          ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+          ::mount(dir.c_str(), bound.path().c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+          (!root_visible && umount2(mountpoint.c_str(), MNT_DETACH) != 0)) {
+        return Errno{100};
+      }
+      cudafs_mapping* m = nullptr;
+      const int result = cudafs_map(through.c_str(), 0, &m);
+      if (result != 0) {
+        const bool says_why =
+            std::string_view(cudafs_last_error()).find("root is not visible here") !=
+            std::string_view::npos;
+        return Errno{says_why ? -result : 101};
+      }
+      const bool same = std::string_view(static_cast<const char*>(cudafs_mapping_pointer(m)),
+                                         cudafs_mapping_size(m)) == data;
+      cudafs_unmap(m);
+      return Errno{same ? 0 : 102};
+    });
+    EXPECT_EQ(mapped, Errno{root_visible ? 0 : EXDEV})
+        << "100: no namespace, 101: failed without saying why, 102: wrong bytes";
+  }
+  EXPECT_EQ(impostor.Report(), 0) << "1: the impostor was reached, 2: it got descriptors";
 }
 
 // Random and mutated messages with all kinds of descriptors, from several

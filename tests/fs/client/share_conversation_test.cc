@@ -5,10 +5,17 @@
 #include "fs/client/share_conversation.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -308,6 +315,143 @@ TEST_F(ShareConversationTest, ImportedIsAWellFormedRequest) {
   EXPECT_EQ(request.op, kShareImported);
   EXPECT_EQ(request.flags, 0u);
   EXPECT_EQ(request.memory_bytes, 0u);
+}
+
+// A daemon that accepted and then says nothing: each wait for it ends
+// after the bound, in words.
+TEST_F(ShareConversationTest, ASilentDaemonTimesOutInWords) {
+  ASSERT_EQ(BoundReplies(client(), 1), 0) << LastError();
+  const auto start = std::chrono::steady_clock::now();
+  ShareReply reply;
+  EXPECT_EQ(Ask(client(), kShareMap, 0, 0, {}, &reply), -ETIMEDOUT);
+  EXPECT_STREQ(LastError(), "the cudafs daemon did not answer within 1 s");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(900));
+  EXPECT_LT(waited, std::chrono::seconds(5));
+  // Also between the reply and its pieces.
+  DaemonSends(Reply());
+  ASSERT_EQ(ReceiveReply(client(), &reply), 0) << LastError();
+  reply.pieces = 1;
+  Pieces pieces;
+  EXPECT_EQ(ReceivePieces(client(), reply, /*plan=*/false, &pieces), -ETIMEDOUT);
+}
+
+TEST(ReplyBoundTest, AFloorAndTheTimeOfASlowCopy) {
+  EXPECT_EQ(ReplyBoundSeconds(0), 30);
+  EXPECT_EQ(ReplyBoundSeconds(uint64_t{10} << 30), 30 + 80);
+  EXPECT_EQ(ReplyBoundSeconds(UINT64_MAX), INT_MAX);
+}
+
+// A listener on a fresh abstract address, run as `uid` by a child process:
+// it accepts one connection, and counts what arrives on it until the
+// other end hangs up.
+class Listener {
+ public:
+  explicit Listener(uid_t uid) {
+    static int made = 0;
+    address_ = "@cudafs-test-listener-" + std::to_string(getpid()) + "-" + std::to_string(++made);
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(report_, O_CLOEXEC) != 0) return;
+    child_ = fork();
+    if (child_ == 0) {
+      sockaddr_un address = {};
+      address.sun_family = AF_UNIX;
+      std::memcpy(address.sun_path + 1, address_.data() + 1, address_.size() - 1);
+      const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      // The uid first: SO_PEERCRED tells who called listen().
+      if (setresuid(uid, uid, uid) != 0 ||
+          bind(listener, reinterpret_cast<sockaddr*>(&address),
+               static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address_.size())) != 0 ||
+          listen(listener, 1) != 0 || write(ready[1], "r", 1) != 1) {
+        _exit(1);
+      }
+      const int connection = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      int64_t received = 0;
+      char buffer[4096];
+      for (ssize_t got; connection >= 0 && (got = read(connection, buffer, sizeof buffer)) > 0;) {
+        received += got;
+      }
+      _exit(write(report_[1], &received, sizeof received) == sizeof received ? 0 : 1);
+    }
+    close(ready[1]);
+    char byte;
+    listening_ = read(ready[0], &byte, 1) == 1;
+    close(ready[0]);
+    close(report_[1]);
+  }
+  ~Listener() {
+    if (child_ > 0) {
+      kill(child_, SIGKILL);
+      waitpid(child_, nullptr, 0);
+    }
+    close(report_[0]);
+  }
+
+  bool listening() const { return listening_; }
+  const std::string& address() const { return address_; }
+  // The bytes that came on the connection accepted, once it ended; -1 if
+  // none was.
+  int64_t Received() {
+    int64_t received = -1;
+    // Unblocks a listener still waiting in accept.
+    if (const int poke = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); poke >= 0) {
+      sockaddr_un address = {};
+      address.sun_family = AF_UNIX;
+      std::memcpy(address.sun_path + 1, address_.data() + 1, address_.size() - 1);
+      (void)connect(poke, reinterpret_cast<sockaddr*>(&address),
+                    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address_.size()));
+      close(poke);
+    }
+    if (read(report_[0], &received, sizeof received) != sizeof received) return -1;
+    return received;
+  }
+
+ private:
+  std::string address_;
+  pid_t child_ = -1;
+  int report_[2] = {-1, -1};
+  bool listening_ = false;
+};
+
+// Anyone may listen on any free abstract name, and name it wherever they
+// may set an attribute: the client talks only to a listener run by the
+// mount's owner or root, and sends nothing to another.
+TEST(ConnectToTest, AListenerOfAnotherUserIsRefusedAndSentNothing) {
+  if (geteuid() != 0) GTEST_SKIP() << "listening as another user needs root";
+  Listener listener(65534);
+  ASSERT_TRUE(listener.listening());
+  int connection = -1;
+  EXPECT_EQ(ConnectTo(listener.address(), /*owner=*/1000, &connection), -EPERM);
+  EXPECT_EQ(connection, -1);
+  EXPECT_EQ(std::string(LastError()),
+            listener.address() +
+                " is served by uid 65534, not by the mount's owner (uid 1000) "
+                "or root: not its daemon, so nothing was sent");
+  EXPECT_EQ(listener.Received(), 0);
+}
+
+TEST(ConnectToTest, TheOwnersListenerIsReachedAndItsRepliesAwaitedBoundedly) {
+  const uid_t owner = geteuid() == 0 ? 65534 : geteuid();
+  Listener listener(owner);
+  ASSERT_TRUE(listener.listening());
+  int connection = -1;
+  ASSERT_EQ(ConnectTo(listener.address(), owner, &connection), 0) << LastError();
+  timeval bound = {};
+  socklen_t length = sizeof bound;
+  ASSERT_EQ(getsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &bound, &length), 0);
+  EXPECT_EQ(bound.tv_sec, ReplyBoundSeconds(0));
+  const ShareRequest request = {kMagic, kShareMap, 0, 0, 0};
+  ASSERT_EQ(write(connection, &request, sizeof request), static_cast<ssize_t>(sizeof request));
+  close(connection);
+  EXPECT_EQ(listener.Received(), static_cast<int64_t>(sizeof request));
+}
+
+TEST(ConnectToTest, WhatIsNoAbstractAddressIsExdev) {
+  int connection = -1;
+  for (const char* address : {"", "@", "/run/cudafs.sock"}) {
+    EXPECT_EQ(ConnectTo(address, 0, &connection), -EXDEV) << address;
+  }
+  EXPECT_EQ(connection, -1);
 }
 
 }  // namespace

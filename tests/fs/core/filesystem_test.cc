@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "alloc/base/errors.h"
@@ -1555,6 +1556,26 @@ TEST_F(FilesystemTest, ExtendedAttributesRoundTrip) {
   ASSERT_OK_AND_ASSIGN(value, fs_->GetExtendedAttribute(kRootInode, "user.dir"));
   EXPECT_EQ(value, "d");
   EXPECT_EQ(Errno(fs_->SetExtendedAttribute(987654, "user.a", "x", 0)), ENOENT);
+}
+
+// The user.cudafs. names are cudafs's (the root's control attributes,
+// answered before the Filesystem is asked): no inode stores one.
+TEST_F(FilesystemTest, CudafsNamesAreNeverStored) {
+  const InodeNumber file = NewFile(kRootInode, "f");
+  for (const InodeNumber ino : {kRootInode, file}) {
+    for (const char* name : {"user.cudafs.socket", "user.cudafs.make_room", "user.cudafs.x"}) {
+      SCOPED_TRACE(name);
+      const absl::Status set = fs_->SetExtendedAttribute(ino, name, "@x", 0);
+      EXPECT_EQ(Errno(set), EPERM);
+      EXPECT_TRUE(absl::StrContains(set.message(), "cudafs's own control attributes")) << set;
+      EXPECT_EQ(Errno(fs_->GetExtendedAttribute(ino, name)), ENODATA);
+      EXPECT_EQ(Errno(fs_->RemoveExtendedAttribute(ino, name)), ENODATA);
+    }
+  }
+  EXPECT_EQ(Errno(fs_->SetExtendedAttribute(kRootInode, kWhereAttribute, "host", 0)), EPERM);
+  ASSERT_OK_AND_ASSIGN(std::string names, fs_->ListExtendedAttributes(kRootInode, root_));
+  EXPECT_EQ(names, "");
+  ASSERT_OK(fs_->SetExtendedAttribute(file, "user.cudafsx", "1", 0));
 }
 
 TEST_F(FilesystemTest, ExtendedAttributeLimits) {

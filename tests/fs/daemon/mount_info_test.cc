@@ -25,11 +25,20 @@ TEST(MountInfoTest, ParsesLinesAndUnescapesPaths) {
   const std::vector<MountInfoEntry> mounts = ParseMountInfo(kMountInfo);
   ASSERT_EQ(mounts.size(), 4u) << "malformed lines are skipped";
   EXPECT_EQ(mounts[0], (MountInfoEntry{.id = 27, .parent = 1, .device = "0:25",
-                                       .mountpoint = "/", .fstype = "ext4"}));
-  EXPECT_EQ(mounts[1], (MountInfoEntry{.id = 43, .parent = 27, .device = "0:40",
+                                       .root = "/", .mountpoint = "/", .fstype = "ext4"}));
+  EXPECT_EQ(mounts[1], (MountInfoEntry{.id = 43, .parent = 27, .device = "0:40", .root = "/",
                                        .mountpoint = "/mnt/my gpu", .fstype = "fuse.cudafs"}));
   EXPECT_EQ(mounts[2].fstype, "fuse.cudafs") << "after the optional fields";
   EXPECT_EQ(mounts[3].mountpoint, "/mnt/my gpu/sub");
+}
+
+// A bind mount of a directory names it as the mount's root.
+TEST(MountInfoTest, ABindMountOfADirectoryHasItAsRoot) {
+  const std::vector<MountInfoEntry> mounts =
+      ParseMountInfo("50 27 0:40 /jobs/my\\040job /scratch rw - fuse.cudafs cudafs rw,user_id=0\n");
+  ASSERT_EQ(mounts.size(), 1u);
+  EXPECT_EQ(mounts[0].root, "/jobs/my job");
+  EXPECT_EQ(mounts[0].mountpoint, "/scratch");
 }
 
 // A second mount on the same directory hides the first; one on a
@@ -55,6 +64,13 @@ TEST(MountInfoTest, MountAtFindsTheMountOfAPath) {
   EXPECT_EQ(MountIdOf(fd), proc->id);
   close(fd);
   EXPECT_EQ(MountAt("/does/not/exist"), std::nullopt);
+}
+
+TEST(MountInfoTest, OnlyTheTopDirectoryOfAMountIsItsRoot) {
+  EXPECT_TRUE(IsMountRoot("/"));
+  EXPECT_TRUE(IsMountRoot("/proc"));
+  EXPECT_FALSE(IsMountRoot("/proc/self"));
+  EXPECT_FALSE(IsMountRoot("/does/not/exist"));
 }
 
 }  // namespace

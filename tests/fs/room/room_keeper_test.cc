@@ -227,8 +227,8 @@ TEST(RoomKeeperOnHostMemoryTest, AMountWithoutHostMemoryToMoveToKeepsNothingAndR
   RoomKeeper keeper(&mount.fs(), &mount.arena(), RoomKeeper::Options{});
   EXPECT_FALSE(keeper.active());
   keeper.Round();
-  EXPECT_TRUE(absl::IsFailedPrecondition(keeper.MakeRoom(kMiB)));
-  EXPECT_TRUE(absl::IsFailedPrecondition(keeper.MakeRoom(std::nullopt)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(keeper.MakeRoom(kMiB, /*hold=*/true)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(keeper.MakeRoom(std::nullopt, /*hold=*/true)));
   EXPECT_EQ(keeper.stats().moved_out_bytes, 0u);
   EXPECT_EQ(keeper.stats().moved_back_bytes, 0u);
   mount.ExpectIntact(ino);
@@ -611,7 +611,7 @@ TEST_P(RoomKeeperTest, MakeRoomReturnsOnceTheSizeAskedForIsFreeOnEveryGpu) {
   const uint64_t used = mount_->UsedBytes();
   LeaveFree(0, 50 * kMiB);
   LeaveFree(1, 80 * kMiB);
-  const absl::Status status = keeper_->MakeRoom(150 * kMiB);
+  const absl::Status status = keeper_->MakeRoom(150 * kMiB, /*hold=*/true);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_GE(Free(0), 150 * kMiB);
   EXPECT_GE(Free(1), 150 * kMiB);
@@ -626,7 +626,7 @@ TEST_P(RoomKeeperTest, MakeRoomForEverythingMovesEveryMovableByteToHostMemory) {
   Build(2);
   const std::vector<InodeNumber> files = WriteFiles(32);
   const uint64_t used = mount_->UsedBytes();
-  const absl::Status status = keeper_->MakeRoom(std::nullopt);
+  const absl::Status status = keeper_->MakeRoom(std::nullopt, /*hold=*/true);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(mount_->PartUsed(0), 0u);
   EXPECT_EQ(mount_->PartUsed(1), 0u);
@@ -653,7 +653,7 @@ TEST_P(RoomKeeperTest, StatsAnswerWhileAMakeRoomRuns) {
     asking.Notify();
     resume.WaitForNotification();
   });
-  std::thread make_room([&] { EXPECT_TRUE(keeper_->MakeRoom(std::nullopt).ok()); });
+  std::thread make_room([&] { EXPECT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/true).ok()); });
   asking.WaitForNotification();
   absl::Notification answered;
   uint64_t calls_seen = 0;
@@ -675,7 +675,7 @@ TEST_P(RoomKeeperTest, StatsAnswerWhileAMakeRoomRuns) {
 TEST_P(RoomKeeperTest, MadeRoomIsHeldForHoldThenDataComesBack) {
   Build(1);
   WriteFiles(8);
-  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt).ok());
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/true).ok());
   ASSERT_EQ(mount_->BytesIn("host"), 8 * kFileBytes);
   keeper_->Round();
   now_ += kSettle;
@@ -696,7 +696,7 @@ TEST_P(RoomKeeperTest, MadeRoomIsHeldForHoldThenDataComesBack) {
 TEST_P(RoomKeeperTest, WritesDuringTheHoldLeaveTheRoomFree) {
   Build(1);
   WriteFiles(4);
-  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt).ok());
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/true).ok());
   const InodeNumber during = WriteFiles(1).front();
   EXPECT_EQ(mount_->Where(during), (std::map<std::string, uint64_t>{{"host", kFileBytes}}));
   now_ += kHold;
@@ -706,12 +706,30 @@ TEST_P(RoomKeeperTest, WritesDuringTheHoldLeaveTheRoomFree) {
   mount_->ExpectAllIntact();
 }
 
+// Room made without a hold (what other users than the owner ask for)
+// takes nothing away for longer than any pressure does: new files go to
+// the GPU, and moved data comes back once the GPU has had room for settle.
+TEST_P(RoomKeeperTest, RoomMadeWithoutAHoldIsNotHeld) {
+  Build(1);
+  WriteFiles(8);
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/false).ok());
+  ASSERT_EQ(mount_->BytesIn("host"), 8 * kFileBytes);
+  const InodeNumber during = WriteFiles(1).front();
+  EXPECT_EQ(mount_->Where(during), (std::map<std::string, uint64_t>{{"gpu0", kFileBytes}}));
+  keeper_->Round();
+  now_ += kSettle;
+  for (int round = 0; round < 10; ++round) keeper_->Round();
+  EXPECT_EQ(keeper_->stats().moved_back_bytes, 8 * kFileBytes);
+  EXPECT_EQ(mount_->BytesIn("gpu0"), 9 * kFileBytes);
+  mount_->ExpectAllIntact();
+}
+
 TEST_P(RoomKeeperTest, MakeRoomSaysResourceExhaustedWhenHostMemoryIsFullAndLosesNothing) {
   Build(1, /*spill_bytes=*/32 * kMiB);
   const std::vector<InodeNumber> files = WriteFiles(16);
   const uint64_t used = mount_->UsedBytes();
   LeaveFree(0, 50 * kMiB);
-  const absl::Status status = keeper_->MakeRoom(500 * kMiB);
+  const absl::Status status = keeper_->MakeRoom(500 * kMiB, /*hold=*/true);
   EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
   EXPECT_LE(mount_->PartUsed(SpillPart()), 32 * kMiB);
   EXPECT_EQ(mount_->BytesIn("host"), mount_->PartUsed(SpillPart()));
@@ -724,7 +742,7 @@ TEST_P(RoomKeeperTest, MakeRoomForEverythingWithHostMemoryFullLosesNothing) {
   Build(1, /*spill_bytes=*/32 * kMiB);
   WriteFiles(16);
   const uint64_t used = mount_->UsedBytes();
-  keeper_->MakeRoom(std::nullopt).IgnoreError();
+  keeper_->MakeRoom(std::nullopt, /*hold=*/true).IgnoreError();
   EXPECT_EQ(mount_->PartUsed(SpillPart()), 32 * kMiB);
   EXPECT_EQ(mount_->BytesIn("host"), 32 * kMiB);
   EXPECT_EQ(mount_->BytesIn("gpu0"), 16 * kFileBytes - 32 * kMiB);
@@ -737,7 +755,7 @@ TEST_P(RoomKeeperTest, MakeRoomForEverythingWithHostMemoryFullLosesNothing) {
 TEST_P(RoomKeeperTest, MakeRoomForEverythingSaysResourceExhaustedWhenHostMemoryIsFull) {
   Build(1, /*spill_bytes=*/32 * kMiB);
   WriteFiles(16);
-  const absl::Status status = keeper_->MakeRoom(std::nullopt);
+  const absl::Status status = keeper_->MakeRoom(std::nullopt, /*hold=*/true);
   ASSERT_GT(mount_->BytesIn("gpu0"), 0u);
   EXPECT_TRUE(absl::IsResourceExhausted(status))
       << "data is left on the GPU for want of host memory, yet MakeRoom(all) says " << status;
@@ -750,7 +768,7 @@ TEST_P(RoomKeeperTest, AMountWithoutHostMemoryHasNothingToKeep) {
   LeaveFree(0, kReserve / 4);
   keeper_->Round();
   EXPECT_EQ(keeper_->stats().moved_out_bytes, 0u);
-  EXPECT_TRUE(absl::IsFailedPrecondition(keeper_->MakeRoom(100 * kMiB)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(keeper_->MakeRoom(100 * kMiB, /*hold=*/true)));
   EXPECT_EQ(mount_->BytesIn("gpu0"), 4 * kFileBytes);
   mount_->ExpectAllIntact();
 }
@@ -767,7 +785,7 @@ TEST_P(RoomKeeperTest, AFileMappedByAnotherProcessNeverMoves) {
   keeper_->Round();
   EXPECT_EQ(mount_->Where(files[1]), (std::map<std::string, uint64_t>{{"gpu0", shared_bytes}}));
   EXPECT_EQ(keeper_->stats().moved_out_bytes, 3 * kFileBytes);
-  const absl::Status status = keeper_->MakeRoom(std::nullopt);
+  const absl::Status status = keeper_->MakeRoom(std::nullopt, /*hold=*/true);
   EXPECT_EQ(mount_->Where(files[1]), (std::map<std::string, uint64_t>{{"gpu0", shared_bytes}}));
   EXPECT_EQ(mount_->BytesIn("host"), 3 * kFileBytes);
   mount_->ExpectAllIntact();
@@ -829,7 +847,7 @@ TEST_P(RoomKeeperTest, NewWritesToAFileInHostMemoryGoToTheGpuOnceItHasRoom) {
 TEST_P(RoomKeeperTest, RemovingAFileInHostMemoryGivesItsHostMemoryBack) {
   Build(1);
   const std::vector<InodeNumber> files = WriteFiles(4);
-  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt).ok());
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/true).ok());
   const uint64_t used = mount_->UsedBytes();
   ASSERT_EQ(mount_->PartUsed(SpillPart()), 4 * kFileBytes);
   mount_->Remove("f2", files[2]);
@@ -841,13 +859,13 @@ TEST_P(RoomKeeperTest, RemovingAFileInHostMemoryGivesItsHostMemoryBack) {
 TEST_P(RoomKeeperTest, MappingAFileInHostMemoryBringsItBackToAGpu) {
   Build(1);
   const std::vector<InodeNumber> files = WriteFiles(4);
-  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt).ok());
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/true).ok());
   ASSERT_EQ(mount_->Where(files[1]), (std::map<std::string, uint64_t>{{"host", kFileBytes}}));
   absl::StatusOr<std::unique_ptr<ExportedMemory>> exported = mount_->fs().ExportShared(files[1]);
   ASSERT_TRUE(exported.ok()) << exported.status();
   EXPECT_EQ(mount_->Where(files[1]),
             (std::map<std::string, uint64_t>{{"gpu0", mount_->AllocatedBytes(files[1])}}));
-  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt).ok());
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/true).ok());
   EXPECT_EQ(mount_->Where(files[1]),
             (std::map<std::string, uint64_t>{{"gpu0", mount_->AllocatedBytes(files[1])}}));
   mount_->ExpectAllIntact();
@@ -856,7 +874,7 @@ TEST_P(RoomKeeperTest, MappingAFileInHostMemoryBringsItBackToAGpu) {
 TEST_P(RoomKeeperTest, MappingAFileInHostMemoryFailsWithEnospcWhileTheGpuHasNoRoom) {
   Build(1);
   const std::vector<InodeNumber> files = WriteFiles(4);
-  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt).ok());
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/true).ok());
   const uint64_t used = mount_->UsedBytes();
   LeaveFree(0, kReserve / 2);
   absl::StatusOr<std::unique_ptr<ExportedMemory>> exported = mount_->fs().ExportShared(files[1]);
@@ -927,7 +945,8 @@ TEST_P(RoomKeeperTest, RoundsAndMakeRoomWhileFilesAreWrittenLoseNothing) {
         fake_.set_used_by_others(static_cast<int>(rng() % 2), 0);
         break;
       case 2:
-        keeper_->MakeRoom(rng() % 2 ? std::optional<uint64_t>() : 600 * kMiB).IgnoreError();
+        keeper_->MakeRoom(rng() % 2 ? std::optional<uint64_t>() : 600 * kMiB, /*hold=*/true)
+            .IgnoreError();
         break;
       default:
         break;
@@ -954,7 +973,7 @@ TEST_P(RoomKeeperTest, RoundsAndMakeRoomWhileFilesAreWrittenLoseNothing) {
 TEST_P(RoomKeeperTest, APrivateCopyOfAFileInHostMemoryIsMadeFromTheGpuAfterBringingItBack) {
   Build(1);
   const std::vector<InodeNumber> files = WriteFiles(4);
-  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt).ok());
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/true).ok());
   absl::StatusOr<Filesystem::CopyPlan> plan = mount_->fs().PlanCopy(files[2]);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->size, kFileBytes);
@@ -969,7 +988,7 @@ TEST_P(RoomKeeperTest, APrivateCopyOfAFileInHostMemoryIsMadeFromTheGpuAfterBring
 TEST_P(RoomKeeperTest, APrivateCopyOfAFileInHostMemoryFailsWithEnospcWhenTheGpuHasNoRoomForIt) {
   Build(1);
   const std::vector<InodeNumber> files = WriteFiles(4);
-  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt).ok());
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/true).ok());
   LeaveFree(0, kReserve / 2);
   absl::StatusOr<Filesystem::CopyPlan> plan = mount_->fs().PlanCopy(files[2]);
   EXPECT_EQ(ToErrno(plan.status()), ENOSPC) << plan.status();
@@ -980,7 +999,7 @@ TEST_P(RoomKeeperTest, APrivateCopyOfAFileInHostMemoryFailsWithEnospcWhenTheGpuH
 TEST_P(RoomKeeperTest, APrivateCopyIsNeverPlannedInHostMemoryWhenTheGpuHasRoomForPartOfTheFile) {
   Build(1);
   const std::vector<InodeNumber> files = WriteFiles(4);
-  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt).ok());
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/true).ok());
   LeaveFree(0, kReserve + kFileBytes / 2);
   absl::StatusOr<Filesystem::CopyPlan> plan = mount_->fs().PlanCopy(files[2]);
   if (plan.ok()) {

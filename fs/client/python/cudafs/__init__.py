@@ -37,7 +37,7 @@ import functools
 import json
 import os
 import struct
-from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Tuple, Union
 
 if TYPE_CHECKING:
     import torch
@@ -317,19 +317,22 @@ def make_room(mount: PathLike, size: Optional[int] = None) -> None:
     can move), and returns then; for a program that sizes itself from the
     GPU's free memory at start. Nothing is lost: files read the same, from
     host memory, and come back to the GPU once it has room again (not for
-    60 s). The mount's owner or root only (the root's sticky bit keeps
-    others from setting its attributes). OSError ENOSPC when no more data
-    can move; EOPNOTSUPP on a mount without host memory to move data to
-    (host-backed, or spill=0), or for a path that is not the root of a
-    cudafs mount.
+    60 s). The mount's owner or root may ask for anything; other users,
+    where the root lets them set its attributes (mode=0777), only for a
+    size, which holds nothing, once every 10 s (OSError EPERM, EBUSY).
+    OSError ENOSPC when no more data can move; EOPNOTSUPP on a mount
+    without host memory to move data to (host-backed, or spill=0), or for
+    a path that is not the root of a cudafs mount (a directory in one, or
+    a bind mount of a directory).
 
         cudafs.make_room("/mnt/gpu", 71 << 30)   # then start the server
     """
     if size is not None and (not isinstance(size, int) or size < 0):
         raise ValueError("size must be a byte count (an int >= 0) or None")
-    # Any other filesystem might keep the attribute as it is told.
-    # A file or directory below the root would keep it as its own.
-    if _filesystem_type(mount) != "fuse.cudafs" or not os.path.ismount(mount):
+    # Any other filesystem might keep the attribute as it is told; a
+    # directory of a cudafs mount refuses it, which would read as a refusal
+    # of the caller.
+    if _mount_of(mount) != ("fuse.cudafs", "/") or not os.path.ismount(mount):
         raise OSError(errno.EOPNOTSUPP, "not the root of a cudafs mount", mount)
     value = b"all" if size is None else str(size).encode()
     try:
@@ -347,14 +350,17 @@ def make_room(mount: PathLike, size: Optional[int] = None) -> None:
 _MAKE_ROOM_REFUSALS = {
     errno.EOPNOTSUPP: "this mount has no host memory to move data to (backend=host, or spill=0)",
     errno.ENOSPC: "no more data can move off a GPU (the daemon's log says how much is free)",
-    errno.EPERM: "only the user who mounted it, or root, can make room",
+    errno.EPERM: "only the user who mounted it, or root, can make room (others: for a size)",
     errno.EACCES: "only the user who mounted it, or root, can make room",
+    errno.EBUSY: "users other than the one who mounted it may make room once every 10 s, "
+    "one request at a time: try again later",
 }
 
 
-def _filesystem_type(path: PathLike) -> Optional[str]:
-    # The type of the mount holding `path`, found by its mount id as the
-    # daemon's --make-room does (fs/daemon/mount_info.cc).
+def _mount_of(path: PathLike) -> Optional[Tuple[str, str]]:
+    # The type of the mount holding `path` and the directory of its
+    # filesystem it shows ("/", or a bind mount's), found by its mount id
+    # as the daemon's --make-room does (fs/daemon/mount_info.cc).
     fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         with open("/proc/self/fdinfo/%d" % fd) as f:
@@ -365,5 +371,5 @@ def _filesystem_type(path: PathLike) -> Optional[str]:
         for line in f:
             fields = line.split(" ")
             if ids and fields[0] == ids[0] and "-" in fields:
-                return fields[fields.index("-") + 1]
+                return fields[fields.index("-") + 1], fields[3]
     return None
