@@ -119,6 +119,9 @@ absl::Status CheckExpectedKind(int fd, dev_t mount_device) {
       IsShmem(fd) || IsDriverDescriptor(fd, *attributes)) {
     return absl::OkStatus();
   }
+  if (S_ISREG(attributes->stx_mode) || S_ISDIR(attributes->stx_mode)) {
+    return PosixError(EXDEV, "the descriptor is not of a file on this mount");
+  }
   return PosixError(EBADF, "a descriptor the share service never takes came with the request "
                            "(only files of the mount, memfds and CUDA allocations)");
 }

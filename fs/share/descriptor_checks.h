@@ -27,8 +27,8 @@ absl::Status CheckMemoryDescriptor(int fd, ShareMemoryKind kind, uint64_t bytes)
 
 // Whether `fd` is of a kind some request takes: a file of the mount with
 // device `mount_device`, shmem, or a descriptor the GPU driver made;
-// EBADF for any other (a socket, a pipe, a file of another filesystem),
-// refused as it comes.
+// EXDEV for a file or directory of another filesystem, EBADF for any
+// other (a socket, a pipe, a device), refused as it comes.
 absl::Status CheckExpectedKind(int fd, dev_t mount_device);
 
 // Whether close(2) of `fd` returns at once: shmem, or a descriptor the GPU

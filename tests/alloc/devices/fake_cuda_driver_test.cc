@@ -1,6 +1,9 @@
 // FakeCudaDriver through its entry points, as CudaDevice calls them.
 #include "tests/support/fake_cuda_driver.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -215,6 +218,26 @@ TEST_F(FakeCudaDriverTest, DeviceMemoryKeepsItsBytesAcrossUnmapAndRemap) {
   ASSERT_EQ(cu_.cuStreamDestroy(stream), cu::CUDA_SUCCESS);
   ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(0), cu::CUDA_SUCCESS);
   EXPECT_EQ(fake_.stats().leaked_at_destroy, 0);
+}
+
+// An exported allocation is a descriptor of its very memory, which an
+// importer cannot resize, as VRAM cannot be (the daemon maps it too).
+TEST_F(FakeCudaDriverTest, ExportedMemoryCannotBeResized) {
+  Enter();
+  cu::CUmemAllocationProp prop = DeviceProp();
+  prop.requestedHandleTypes = cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  cu::CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(cu_.cuMemCreate(&handle, kGranule, &prop, 0), cu::CUDA_SUCCESS);
+  int exported = -1;
+  ASSERT_EQ(cu_.cuMemExportToShareableHandle(&exported, handle,
+                                             cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            cu::CUDA_SUCCESS);
+  EXPECT_NE(ftruncate(exported, 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(ftruncate(exported, 2 * kGranule), 0);
+  close(exported);
+  ASSERT_EQ(cu_.cuMemRelease(handle), cu::CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(0), cu::CUDA_SUCCESS);
 }
 
 class SmallFakeCudaDriverTest : public FakeCudaDriverTest {

@@ -170,9 +170,11 @@ TEST(PooledDeviceTest, PrivateCopiesArePiecesOfEachMemberInFileOrder) {
   std::vector<Device::CopyMemory> memory;
   for (const Device::CopyPiece& piece : *plan) {
     EXPECT_EQ(piece.kind, ExportedMemory::Kind::kHost);
+    // The caller's own pages, written (the device writes into no page it
+    // would have to allocate), and stale.
     const int fd = memfd_create("copy", MFD_CLOEXEC);
-    ASSERT_EQ(ftruncate(fd, static_cast<off_t>(piece.bytes)), 0);
-    ASSERT_EQ(pwrite(fd, "stale", 5, 0), 5);
+    const std::string stale(piece.bytes, 's');
+    ASSERT_EQ(pwrite(fd, stale.data(), stale.size(), 0), static_cast<ssize_t>(stale.size()));
     memory.push_back({fd, piece.bytes});
   }
   ASSERT_TRUE(pool.device->FillCopy(memory, copies).ok());
