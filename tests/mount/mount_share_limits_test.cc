@@ -331,7 +331,10 @@ TEST_P(ShareLimitsTest, ProtocolFuzzLeavesMapsAndTheMountWorking) {
       setsockopt(lingering, SOL_SOCKET, SO_LINGER, &wait, sizeof wait);
       const int connection = ConnectToShare(address);
       const cudafs::ShareRequest request = MakeShareRequest(cudafs::kShareMap);
-      SendRaw(connection, &request, sizeof request, lingering);
+      if (!SendRaw(connection, &request, sizeof request, lingering)) {
+        const linger abort = {1, 0};  // the last reference is ours: no lingering here
+        setsockopt(lingering, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+      }
       close(lingering);
       cudafs::ShareReply reply;
       ReceiveReply(connection, &reply, 1000);
@@ -538,7 +541,10 @@ TEST_P(ShareLimitsTest, UnmountWaitsForNoAttacker) {
       const cudafs::ShareRequest request = MakeShareRequest(cudafs::kShareMap);
       const char extra = 'x';
       SendRaw(connection, &request, sizeof request);
-      SendRaw(connection, &extra, 1, lingering);
+      if (!SendRaw(connection, &extra, 1, lingering)) {
+        const linger abort = {1, 0};  // the last reference is ours: no lingering here
+        setsockopt(lingering, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+      }
       close(lingering);
       kept.push_back(connection);
     }
