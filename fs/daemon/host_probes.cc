@@ -8,11 +8,14 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "alloc/base/log.h"
 #include "alloc/base/sizes.h"
 #include "fs/fuse/fuse_ops.h"
@@ -78,6 +81,37 @@ uint32_t MountGeneration() {
   return generation;
 }
 
+// The name and parent of process `pid`, from /proc/PID/status; nullopt
+// when it is gone or cannot be read.
+std::optional<std::pair<std::string, pid_t>> NameAndParent(pid_t pid) {
+  const std::optional<std::string> status = ReadHostFile(absl::StrCat("/proc/", pid, "/status"));
+  if (!status) return std::nullopt;
+  std::string name;
+  pid_t parent = 0;
+  for (absl::string_view line : absl::StrSplit(*status, '\n')) {
+    if (absl::ConsumePrefix(&line, "Name:")) name = std::string(absl::StripAsciiWhitespace(line));
+    if (absl::ConsumePrefix(&line, "PPid:") &&
+        !absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &parent)) {
+      return std::nullopt;
+    }
+  }
+  return std::pair{name, parent};
+}
+
+// Whether mount(8) started this process through mount.fuse3, which
+// replaces itself with `/bin/sh -c "cudafs ..."`: the shell either execs
+// cudafs (whose parent is then mount) or forks it (its grandparent).
+bool StartedByMount() {
+  pid_t pid = getppid();
+  for (int step = 0; step < 2 && pid > 1; ++step) {
+    const std::optional<std::pair<std::string, pid_t>> process = NameAndParent(pid);
+    if (!process) return false;
+    if (process->first == "mount") return true;
+    pid = process->second;
+  }
+  return false;
+}
+
 }  // namespace
 
 MachineFacts ProbeMachine(uint64_t max_request) {
@@ -88,6 +122,7 @@ MachineFacts ProbeMachine(uint64_t max_request) {
   facts.uid = getuid();
   facts.gid = getgid();
   facts.generation = MountGeneration();
+  facts.started_by_mount = StartedByMount();
   return facts;
 }
 

@@ -24,7 +24,7 @@ namespace cudafs {
 // What MountPlan::Make needs of the machine for a mount asking for
 // `max_request`, found before the daemon forks: host memory, io_uring,
 // the request limit (raised as root: see RequestLimitRule), the mounting
-// user, a fresh generation.
+// user, a fresh generation, whether mount(8) started it.
 MachineFacts ProbeMachine(uint64_t max_request);
 
 // The kernel reads ahead of mmap and buffered readers by the filesystem's

@@ -71,6 +71,8 @@ struct MountOptions {
   std::optional<absl::Duration> gpu_idle;
   uint64_t min_block = 4096;  // power of two, 4 KiB .. 1 GiB
   bool noatime = false;
+  // A mount by root lets only root in (no implied allow_other).
+  bool noallow_other = false;
   // direct_io_min=: files at least this large when opened, and O_DIRECT
   // opens, bypass the kernel's page cache (see Negotiated::direct_io_min).
   // direct_io is direct_io_min=0, nodirect_io never. Unset: the default

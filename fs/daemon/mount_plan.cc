@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -31,6 +32,33 @@ std::vector<std::string> GpuOptionsGiven(const MountOptions& options) {
   if (options.spill_ready) given.push_back("spill_ready=");
   if (!options.device.empty()) given.push_back("device=");
   if (options.gpu_idle) given.push_back("gpu_idle=");
+  return given;
+}
+
+// The options libfuse gets: those given, less the "dev" and "suid" that
+// mount.fuse3 appends to every list not saying nodev or nosuid (mount(8)'s
+// defaults), so that an fstab mount is nosuid,nodev as a command-line one
+// is, unless the line itself says suid or dev; and, for a mount by root,
+// allow_other: a root mount is for everyone, as tmpfs is, and the kernel
+// still checks each access against the modes (default_permissions is
+// always on), so mode= keeps others out; noallow_other keeps it root's.
+// DESIGN, *Who may use a mount*.
+std::vector<std::string> FuseOptions(const MountOptions& options, const MachineFacts& facts) {
+  std::vector<std::string> given = options.fuse_options;
+  if (facts.started_by_mount) {
+    std::vector<std::string> appended;
+    if (!absl::c_linear_search(given, "nodev")) appended.push_back("dev");
+    if (!absl::c_linear_search(given, "nosuid")) appended.push_back("suid");
+    if (given.size() >= appended.size() &&
+        std::equal(appended.begin(), appended.end(), given.end() - appended.size())) {
+      given.resize(given.size() - appended.size());
+    }
+  }
+  // libfuse refuses allow_root beside allow_other.
+  if (facts.uid == 0 && !options.noallow_other && !absl::c_linear_search(given, "allow_other") &&
+      !absl::c_linear_search(given, "allow_root")) {
+    given.push_back("allow_other");
+  }
   return given;
 }
 
@@ -83,7 +111,9 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
   fuse.requested_direct_io_min = options.direct_io_min;
   fuse.zero_message_open = options.zero_message_open;
   fuse.generation = facts.generation;
-  return MountPlan(options, facts, std::move(fuse));
+  MountOptions planned = options;
+  planned.fuse_options = FuseOptions(options, facts);
+  return MountPlan(std::move(planned), facts, std::move(fuse));
 }
 
 absl::StatusOr<uint64_t> MountPlan::Capacity(uint64_t device_memory) const {

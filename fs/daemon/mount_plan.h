@@ -38,6 +38,9 @@ struct MachineFacts {
   gid_t gid = 0;
   // Drawn at random for each mount (FuseSettings::generation).
   uint32_t generation = 1;
+  // mount(8) started cudafs through mount.fuse3 (an fstab line, or
+  // `mount -t fuse.cudafs`), which appends "dev" and "suid" to the options.
+  bool started_by_mount = false;
 };
 
 class MountPlan {
@@ -91,6 +94,8 @@ class MountPlan {
   // without GPUs refuses them in Make), or empty.
   std::string UnusedOptionsNotice(BackendKind backend) const;
 
+  // The options, with fuse_options as libfuse gets them: less
+  // mount.fuse3's automatic dev,suid, plus allow_other for root.
   const MountOptions& options() const { return options_; }
 
  private:

@@ -450,8 +450,15 @@ const std::vector<MountOptionSpec>& Table() {
       {.names = "allow_other",
        .section = kFuse,
        .forward = true,
-       .forms = {{.help = "let other users access the mount",
+       .forms = {{.help = "let other users access the mount (the modes still decide);\n"
+                          "implied when root mounts",
                   .readme = "Needs `user_allow_other` in `/etc/fuse.conf` for non-root"}}},
+      {.names = "noallow_other",
+       .section = kFuse,
+       .apply = Sets<&MountOptions::noallow_other>(true),
+       .forms = {{.help = "a mount by root lets only root in",
+                  .readme = "Without it a mount by root is open to everyone as tmpfs is, "
+                            "and `mode=` keeps others out"}}},
       {.names = "allow_root",
        .section = kFuse,
        .forward = true,
@@ -471,7 +478,8 @@ const std::vector<MountOptionSpec>& Table() {
        .section = kFuse,
        .forward = true,
        .forms = {{.help = "honor or ignore set-user-id bits",
-                  .readme = "libfuse mounts `nosuid,nodev` unless told otherwise"}}},
+                  .readme = "Mounts are `nosuid,nodev` unless told otherwise, from fstab "
+                            "too (the `dev,suid` mount.fuse3 adds are not taken as asked)"}}},
       {.names = "dev,nodev",
        .section = kFuse,
        .forward = true,

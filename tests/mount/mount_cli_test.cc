@@ -26,6 +26,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -543,9 +544,11 @@ TEST_P(CliMountTest, SourceCannotAddMountOptions) {
     SCOPED_TRACE(source);
     ScratchDir dir;
     ASSERT_FALSE(dir.path().empty());
-    // Not MountOptions(): that adds allow_other, one of the options to keep out.
-    const CommandResult result =
-        RunCommand({kBinary, source, dir.path(), "-o", "backend=" + backend() + ",size=64m"}, 60s);
+    // Not MountOptions(): that adds allow_other, one of the options to keep out
+    // (as root's mounts imply it unless told noallow_other).
+    const CommandResult result = RunCommand(
+        {kBinary, source, dir.path(), "-o", "backend=" + backend() + ",size=64m,noallow_other"},
+        60s);
     ASSERT_EQ(result.exit_code, 0) << result.err;
     const std::optional<MountEntry> entry = FindMount(dir.path());
     ASSERT_TRUE(entry.has_value());
@@ -843,9 +846,9 @@ TEST_P(CliMountTest, KilledDaemonLeavesAMountThatUnmountsAndRemounts) {
   ASSERT_TRUE(UnmountNow(dir.path()));
 }
 
-// Without allow_other only the mounting user (here root) gets in, whatever
-// the modes say; with it, the modes decide.
-TEST_P(CliMountTest, OnlyTheMountingUserEntersWithoutAllowOther) {
+// A mount by root lets others in as the modes say (allow_other is
+// implied); with noallow_other only root gets in, whatever the modes say.
+TEST_P(CliMountTest, RootMountsLetOthersInUnlessNoallowOther) {
   auto stat_as_other = [](const std::string& path) {
     return RunAs(kOtherUid, kOtherGid, [&] {
       struct stat st;
@@ -853,10 +856,10 @@ TEST_P(CliMountTest, OnlyTheMountingUserEntersWithoutAllowOther) {
     });
   };
   for (const bool allow_other : {false, true}) {
-    SCOPED_TRACE(allow_other ? "allow_other" : "without allow_other");
+    SCOPED_TRACE(allow_other ? "allow_other" : "noallow_other");
     Mount mount;
     std::vector<std::string> options = {"backend=" + backend(), "size=64m", "mode=0777"};
-    if (allow_other) options.push_back("allow_other");
+    if (!allow_other) options.push_back("noallow_other");
     ASSERT_TRUE(mount.Start(options));
     const std::string file = mount.path() + "/open-to-all";
     ASSERT_TRUE(WriteFile(file, "x", 0666));
@@ -1510,14 +1513,15 @@ TEST_P(CliMountTest, FileHandlesOfAnEarlierMountAreStale) {
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
 
-// A mount that the user may not enter (no allow_other) is not said to be
+// A mount that the user may not enter (noallow_other) is not said to be
 // something else.
 TEST_P(CliMountTest, StatsOfAMountTheUserMayNotEnterSayPermissionDenied) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run as another user";
   if (!HaveTool("setpriv")) GTEST_SKIP() << "no setpriv";
   ScratchDir dir;
   ASSERT_FALSE(dir.path().empty());
-  ASSERT_EQ(RunCommand({kBinary, dir.path(), "-o", "backend=" + backend() + ",size=64m"}, 60s)
+  ASSERT_EQ(RunCommand({kBinary, dir.path(), "-o", "backend=" + backend() + ",size=64m,noallow_other"},
+                       60s)
                 .exit_code,
             0);
   for (const char* format : {"--json", "--all"}) {
@@ -1894,12 +1898,81 @@ TEST_F(CliFstabTest, TypeFuseWithProgramPath) {
 // mount.fuse3: commas in it stay part of the name.
 TEST_F(CliFstabTest, SourceWithCommasAddsNoOptions) {
   ASSERT_TRUE(MountLine(std::string(kBinary) + "#x,subtype=evil,allow_other " + mountpoint() +
-                        " fuse backend=host,size=64m,noauto 0 0"));
+                        " fuse backend=host,size=64m,noallow_other,noauto 0 0"));
   const std::optional<MountEntry> entry = FindMount(mountpoint());
   ASSERT_TRUE(entry.has_value()) << "mount exited 0 but nothing is mounted";
   EXPECT_EQ(entry->fstype, "fuse.cudafs");
   EXPECT_EQ(entry->source, "x,subtype=evil,allow_other");
   EXPECT_EQ(entry->super_options.find("allow_other"), std::string::npos) << entry->super_options;
+  EXPECT_TRUE(UnmountNow(mountpoint()));
+}
+
+// The README's fstab line as written there: the first line of type
+// fuse.cudafs after its "### /etc/fstab" heading, split into its fields.
+std::vector<std::string> ReadmeFstabFields() {
+  std::ifstream readme(std::string(kSourceDir) + "/README.md");
+  bool in_section = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (line == "### /etc/fstab") in_section = true;
+    if (!in_section) continue;
+    std::istringstream words(line);
+    std::vector<std::string> fields{std::istream_iterator<std::string>(words), {}};
+    if (fields.size() == 6 && fields[2] == "fuse.cudafs") return fields;
+  }
+  return {};
+}
+
+// The README's fstab line makes a shared scratch dir: mounted by root
+// through mount(8) and mount.fuse3, another user may create files in its
+// sticky root and not delete a third's, and the mount is nosuid,nodev. The
+// line is taken from the README with only the mountpoint, a test size and
+// backend=host changed; it runs the binary under test through the type
+// fuse and PROGRAM#SOURCE, which mount.fuse3 treats as fuse.cudafs but for
+// finding the program.
+TEST_F(CliFstabTest, ReadmeLineMakesASharedStickyScratchDir) {
+  std::vector<std::string> fields = ReadmeFstabFields();
+  ASSERT_EQ(fields.size(), 6u) << "no fstab line of type fuse.cudafs under README.md's "
+                                  "\"### /etc/fstab\"";
+  std::vector<std::string> options;
+  std::istringstream list(fields[3]);
+  for (std::string option; std::getline(list, option, ',');) {
+    options.push_back(option.starts_with("size=") ? "size=64m" : option);
+  }
+  ASSERT_TRUE(std::find(options.begin(), options.end(), "mode=1777") != options.end())
+      << fields[3];
+  options.push_back("backend=host");
+  fields[0] = std::string(kBinary) + "#" + fields[0];
+  fields[1] = mountpoint();
+  fields[2] = "fuse";
+  fields[3] = Join(options, ",");
+  ASSERT_TRUE(MountLine(Join(fields, " ")));
+  const std::optional<MountEntry> entry = FindMount(mountpoint());
+  ASSERT_TRUE(entry.has_value()) << "mount exited 0 but nothing is mounted";
+  std::vector<std::string> words;
+  std::istringstream mount_options(entry->options);
+  for (std::string word; std::getline(mount_options, word, ',');) words.push_back(word);
+  for (const char* word : {"nosuid", "nodev"}) {
+    EXPECT_TRUE(std::find(words.begin(), words.end(), word) != words.end())
+        << word << " missing: " << entry->options;
+  }
+
+  constexpr uid_t kThirdUid = 65533;
+  const std::string others_file = mountpoint() + "/of-a-third-user";
+  const std::string own_file = mountpoint() + "/of-nobody";
+  EXPECT_EQ(RunAs(kThirdUid, kThirdUid, [&] {
+              return WriteFile(others_file, "mine\n") ? Errno{0} : Errno{errno};
+            }),
+            Errno{0});
+  EXPECT_EQ(RunAs(kOtherUid, kOtherGid, [&] {
+              if (!WriteFile(own_file, "mine\n")) return Errno{errno};
+              if (Errno listed = ResultErrno(access(mountpoint().c_str(), R_OK)); listed.value != 0) {
+                return listed;
+              }
+              return ResultErrno(unlink(others_file.c_str()));
+            }),
+            Errno{EPERM})
+      << "nobody must create a file and be refused deleting another user's";
+  EXPECT_TRUE(StatPath(others_file).has_value());
   EXPECT_TRUE(UnmountNow(mountpoint()));
 }
 

@@ -111,8 +111,7 @@ TEST_P(ShareLimitsTest, SilentConnectionsOfAnotherUserStallNoMap) {
   SKIP_UNLESS_CUDAFS();
   for (const bool allow_other : {false, true}) {
     SCOPED_TRACE(allow_other);
-    std::vector<std::string> extra = {"size=64m"};
-    if (allow_other) extra.push_back("allow_other");
+    std::vector<std::string> extra = {"size=64m", allow_other ? "allow_other" : "noallow_other"};
     ASSERT_TRUE(Remount(extra));
     ASSERT_TRUE(WriteFile(Path("f"), RandomBytes(1 << 20, 3)));
     const std::string address = ShareSocketOf(root());

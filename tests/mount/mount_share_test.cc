@@ -219,7 +219,7 @@ TEST_P(ShareTest, OtherUsersOnlyWithAllowOther) {
     SCOPED_TRACE(allow_other);
     Mount mount;
     std::vector<std::string> options = {"backend=" + backend(), "size=64m"};
-    if (allow_other) options.push_back("allow_other");
+    options.push_back(allow_other ? "allow_other" : "noallow_other");
     ASSERT_TRUE(mount.Start(options));
     const std::string path = mount.path() + "/f";
     ASSERT_TRUE(WriteFile(path, "data"));

@@ -189,5 +189,39 @@ TEST(MountPlanTest, GlueSettings) {
   EXPECT_TRUE(plan->FuseSettingsFor(BackendKind::kCuda).cache);
 }
 
+std::vector<std::string> FuseOptionsOf(const char* option_list, const MachineFacts& facts) {
+  absl::StatusOr<MountPlan> plan = MountPlan::Make(Options(option_list), facts);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? plan->options().fuse_options : std::vector<std::string>{"failed"};
+}
+
+// A root mount is for everyone, as tmpfs is: the modes decide.
+TEST(MountPlanTest, RootMountsAllowOthers) {
+  MachineFacts root = Facts();
+  root.uid = 0;
+  using V = std::vector<std::string>;
+  EXPECT_EQ(FuseOptionsOf("ro", root), (V{"ro", "allow_other"}));
+  EXPECT_EQ(FuseOptionsOf("allow_other", root), (V{"allow_other"}));
+  EXPECT_EQ(FuseOptionsOf("allow_root", root), (V{"allow_root"})) << "libfuse refuses both";
+  EXPECT_EQ(FuseOptionsOf("noallow_other", root), V{});
+  EXPECT_EQ(FuseOptionsOf("ro", Facts()), (V{"ro"})) << "a user's mount stays the user's";
+}
+
+// mount.fuse3 appends dev,suid to every list not saying nodev or nosuid:
+// those words are dropped, so that an fstab mount is nosuid,nodev as a
+// command-line one is; the same words written by the user stay.
+TEST(MountPlanTest, MountHelpersDevAndSuidAreNotAsked) {
+  MachineFacts helper = Facts();
+  helper.started_by_mount = true;
+  using V = std::vector<std::string>;
+  EXPECT_EQ(FuseOptionsOf("size=1g,dev,suid", helper), V{});
+  EXPECT_EQ(FuseOptionsOf("nodev,suid", helper), (V{"nodev"}));
+  EXPECT_EQ(FuseOptionsOf("nosuid,dev", helper), (V{"nosuid"}));
+  EXPECT_EQ(FuseOptionsOf("nosuid,nodev", helper), (V{"nosuid", "nodev"}));
+  EXPECT_EQ(FuseOptionsOf("suid,dev,suid", helper), (V{"suid"})) << "the line said suid";
+  EXPECT_EQ(FuseOptionsOf("dev,noexec,dev,suid", helper), (V{"dev", "noexec"}));
+  EXPECT_EQ(FuseOptionsOf("dev,suid", Facts()), (V{"dev", "suid"})) << "a command line's own";
+}
+
 }  // namespace
 }  // namespace cudafs
