@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "alloc/base/errors.h"
@@ -286,18 +288,28 @@ absl::StatusOr<int> HostDevice::SharedMemory(uint64_t offset, uint64_t length) {
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> HostDevice::ExportShared(
     uint64_t size, absl::Span<const DeviceRange> ranges) {
-  auto exported = std::make_unique<HostExport>(size);
-  absl::MutexLock lock(&shared_mu_);
-  for (const DeviceRange& range : ranges) {
-    if (!WholeGranules(range) || !NotSharedOtherwise(range)) {
-      return absl::FailedPreconditionError("a shared range is not a block of its own");
+  // The descriptors first, the export once all are had: a failure (often
+  // the daemon out of descriptors) has only them to close.
+  std::vector<std::pair<int, uint64_t>> copies;
+  absl::Cleanup close_copies = [&copies] {
+    for (const auto& [fd, length] : copies) close(fd);
+  };
+  {
+    absl::MutexLock lock(&shared_mu_);
+    for (const DeviceRange& range : ranges) {
+      if (!WholeGranules(range) || !NotSharedOtherwise(range)) {
+        return absl::FailedPreconditionError("a shared range is not a block of its own");
+      }
+      absl::StatusOr<int> fd = SharedMemory(range.offset, range.length);
+      if (!fd.ok()) return fd.status();
+      const int copy = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
+      if (copy < 0) return DescriptorError(errno, "dup of a shared range");
+      copies.emplace_back(copy, range.length);
     }
-    absl::StatusOr<int> fd = SharedMemory(range.offset, range.length);
-    if (!fd.ok()) return fd.status();
-    const int copy = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
-    if (copy < 0) return DescriptorError(errno, "dup of a shared range");
-    exported->Add(copy, range.length);
   }
+  auto exported = std::make_unique<HostExport>(size);
+  for (const auto& [fd, length] : copies) exported->Add(fd, length);
+  std::move(close_copies).Cancel();
   return exported;
 }
 
