@@ -1,10 +1,8 @@
 // The share service under attack, on a real mount: what another user can
 // take from it (memory, time, descriptors), and a fuzzer of its protocol
 // while a legitimate program maps and the mount serves FUSE throughout.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -39,6 +37,7 @@
 #include "tests/mount/mount_fixture.h"
 #include "tests/support/errno_check.h"
 #include "tests/support/file_io.h"
+#include "tests/support/lingering_sockets.h"
 #include "tests/support/processes.h"
 #include "tests/support/raw_share_client.h"
 #include "tests/support/temp_dir.h"
@@ -305,36 +304,18 @@ TEST_P(ShareLimitsTest, ProtocolFuzzLeavesMapsAndTheMountWorking) {
         setresuid(kOtherUid, kOtherUid, kOtherUid) != 0) {
       _exit(1);
     }
-    const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in loopback = {};
-    loopback.sin_family = AF_INET;
-    loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof loopback;
-    if (bind(listener, reinterpret_cast<sockaddr*>(&loopback), sizeof loopback) != 0 ||
-        listen(listener, 64) != 0 ||
-        getsockname(listener, reinterpret_cast<sockaddr*>(&loopback), &length) != 0) {
-      _exit(2);
-    }
-    std::vector<int> never_read;
+    LingeringSockets sockets;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (std::chrono::steady_clock::now() < until && never_read.size() < 64) {
-      const int lingering = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      connect(lingering, reinterpret_cast<sockaddr*>(&loopback), sizeof loopback);
-      pollfd connected = {lingering, POLLOUT, 0};
-      if (poll(&connected, 1, 1000) != 1) _exit(3);
-      never_read.push_back(accept(listener, nullptr, nullptr));
-      const std::string chunk(65536, 'x');
-      while (write(lingering, chunk.data(), chunk.size()) > 0) {
-      }
-      const linger wait = {1, 5};
-      setsockopt(lingering, SOL_SOCKET, SO_LINGER, &wait, sizeof wait);
+    for (int sent = 0; std::chrono::steady_clock::now() < until && sent < 64; ++sent) {
+      const int lingering = sockets.Make(5);
+      if (lingering < 0) _exit(3);
       const int connection = ConnectToShare(address);
       const cudafs::ShareRequest request = MakeShareRequest(cudafs::kShareMap);
-      if (!SendRaw(connection, &request, sizeof request, lingering)) {
-        const linger abort = {1, 0};  // the last reference is ours: no lingering here
-        setsockopt(lingering, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+      if (SendRaw(connection, &request, sizeof request, lingering)) {
+        close(lingering);
+      } else {
+        LingeringSockets::CloseAtOnce(lingering);
       }
-      close(lingering);
       cudafs::ShareReply reply;
       ReceiveReply(connection, &reply, 1000);
       close(connection);
@@ -514,37 +495,20 @@ TEST_P(ShareLimitsTest, UnmountWaitsForNoAttacker) {
         setresuid(kOtherUid, kOtherUid, kOtherUid) != 0) {
       _exit(1);
     }
-    const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in loopback = {};
-    loopback.sin_family = AF_INET;
-    loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof loopback;
-    if (bind(listener, reinterpret_cast<sockaddr*>(&loopback), sizeof loopback) != 0 ||
-        listen(listener, 8) != 0 ||
-        getsockname(listener, reinterpret_cast<sockaddr*>(&loopback), &length) != 0) {
-      _exit(2);
-    }
-    std::vector<int> kept;  // never read: the lingering goes on
+    LingeringSockets sockets;  // never read: the lingering goes on
+    std::vector<int> kept;
     for (int i = 0; i < 4; ++i) {
-      const int lingering = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      connect(lingering, reinterpret_cast<sockaddr*>(&loopback), sizeof loopback);
-      pollfd connected = {lingering, POLLOUT, 0};
-      if (poll(&connected, 1, 1000) != 1) _exit(3);
-      kept.push_back(accept(listener, nullptr, nullptr));
-      const std::string chunk(65536, 'x');
-      while (write(lingering, chunk.data(), chunk.size()) > 0) {
-      }
-      const linger wait = {1, 30};
-      setsockopt(lingering, SOL_SOCKET, SO_LINGER, &wait, sizeof wait);
+      const int lingering = sockets.Make(30);
+      if (lingering < 0) _exit(3);
       const int connection = ConnectToShare(address);
       const cudafs::ShareRequest request = MakeShareRequest(cudafs::kShareMap);
       const char extra = 'x';
       SendRaw(connection, &request, sizeof request);
-      if (!SendRaw(connection, &extra, 1, lingering)) {
-        const linger abort = {1, 0};  // the last reference is ours: no lingering here
-        setsockopt(lingering, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+      if (SendRaw(connection, &extra, 1, lingering)) {
+        close(lingering);
+      } else {
+        LingeringSockets::CloseAtOnce(lingering);
       }
-      close(lingering);
       kept.push_back(connection);
     }
     (void)!write(ready[1], "x", 1);

@@ -6,9 +6,7 @@
 // tests' (tests/mount/mount_share_test.cc).
 #include "fs/share/share_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -28,12 +26,14 @@
 #include "alloc/devices/host_device.h"
 #include "alloc/storage/arena.h"
 #include "gtest/gtest.h"
+#include "tests/support/lingering_sockets.h"
 #include "tests/support/raw_share_client.h"
 
 namespace cudafs {
 namespace {
 
 using cudafs_test::ConnectToShare;
+using cudafs_test::LingeringSockets;
 using cudafs_test::MakeShareRequest;
 using cudafs_test::ReceiveReply;
 using cudafs_test::SendRaw;
@@ -190,53 +190,13 @@ TEST_F(ShareServerTest, PeersNotLetInAreRefusedAtOnce) {
   EXPECT_EQ(Ask(), EBADF);
 }
 
-// Loopback TCP connections whose close blocks (SO_LINGER over a full send
-// queue its peer never reads): the attacker's way to make a close of ours
-// wait, as a file of a FUSE filesystem whose server never answers FLUSH
-// does on a real system. Closing the peers ends the lingering.
-class LingeringSockets {
- public:
-  LingeringSockets() {
-    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    address_.sin_family = AF_INET;
-    address_.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address_;
-    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&address_), sizeof address_), 0);
-    EXPECT_EQ(listen(listener_, 64), 0);
-    EXPECT_EQ(getsockname(listener_, reinterpret_cast<sockaddr*>(&address_), &length), 0);
-  }
-  ~LingeringSockets() {
-    for (int peer : never_read_) close(peer);
-    close(listener_);
-  }
-  // A socket whose last close lingers 30 s, or -1.
-  int Make() {
-    const int lingering = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    connect(lingering, reinterpret_cast<sockaddr*>(&address_), sizeof address_);
-    pollfd connected = {lingering, POLLOUT, 0};
-    if (poll(&connected, 1, 1000) != 1) return -1;
-    never_read_.push_back(accept(listener_, nullptr, nullptr));
-    const std::string chunk(65536, 'x');
-    while (write(lingering, chunk.data(), chunk.size()) > 0) {
-    }
-    const linger wait = {1, 30};
-    if (setsockopt(lingering, SOL_SOCKET, SO_LINGER, &wait, sizeof wait) != 0) return -1;
-    return lingering;
-  }
-
- private:
-  int listener_ = -1;
-  sockaddr_in address_ = {};
-  std::vector<int> never_read_;
-};
-
 // A descriptor whose close blocks, sent with a request: refused as it
 // comes (no request takes a socket), and its close stalls no worker, nor
 // the server's end.
 TEST_F(ShareServerTest, DescriptorsWhoseCloseBlocksStallNoOne) {
   LingeringSockets sockets;
   for (int i = 0; i < ShareServer::kWorkers; ++i) {
-    const int lingering = sockets.Make();
+    const int lingering = sockets.Make(30);
     ASSERT_GE(lingering, 0);
     const int connection = ConnectToShare(server_->address());
     const ShareRequest request = MakeShareRequest(kShareMap);
@@ -255,7 +215,7 @@ TEST_F(ShareServerTest, DescriptorsWhoseCloseBlocksStallNoOne) {
 // connections' thread.
 TEST_F(ShareServerTest, ExcessDescriptorsAreClosedOffTheConnectionsThread) {
   LingeringSockets sockets;
-  const int lingering = sockets.Make();
+  const int lingering = sockets.Make(30);
   ASSERT_GE(lingering, 0);
   // One message with one descriptor more than a request carries (and
   // more than the library's SendWithDescriptors sends).
@@ -279,7 +239,7 @@ TEST_F(ShareServerTest, UnreadDescriptorsOfAnEndedConnectionStallNoOne) {
   LingeringSockets sockets;
   int left_unread = 0;
   for (int attempt = 0; attempt < 20 && left_unread < 3; ++attempt) {
-    const int lingering = sockets.Make();
+    const int lingering = sockets.Make(30);
     ASSERT_GE(lingering, 0);
     const int connection = ConnectToShare(server_->address());
     // A whole request (refused: no descriptor), then a message the server
@@ -290,11 +250,10 @@ TEST_F(ShareServerTest, UnreadDescriptorsOfAnEndedConnectionStallNoOne) {
     ASSERT_TRUE(SendRaw(connection, &request, sizeof request));
     if (SendWithDescriptors(connection, &extra, 1, &lingering, 1, 0) == 1) {
       ++left_unread;
+      close(lingering);
     } else {
-      const linger abort = {1, 0};  // ours is the last reference: no lingering here
-      setsockopt(lingering, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+      LingeringSockets::CloseAtOnce(lingering);
     }
-    close(lingering);
     ShareReply reply;
     ASSERT_TRUE(ReceiveReply(connection, &reply, 2000)) << attempt;
     EXPECT_EQ(reply.error, EBADF) << reply.message;
