@@ -105,6 +105,15 @@ TEST(ParseCommandLineTest, StatsTakesOneMountpoint) {
   EXPECT_FALSE(Parse({"--json", "/mnt/gpu"}).ok()) << "--json is for --stats";
 }
 
+TEST(ParseCommandLineTest, StatsTakesOneFormat) {
+  // Either order: the last format used to win silently.
+  EXPECT_TRUE(Contains(ParseError({"--stats", "--json", "--all", "/mnt/gpu"}), "--all and --json"));
+  EXPECT_TRUE(Contains(ParseError({"--all", "--stats", "--json", "/mnt/gpu"}), "--all and --json"));
+  absl::StatusOr<MountOptions> options = Parse({"--stats", "--json", "--json", "/mnt/gpu"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->stats_format, MountOptions::StatsFormat::kJson);
+}
+
 TEST(ParseCommandLineTest, HelpWinsOverTheRestOfTheLine) {
   absl::StatusOr<MountOptions> options = Parse({"/mnt/x", "--help", "-o", "bogus", "-x"});
   ASSERT_TRUE(options.ok()) << options.status();
