@@ -194,13 +194,18 @@ TEST(CliTest, VersionPrintsVersion) {
 }
 
 // Without a GPU (CI), --list-devices says why there is none (no driver, no
-// device), never that the binary cannot drive one.
+// device), never that the binary cannot drive one, and that mounts will
+// use host memory, in one line.
 TEST(CliTest, ListDevicesSaysWhyThereIsNoGpu) {
   const CommandResult result = RunCommand({kBinary, "--list-devices"}, 60s);
   if (result.exit_code == 0) GTEST_SKIP() << "a GPU is here:\n" << result.out;
   EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_EQ(result.out, "");
+  EXPECT_EQ(Lines(result.err).size(), 1u) << result.err;
   EXPECT_EQ(result.err.find("built without"), std::string::npos) << result.err;
   EXPECT_TRUE(std::regex_search(result.err, std::regex("libcuda\\.so\\.1|NVIDIA driver|cuInit")))
+      << result.err;
+  EXPECT_NE(result.err.find("mounts will keep file data in host memory"), std::string::npos)
       << result.err;
 }
 
