@@ -205,7 +205,8 @@ General options:
   --stats --json MOUNTPOINT  every counter and the space figures, as JSON
   --make-room MOUNTPOINT SIZE|all
                          move data off the mount's GPUs to host memory until SIZE
-                         (N[k|m|g|t]) is free on each, or all it can; returns then
+                         (N[k|m|g|t|p|e], as size=) is free on each, or all it
+                         can; returns then
   -f                     stay in the foreground
   -d                     print FUSE debug output (implies -f)
   -s                     handle one request at a time

@@ -205,6 +205,16 @@ TEST(ParseCommandLineTest, MakeRoomTakesAMountpointAndASizeOrAll) {
   EXPECT_TRUE(Contains(ParseError({"--make-room", "/mnt/gpu", "1g", "2g"}), "--make-room takes"));
 }
 
+// SIZE reads as size='s bytes do: the same suffixes, either case.
+TEST(ParseCommandLineTest, MakeRoomSizeTakesSizeSuffixes) {
+  for (const char* size : {"2P", "2p", "2048T"}) {
+    SCOPED_TRACE(size);
+    absl::StatusOr<MountOptions> options = Parse({"--make-room", "/mnt/gpu", size});
+    ASSERT_TRUE(options.ok()) << options.status();
+    EXPECT_EQ(options->make_room_bytes, uint64_t{2} << 50);
+  }
+}
+
 TEST(UsageTextTest, NamesEveryOptionAndDefault) {
   const std::string usage = UsageText("my-cudafs");
   EXPECT_TRUE(Contains(usage, "usage: my-cudafs [SOURCE] MOUNTPOINT"));
