@@ -62,8 +62,16 @@ absl::Status ApplyFlag(absl::Span<const char* const> argv, size_t& i, OptionTarg
   } else if (flag == "--make-room") {
     options.action = Action::kMakeRoom;
   } else if (flag == "--all" || flag == "--json") {
-    options.stats_format =
+    const MountOptions::StatsFormat format =
         flag == "--all" ? MountOptions::StatsFormat::kAll : MountOptions::StatsFormat::kJson;
+    // Two ways to print the same counters: taking the last would quietly
+    // drop the other, as refused combinations of -o options are not.
+    if (options.stats_format != MountOptions::StatsFormat::kSummary &&
+        options.stats_format != format) {
+      return absl::InvalidArgumentError(
+          "--all and --json are two formats of --stats: give one (--json has every counter)");
+    }
+    options.stats_format = format;
   } else if (flag == "-f") {
     options.foreground = true;
   } else if (flag == "-d") {
@@ -197,7 +205,8 @@ General options:
   --stats --json MOUNTPOINT  every counter and the space figures, as JSON
   --make-room MOUNTPOINT SIZE|all
                          move data off the mount's GPUs to host memory until SIZE
-                         (N[k|m|g|t]) is free on each, or all it can; returns then
+                         (N[k|m|g|t|p|e], as size=) is free on each, or all it
+                         can; returns then
   -f                     stay in the foreground
   -d                     print FUSE debug output (implies -f)
   -s                     handle one request at a time

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "alloc/devices/cuda_device.h"
 #include "fs/daemon/command_failure.h"
 
@@ -12,7 +13,12 @@ namespace cudafs {
 
 int ListDevicesCommand() {
   absl::StatusOr<std::vector<CudaDeviceInfo>> devices = ListCudaDevices();
-  if (!devices.ok()) return Fail(devices.status().message());
+  // Without a GPU a mount still works, from host memory: say so, so that
+  // the exit status reads as "no GPU here", not "cudafs cannot run here".
+  if (!devices.ok()) {
+    return Fail(absl::StrCat("no GPU to use: ", devices.status().message(),
+                             "; mounts will keep file data in host memory"));
+  }
   std::printf("%-5s %-32s %-14s %12s %12s\n", "INDEX", "NAME", "PCI BUS ID", "TOTAL MiB",
               "FREE MiB");
   for (const CudaDeviceInfo& device : *devices) {

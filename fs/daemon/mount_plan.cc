@@ -117,15 +117,15 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
 }
 
 absl::StatusOr<uint64_t> MountPlan::Capacity(uint64_t device_memory) const {
-  const uint64_t size = options_.size.Resolve(device_memory, kDefaultSizePercent);
+  uint64_t size = options_.size.Resolve(device_memory, kDefaultSizePercent);
   if (size < options_.min_block) {
     return absl::InvalidArgumentError(
         absl::StrFormat("size=%d is smaller than min_block=%d", size, options_.min_block));
   }
-  if (size > device_memory && options_.backend != BackendKind::kNull) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("size=%d exceeds the device's memory (%d bytes)", size, device_memory));
-  }
+  // size= is a limit, as tmpfs's, so one past the device is taken; but the
+  // arena is reserved at this size, and df would promise space no write can
+  // have, so the device's memory bounds it. The null device stores nothing.
+  if (options_.backend != BackendKind::kNull) size = std::min(size, device_memory);
   return (size + options_.min_block - 1) / options_.min_block * options_.min_block;
 }
 

@@ -98,15 +98,16 @@ absl::StatusOr<uint64_t> ParseInodeCount(absl::string_view name, absl::string_vi
 }
 
 absl::StatusOr<SizeSpec> ParseSizeSpec(absl::string_view name, absl::string_view value,
-                                       bool zero_allowed) {
+                                       bool zero_allowed, bool over_100_percent_allowed) {
   constexpr absl::string_view kExpected =
-      "expected bytes with an optional k/m/g/t suffix or a percentage";
+      "expected bytes with an optional k/m/g/t/p/e suffix or a percentage";
   absl::string_view number = value;
   if (absl::ConsumeSuffix(&number, "%")) {
     const std::optional<double> percent = ParsePercent(number);
     if (!percent) return BadValue(name, value, kExpected);
-    if (!(*percent > 0 && *percent <= 100)) {
-      return BadValue(name, value, "a percentage must be more than 0 and at most 100");
+    if (!(*percent > 0)) return BadValue(name, value, "a percentage must be more than 0");
+    if (*percent > 100 && !over_100_percent_allowed) {
+      return BadValue(name, value, "a percentage must be at most 100");
     }
     return SizeSpec{.bytes = std::nullopt, .percent = *percent};
   }
@@ -116,13 +117,17 @@ absl::StatusOr<SizeSpec> ParseSizeSpec(absl::string_view name, absl::string_view
   return SizeSpec{.bytes = *bytes, .percent = std::nullopt};
 }
 
+// size= is a limit, not a reservation, as tmpfs's: it takes any share of
+// the device's memory, and any byte count, as tmpfs does of RAM; past the
+// device, the device bounds it (MountPlan::Capacity).
 absl::StatusOr<SizeSpec> ParseSize(absl::string_view name, absl::string_view value) {
-  return ParseSizeSpec(name, value, /*zero_allowed=*/false);
+  return ParseSizeSpec(name, value, /*zero_allowed=*/false, /*over_100_percent_allowed=*/true);
 }
 
-// reserve= and spill=, where 0 turns the feature off.
+// reserve= and spill=, where 0 turns the feature off, are shares of memory
+// that is there: at most all of it.
 absl::StatusOr<SizeSpec> ParseSizeOrZero(absl::string_view name, absl::string_view value) {
-  return ParseSizeSpec(name, value, /*zero_allowed=*/true);
+  return ParseSizeSpec(name, value, /*zero_allowed=*/true, /*over_100_percent_allowed=*/false);
 }
 
 absl::StatusOr<mode_t> ParseMode(absl::string_view name, absl::string_view value) {
@@ -261,13 +266,17 @@ const std::vector<MountOptionSpec>& Table() {
       {.names = "size",
        .value = kRequired,
        .apply = Into<&MountOptions::size>(ParseSize),
-       .forms = {{.syntax = "size=N[k|m|g|t]",
+       .forms = {{.syntax = "size=N[k|m|g|t|p|e]",
                   .help = "capacity",
                   .readme = "Rounded up to `min_block` (4 KiB by default, like tmpfs's page); "
-                            "`df` shows exactly that. May exceed the memory free at mount time "
-                            "(as with tmpfs); writes that cannot be backed fail with ENOSPC"},
+                            "`df` shows exactly that. A limit, not a reservation: it may exceed "
+                            "the memory free at mount time (as with tmpfs), and writes that "
+                            "cannot be backed fail with ENOSPC. Past the device's memory it is "
+                            "accepted, as tmpfs accepts any size, and the device's memory is "
+                            "the limit `df` shows"},
                  {.syntax = "size=P%",
-                  .help = "capacity as a share of the device's memory, 0 < P <= 100"}},
+                  .help = "capacity as a share of the device's memory, P > 0\n"
+                          "(past 100%, the device's memory)"}},
        .default_text = "50% of the device's memory"},
       {.names = "nr_inodes",
        .value = kRequired,

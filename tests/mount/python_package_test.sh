@@ -25,9 +25,14 @@ python3 -m venv venv
 venv/bin/pip install --quiet --no-index --no-build-isolation "$source_dir/fs/client/python"
 echo "python_package_test: two venvs made and installed in $((SECONDS - started)) s"
 
+# The package's version is the project's (CMakeLists.txt), in its
+# metadata and as cudafs.__version__.
+version=$(sed -n 's/^project(cudafs VERSION \([0-9.]*\).*/\1/p' "$source_dir/CMakeLists.txt")
 for python in isolated/bin/python venv/bin/python; do
-  "$python" - <<'EOF'
-import os, sys, cudafs
+  "$python" - "$version" <<'EOF'
+import importlib.metadata, os, sys, cudafs
+assert cudafs.__version__ == importlib.metadata.version("cudafs") == sys.argv[1], (
+    cudafs.__version__, importlib.metadata.version("cudafs"), sys.argv[1])
 here = os.path.dirname(cudafs.__file__)
 assert here.startswith(sys.prefix + os.sep), "not the installed module: " + here
 assert cudafs._lib()._name == os.path.join(here, "libcudafs_client.so"), cudafs._lib()._name

@@ -105,6 +105,15 @@ TEST(ParseCommandLineTest, StatsTakesOneMountpoint) {
   EXPECT_FALSE(Parse({"--json", "/mnt/gpu"}).ok()) << "--json is for --stats";
 }
 
+TEST(ParseCommandLineTest, StatsTakesOneFormat) {
+  // Either order: the last format used to win silently.
+  EXPECT_TRUE(Contains(ParseError({"--stats", "--json", "--all", "/mnt/gpu"}), "--all and --json"));
+  EXPECT_TRUE(Contains(ParseError({"--all", "--stats", "--json", "/mnt/gpu"}), "--all and --json"));
+  absl::StatusOr<MountOptions> options = Parse({"--stats", "--json", "--json", "/mnt/gpu"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->stats_format, MountOptions::StatsFormat::kJson);
+}
+
 TEST(ParseCommandLineTest, HelpWinsOverTheRestOfTheLine) {
   absl::StatusOr<MountOptions> options = Parse({"/mnt/x", "--help", "-o", "bogus", "-x"});
   ASSERT_TRUE(options.ok()) << options.status();
@@ -194,6 +203,16 @@ TEST(ParseCommandLineTest, MakeRoomTakesAMountpointAndASizeOrAll) {
   EXPECT_TRUE(Contains(ParseError({"--make-room", "/mnt/gpu"}), "--make-room takes"));
   EXPECT_TRUE(Contains(ParseError({"--make-room", "/mnt/gpu", "lots"}), "--make-room:"));
   EXPECT_TRUE(Contains(ParseError({"--make-room", "/mnt/gpu", "1g", "2g"}), "--make-room takes"));
+}
+
+// SIZE reads as size='s bytes do: the same suffixes, either case.
+TEST(ParseCommandLineTest, MakeRoomSizeTakesSizeSuffixes) {
+  for (const char* size : {"2P", "2p", "2048T"}) {
+    SCOPED_TRACE(size);
+    absl::StatusOr<MountOptions> options = Parse({"--make-room", "/mnt/gpu", size});
+    ASSERT_TRUE(options.ok()) << options.status();
+    EXPECT_EQ(options->make_room_bytes, uint64_t{2} << 50);
+  }
 }
 
 TEST(UsageTextTest, NamesEveryOptionAndDefault) {

@@ -53,7 +53,8 @@ TEST(MountOptionTest, SizeAsPercent) {
     double percent;
   } kCases[] = {
       {"size=50%", 50},   {"size=100%", 100}, {"size=12.5%", 12.5},
-      {"size=0.5%", 0.5}, {"size=007%", 7},
+      {"size=0.5%", 0.5}, {"size=007%", 7},   {"size=150%", 150},  // as tmpfs of RAM
+      {"size=100.5%", 100.5},
   };
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.option);
@@ -78,8 +79,26 @@ TEST(MountOptionTest, LaterSizeReplacesEarlierKind) {
 
 TEST(MountOptionTest, BadSizeMessage) {
   EXPECT_EQ(OptionError("size=12q"),
-            "bad value for size=: \"12q\" (expected bytes with an optional k/m/g/t suffix or a "
+            "bad value for size=: \"12q\" (expected bytes with an optional k/m/g/t/p/e suffix or a "
             "percentage)");
+}
+
+// tmpfs's suffixes (memparse), either case, and any size below 2^64.
+TEST(MountOptionTest, SizeTakesTmpfsSuffixes) {
+  const struct {
+    const char* option;
+    uint64_t bytes;
+  } kCases[] = {
+      {"size=99999t", uint64_t{99999} << 40}, {"size=2P", uint64_t{2} << 50},
+      {"size=15e", uint64_t{15} << 60},       {"size=3K", 3 * kKiB},
+      {"size=18446744073709551615", ~uint64_t{0}},
+  };
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.option);
+    absl::StatusOr<MountOptions> options = ParseOption(c.option);
+    ASSERT_TRUE(options.ok()) << options.status();
+    EXPECT_EQ(options->size.bytes, c.bytes);
+  }
 }
 
 TEST(MountOptionTest, SizeOverflowSaysTooLarge) {
@@ -90,7 +109,7 @@ TEST(MountOptionTest, SizeOverflowSaysTooLarge) {
 
 TEST(MountOptionTest, BadPercentages) {
   for (const char* option :
-       {"size=0%", "size=0.0%", "size=100.5%", "size=101%", "size=-5%", "size=%", "size=1e1%",
+       {"size=0%", "size=0.0%", "size=-5%", "size=%", "size=1e1%",
         "size=inf%", "size=1.2.3%", "size= 5%", "size=5%%"}) {
     SCOPED_TRACE(option);
     EXPECT_TRUE(Contains(OptionError(option), "bad value for size=:"));
@@ -544,8 +563,8 @@ TEST(MountOptionTest, FlagWithValueIsNamed) {
 TEST(MountOptionTest, ErrorsStayOnOneLine) {
   EXPECT_EQ(OptionError("bo\ngus"), "unknown option \"bo\\ngus\"");
   EXPECT_EQ(OptionError("size=1\n"),
-            "bad value for size=: \"1\\n\" (expected bytes with an optional k/m/g/t suffix or "
-            "a percentage)");
+            "bad value for size=: \"1\\n\" (expected bytes with an optional k/m/g/t/p/e suffix "
+            "or a percentage)");
 }
 
 TEST(MountOptionTest, EveryErrorNamesTheOption) {

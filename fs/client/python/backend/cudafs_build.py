@@ -50,6 +50,12 @@ def _version(root):
     return found.group(1)
 
 
+def _version_module(version):
+    # cudafs.__version__, written here as the dist-info's Version is, so
+    # that the two cannot differ (fs/client/CMakeLists.txt writes the .deb's).
+    return ('__version__ = "%s"\n' % version).encode()
+
+
 def _sources(root):
     return sorted(os.path.join(root, folder, name) for folder in _SOURCE_DIRS
                   for name in os.listdir(os.path.join(root, folder)) if name.endswith(".cc"))
@@ -100,6 +106,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         if name.endswith(".py") or name == "py.typed":
             with open(os.path.join(package, name), "rb") as f:
                 files.append((_NAME + "/" + name, f.read()))
+    files.append((_NAME + "/_version.py", _version_module(version)))
     with tempfile.TemporaryDirectory() as work:
         library = os.path.join(work, _LIBRARY)
         _compile_library(root, library)

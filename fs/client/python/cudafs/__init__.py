@@ -44,6 +44,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Mapping", "PathLike", "map", "load_safetensors", "make_room"]
 
+# The version of cudafs (CMakeLists.txt's project()), written into the
+# package by its build: pip's (backend/cudafs_build.py) or cmake --install.
+try:
+    from ._version import __version__
+except ImportError:  # run from a checkout (PYTHONPATH=fs/client/python): unbuilt
+    __version__ = "0+unknown"
+
 #: What the functions take as a path: str, bytes or an os.PathLike.
 PathLike = Union[str, bytes, os.PathLike]
 
