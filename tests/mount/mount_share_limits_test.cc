@@ -114,22 +114,10 @@ TEST_P(ShareLimitsTest, SilentConnectionsOfAnotherUserStallNoMap) {
     ASSERT_TRUE(Remount(extra));
     ASSERT_TRUE(WriteFile(Path("f"), RandomBytes(1 << 20, 3)));
     const std::string address = ShareSocketOf(root());
-    int ready[2];
-    ASSERT_SYS_OK(pipe(ready));
-    const pid_t attacker = fork();
-    if (attacker == 0) {
-      if (setresgid(kOtherUid, kOtherUid, kOtherUid) != 0 ||
-          setresuid(kOtherUid, kOtherUid, kOtherUid) != 0) {
-        _exit(1);
-      }
-      for (int i = 0; i < 40; ++i) (void)ConnectToShare(address);
-      (void)!write(ready[1], "x", 1);
-      for (;;) pause();
-    }
-    char byte;
-    ASSERT_EQ(read(ready[0], &byte, 1), 1);
-    close(ready[0]);
-    close(ready[1]);
+    const pid_t attacker = StartAs(kOtherUid, kOtherGid, [&] {
+      for (int i = 0; i < 40; ++i) (void)ConnectToShare(address);  // held open, silent
+    });
+    ASSERT_GT(attacker, 0);
     for (int i = 0; i < 20; ++i) {
       const auto start = std::chrono::steady_clock::now();
       cudafs_mapping* m = nullptr;
@@ -487,20 +475,14 @@ TEST_P(ShareLimitsTest, UnmountWaitsForNoAttacker) {
   ASSERT_TRUE(Remount({"size=64m", "allow_other"}));
   ASSERT_TRUE(WriteFile(Path("f"), "data"));
   const std::string address = ShareSocketOf(root());
-  int ready[2];
-  ASSERT_SYS_OK(pipe(ready));
-  const pid_t attacker = fork();
-  if (attacker == 0) {
-    if (setresgid(kOtherGid, kOtherGid, kOtherGid) != 0 ||
-        setresuid(kOtherUid, kOtherUid, kOtherUid) != 0) {
-      _exit(1);
-    }
-    LingeringSockets sockets;  // never read: the lingering goes on
-    std::vector<int> kept;
+  // The attacker's sockets and connections stay open until it is killed.
+  const pid_t attacker = StartAs(kOtherUid, kOtherGid, [&] {
+    // Static: the peers must stay open, never read, after the body returns.
+    static LingeringSockets sockets;
     for (int i = 0; i < 4; ++i) {
       const int lingering = sockets.Make(30);
       if (lingering < 0) _exit(3);
-      const int connection = ConnectToShare(address);
+      const int connection = ConnectToShare(address);  // left open
       const cudafs::ShareRequest request = MakeShareRequest(cudafs::kShareMap);
       const char extra = 'x';
       SendRaw(connection, &request, sizeof request);
@@ -509,15 +491,9 @@ TEST_P(ShareLimitsTest, UnmountWaitsForNoAttacker) {
       } else {
         LingeringSockets::CloseAtOnce(lingering);
       }
-      kept.push_back(connection);
     }
-    (void)!write(ready[1], "x", 1);
-    for (;;) pause();
-  }
-  char byte;
-  ASSERT_EQ(read(ready[0], &byte, 1), 1);
-  close(ready[0]);
-  close(ready[1]);
+  });
+  ASSERT_GT(attacker, 0);
   std::this_thread::sleep_for(500ms);  // answered and dropped: the closes wait
   const pid_t daemon = *mount().daemon();
   const auto start = std::chrono::steady_clock::now();

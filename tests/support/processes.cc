@@ -129,6 +129,29 @@ Errno RunAs(uid_t uid, gid_t gid, const std::function<Errno()>& body) {
   return Errno{WEXITSTATUS(*status)};
 }
 
+pid_t StartAs(uid_t uid, gid_t gid, const std::function<void()>& body) {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(ready[0]);
+    if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 ||
+        setresuid(uid, uid, uid) != 0) {
+      _exit(255);
+    }
+    body();
+    (void)!write(ready[1], "x", 1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char byte;
+  const bool started = pid > 0 && read(ready[0], &byte, 1) == 1;
+  close(ready[0]);
+  if (started) return pid;
+  if (pid > 0) WaitForChild(pid, 10s);
+  return -1;
+}
+
 bool ProcessAlive(pid_t pid) {
   const std::optional<char> state = TaskState("/proc/" + std::to_string(pid));
   return state.has_value() && *state != 'Z';

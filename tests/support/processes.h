@@ -52,6 +52,12 @@ std::string Join(const std::vector<std::string>& parts, std::string_view separat
 // its exit code, so `body` must return an errno value that fits (0..254).
 Errno RunAs(uid_t uid, gid_t gid, const std::function<Errno()>& body);
 
+// Runs `body` in a child process with the given credentials (no
+// supplementary groups) and returns the child's pid once `body` has
+// returned; the child then waits to be killed, keeping what it holds (an
+// attacker's connections, say). -1 when the child failed before that.
+pid_t StartAs(uid_t uid, gid_t gid, const std::function<void()>& body);
+
 // True while `pid` exists and is not a zombie.
 bool ProcessAlive(pid_t pid);
 // True once every thread of `pid` has entered the group stop. kill(SIGSTOP)

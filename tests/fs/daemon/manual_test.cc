@@ -91,7 +91,7 @@ TEST(ManualTest, RendersWithoutWarnings) {
       Shell("MANWIDTH=80 MANPAGER=cat man -l " + path);
   ASSERT_TRUE(shown.has_value());
   EXPECT_TRUE(absl::StrContains(*shown, "cudafs options")) << *shown;
-  EXPECT_TRUE(absl::StrContains(*shown, "size=N[k|m|g|t]"));
+  EXPECT_TRUE(absl::StrContains(*shown, "size=N[k|m|g|t|p|e]"));
 }
 
 // The systemd mount units people copy, the page's and docs/examples', are
