@@ -103,7 +103,10 @@ std::optional<Device::GpuMemory> CudaDevice::PartMemory(size_t /*part*/) const {
   size_t free = 0;
   size_t total = 0;
   if (!context_.Check("cuMemGetInfo", cu_.cuMemGetInfo(&free, &total)).ok()) return std::nullopt;
-  return GpuMemory{.free = free, .total = total, .reserve = options_.reserve_bytes};
+  return GpuMemory{.free = free,
+                   .total = total,
+                   .reserve = options_.reserve_bytes,
+                   .pci_bus_id = gpu_.pci_bus_id};
 }
 
 CudaDevice::Stats CudaDevice::stats() const {

@@ -103,6 +103,9 @@ class Device {
     uint64_t free = 0;
     uint64_t total = 0;
     uint64_t reserve = 0;
+    // "0000:65:00.0": the GPU as any process names it, whatever its
+    // CUDA_VISIBLE_DEVICES (a program asking for room names it so).
+    std::string pci_bus_id;
   };
   virtual std::optional<GpuMemory> PartMemory(size_t /*part*/) const { return std::nullopt; }
   // Keeps `bytes` of the spill parts' host memory ready to take data at

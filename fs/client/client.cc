@@ -18,6 +18,7 @@
 #include "alloc/devices/cuda_api.h"
 #include "fs/client/client_error.h"
 #include "fs/client/cudafs.h"
+#include "fs/client/room_request.h"
 #include "fs/client/share_conversation.h"
 #include "fs/wire/share_protocol.h"
 
@@ -497,6 +498,18 @@ uint64_t cudafs_mapping_size(const cudafs_mapping* mapping) { return mapping->si
 int cudafs_mapping_memory(const cudafs_mapping* mapping) { return mapping->memory; }
 
 int cudafs_mapping_device(const cudafs_mapping* mapping) { return mapping->device; }
+
+int cudafs_make_room(const char* mount, const char* gpu, uint64_t bytes, int flags) {
+  if (mount == nullptr) return Fail(EINVAL, "no mount named");
+  if (flags & ~(CUDAFS_ROOM_ALL | CUDAFS_ROOM_HOLD)) {
+    return Fail(EINVAL, "unknown flags 0x%x", static_cast<unsigned>(flags));
+  }
+  cudafs::client::RoomRequest request;
+  if (!(flags & CUDAFS_ROOM_ALL)) request.bytes = bytes;
+  request.gpu = gpu;
+  request.hold = flags & CUDAFS_ROOM_HOLD;
+  return cudafs::client::MakeRoomAt(mount, request);
+}
 
 const char* cudafs_last_error(void) { return cudafs::client::LastError(); }
 

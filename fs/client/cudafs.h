@@ -117,6 +117,35 @@ CUDAFS_API int cudafs_mapping_memory(const cudafs_mapping* mapping);
  * calling thread's GPU where it reaches them all. */
 CUDAFS_API int cudafs_mapping_device(const cudafs_mapping* mapping);
 
+enum {
+  /* cudafs_make_room: every byte that can move, not `bytes`. */
+  CUDAFS_ROOM_ALL = 1,
+  /* cudafs_make_room: then hold the room for 60 s: nothing comes back to
+   * the GPUs, and new data goes to host memory first. */
+  CUDAFS_ROOM_HOLD = 2,
+};
+
+/* Moves file data of the cudafs mounted at `mount` (the mount's root) off
+ * its GPUs into host memory until `bytes` are free on the GPU whose PCI
+ * bus id is `gpu` ("0000:65:00.0"; NULL: on each GPU of the mount), and
+ * returns then: for a job launcher before a program that sizes itself
+ * from free memory, or a program whose GPU allocation failed. Nothing is
+ * lost: files read the same, and their data comes back once the GPU has
+ * had room for a few seconds (not while held). The mount's owner and root
+ * may ask for anything; any other user only for `bytes`, without
+ * CUDAFS_ROOM_HOLD. The daemon serves it off its file requests. Errors:
+ *   -EXDEV       `mount` is not the root of a cudafs mount
+ *   -EPERM       CUDAFS_ROOM_ALL or CUDAFS_ROOM_HOLD from a user other
+ *                than the owner and root
+ *   -EOPNOTSUPP  the mount holds no GPU memory, or has no host memory to
+ *                move data to (spill=0)
+ *   -ENOSPC      no more data can move (host memory is full, or the rest
+ *                is other programs' memory or files they map)
+ *   -ETIMEDOUT   no answer within 30 s plus 1 s per GiB asked (10 minutes
+ *                for all)
+ *   -EPROTONOSUPPORT  a daemon of another cudafs version */
+CUDAFS_API int cudafs_make_room(const char* mount, const char* gpu, uint64_t bytes, int flags);
+
 /* Why the calling thread's last failed call failed. */
 CUDAFS_API const char* cudafs_last_error(void);
 

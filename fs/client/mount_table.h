@@ -11,12 +11,14 @@
 
 #include <istream>
 #include <string>
+#include <vector>
 
 namespace cudafs::client {
 
 struct CudafsMount {
   std::string mountpoint;  // where the filesystem's root is mounted
   uid_t owner = 0;         // who mounted it: the daemon's uid (user_id=)
+  dev_t device = 0;        // st_dev of its files
 };
 
 // The mount of `mountinfo` (lines in /proc/PID/mountinfo's format) whose
@@ -26,6 +28,11 @@ struct CudafsMount {
 int FindCudafsMount(std::istream& mountinfo, dev_t device, CudafsMount* mount);
 // The same in this process's mount table.
 int FindCudafsMount(dev_t device, CudafsMount* mount);
+
+// Every cudafs mount of `mountinfo` whose root is visible, once each
+// (a filesystem mounted at two places: the first), skipping those whose
+// line names no owner.
+std::vector<CudafsMount> CudafsMounts(std::istream& mountinfo);
 
 }  // namespace cudafs::client
 

@@ -125,14 +125,18 @@ int ConnectTo(const std::string& address, uid_t owner, int* connection) {
   return 0;
 }
 
+int ConnectToMount(const CudafsMount& mount, int* connection) {
+  std::string address;
+  if (int r = SocketOf(mount, mount.device, &address); r != 0) return r;
+  return ConnectTo(address, mount.owner, connection);
+}
+
 int ConnectFor(int fd, int* connection) {
   struct stat st;
   if (fstat(fd, &st) != 0) return Fail(errno, "fstat: %s", std::strerror(errno));
   CudafsMount mount;
-  std::string address;
   if (int r = FindCudafsMount(st.st_dev, &mount); r != 0) return r;
-  if (int r = SocketOf(mount, st.st_dev, &address); r != 0) return r;
-  if (int r = ConnectTo(address, mount.owner, connection); r != 0) return r;
+  if (int r = ConnectToMount(mount, connection); r != 0) return r;
   const int r = BoundReplies(*connection, ReplyBoundSeconds(static_cast<uint64_t>(st.st_size)));
   if (r != 0) {
     close(*connection);
@@ -172,7 +176,15 @@ int ReceiveReply(int connection, ShareReply* reply) {
 
 int Ask(int connection, uint32_t op, uint32_t flags, uint64_t memory_bytes,
         const std::vector<int>& fds, ShareReply* reply) {
-  const ShareRequest request = {kMagic, op, flags, 0, memory_bytes};
+  ShareRequest request = {};
+  request.op = op;
+  request.flags = flags;
+  request.memory_bytes = memory_bytes;
+  return Ask(connection, request, fds, reply);
+}
+
+int Ask(int connection, ShareRequest request, const std::vector<int>& fds, ShareReply* reply) {
+  request.magic = kMagic;
   const ssize_t sent =
       SendWithDescriptors(connection, &request, sizeof request, fds.data(), fds.size(), 0);
   const int error = errno;
@@ -224,7 +236,9 @@ int ReceivePieces(int connection, const ShareReply& reply, bool plan, Pieces* pi
 }
 
 void SendImported(int connection) {
-  const ShareRequest imported = {kMagic, kShareImported, 0, 0, 0};
+  ShareRequest imported = {};
+  imported.magic = kMagic;
+  imported.op = kShareImported;
   (void)SendWithDescriptors(connection, &imported, sizeof imported, nullptr, 0, 0);
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fs/client/mount_table.h"
 #include "fs/wire/share_protocol.h"
 
 namespace cudafs::client {
@@ -34,6 +35,10 @@ int BoundReplies(int connection, int seconds);
 // most.
 int ConnectTo(const std::string& address, uid_t owner, int* connection);
 
+// Connects to the daemon of `mount` (mount_table.h), through the socket
+// its root names (-EXDEV when none, or when another mount covers it).
+int ConnectToMount(const CudafsMount& mount, int* connection);
+
 // Connects to the daemon of the mount holding open file `fd` (the socket
 // named at the root of the mount, mount_table.h), waiting for each reply
 // at most ReplyBoundSeconds(the file's size): -EXDEV when there is none.
@@ -49,6 +54,8 @@ int ReceiveReply(int connection, ShareReply* reply);
 // its reply, already here, says why.
 int Ask(int connection, uint32_t op, uint32_t flags, uint64_t memory_bytes,
         const std::vector<int>& fds, ShareReply* reply);
+// The same for a whole `request` (its magic set here).
+int Ask(int connection, ShareRequest request, const std::vector<int>& fds, ShareReply* reply);
 
 // Connects to the daemon of the mount holding `file` and asks `op` for it
 // (`*connection` then open, even on failure, or -1). A daemon with too

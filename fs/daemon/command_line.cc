@@ -191,6 +191,7 @@ std::string UsageText(absl::string_view program) {
       R"(usage: %1$s [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
        %1$s --help | --version | --list-devices | --stats [--all|--json] MOUNTPOINT
        %1$s --make-room MOUNTPOINT SIZE|all
+       %1$s run [-o MOUNTPOINT]... -- COMMAND [ARG...]
 
 Mounts a filesystem that keeps file data in GPU memory. SOURCE is the name
 shown in /proc/mounts and df (default: cudafs).
@@ -207,6 +208,10 @@ General options:
                          move data off the mount's GPUs to host memory until SIZE
                          (N[k|m|g|t|p|e], as size=) is free on each, or all it
                          can; returns then
+  run [-o MOUNTPOINT]... -- COMMAND [ARG...]
+                         run COMMAND so that its GPU allocations that fail
+                         for want of memory wait for the cudafs mounts (or
+                         those named) to make room, and are tried again
   -f                     stay in the foreground
   -d                     print FUSE debug output (implies -f)
   -s                     handle one request at a time

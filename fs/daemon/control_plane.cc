@@ -2,9 +2,6 @@
 
 #include <cerrno>
 
-#include "absl/algorithm/container.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "alloc/base/errors.h"
 #include "alloc/base/log.h"
@@ -67,7 +64,6 @@ std::optional<absl::Status> ControlPlane::Set(absl::string_view name, absl::stri
   if (name == kStatsAttribute || name == kSocketAttribute) {
     return PosixError(EPERM, "the control attributes are read-only");
   }
-  if (name == kMakeRoomAttribute) return MakeRoom(value, caller);
   if (faults_ == nullptr || name != kFaultsAttribute) return std::nullopt;
   if (caller != 0) return PosixError(EPERM, "only root sets the fault plan");
   absl::StatusOr<FaultPlan> plan = ParseFaultPlan(value);
@@ -80,37 +76,34 @@ std::optional<absl::Status> ControlPlane::Set(absl::string_view name, absl::stri
   return absl::OkStatus();
 }
 
-absl::Status ControlPlane::MakeRoom(absl::string_view value, uid_t caller) {
-  std::optional<uint64_t> bytes;
-  if (value != "all") {
-    uint64_t parsed = 0;
-    if (value.empty() || !absl::c_all_of(value, absl::ascii_isdigit) ||
-        !absl::SimpleAtoi(value, &parsed)) {
-      return PosixError(EINVAL, absl::StrCat(kMakeRoomAttribute,
-                                             " takes a byte count in decimal digits or \"all\""));
-    }
-    bytes = parsed;
-  }
-  // Who may: the daemon decides, not the root's mode (a mode=0777 root
-  // lets anyone set its attributes). Moving everything and holding the
-  // room are the owner's and root's; anyone else may ask for a byte
-  // count (what a program whose GPU allocation failed needs), which moves
-  // data but holds nothing, and only as often as guest_turns_ allows.
+absl::Status ControlPlane::MakeRoom(const Request& request, uid_t caller) {
+  // Moving everything and holding the room are the owner's and root's.
+  // Anyone else may ask for a byte count, which moves data but holds
+  // nothing: GPU programs come first, and data comes back once a GPU has
+  // had room for the keeper's settle time, so a user asking again and
+  // again moves others' data no more often than a program allocating and
+  // freeing would. A request whose room is already free moves nothing.
   const bool trusted = caller == 0 || caller == owner_;
-  if (!trusted && !bytes) {
-    return PosixError(EPERM, "only the user who mounted it, or root, can make room for all");
+  if (!trusted && (!request.bytes || request.hold)) {
+    return PosixError(EPERM,
+                      "only the user who mounted it, or root, can make room for all or hold "
+                      "it; other users may ask for a size");
   }
-  if (!trusted) CUDAFS_RETURN_IF_ERROR(guest_turns_.Begin(caller));
-  absl::Status status = keeper_->MakeRoom(bytes, /*hold=*/trusted);
-  if (!trusted) guest_turns_.End(caller);
-  if (!status.ok()) LogError(absl::StrCat("make room for ", value, ": ", status.message()));
-  if (absl::IsFailedPrecondition(status)) return PosixError(EOPNOTSUPP, status.message());
+  const absl::Status status = keeper_->MakeRoom(request.bytes, request.hold, request.gpu);
+  if (status.ok()) return status;
+  const std::string asked = absl::StrCat(
+      request.bytes ? absl::StrCat(*request.bytes, " bytes") : "all",
+      request.gpu.empty() ? "" : absl::StrCat(" on ", request.gpu), " for uid ", caller);
+  if (absl::IsFailedPrecondition(status)) {
+    LogInfo(absl::StrCat("make room (", asked, "): ", why_no_room_));
+    return PosixError(EOPNOTSUPP, why_no_room_);
+  }
+  LogError(absl::StrCat("make room (", asked, "): ", status.message()));
   if (absl::IsResourceExhausted(status)) return PosixError(ENOSPC, status.message());
   return status;
 }
 
 std::optional<absl::Status> ControlPlane::Remove(absl::string_view name) {
-  if (name == kMakeRoomAttribute) return PosixError(ENODATA);
   if (name == kStatsAttribute || name == kSocketAttribute) {
     return PosixError(EPERM, "the control attributes are read-only");
   }

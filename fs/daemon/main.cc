@@ -31,6 +31,7 @@
 #include "fs/daemon/manual.h"
 #include "fs/daemon/mount_plan.h"
 #include "fs/daemon/option_table.h"
+#include "fs/daemon/run_command.h"
 #include "fs/daemon/serve.h"
 #include "fs/daemon/stats_command.h"
 #include "fs/fuse/fuse_ops.h"
@@ -92,6 +93,9 @@ absl::Status ResolveMountpoint(std::string& mountpoint) {
 // so that either failure is its message; then, without -f, forks before
 // Serve opens the device.
 int Mount(MountOptions options) {
+  // Where the allocation interposer is preloaded system-wide, the daemon's
+  // own allocations must not wait for the room it would make.
+  setenv("CUDAFS_MAKE_ROOM", "0", 1);
   if (absl::Status usable = ResolveMountpoint(options.mountpoint); !usable.ok()) {
     return Fail(usable.message());
   }
@@ -126,5 +130,6 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string_view(argv[0]) == cudafs::kWatcherName) {
     return cudafs::RunAbandonedMountWatcher();
   }
+  if (cudafs::IsRunCommand(argc, argv)) return cudafs::RunCommand(argc, argv);
   return cudafs::Main(argc, argv);
 }

@@ -1,7 +1,9 @@
 // cudafs --make-room MOUNTPOINT SIZE|all: asks a mounted cudafs to move
 // data off its GPUs until SIZE is free on each (all: every byte that can
 // move), and returns when it is; for job launchers that start a program
-// sizing itself from the GPU's free memory.
+// sizing itself from the GPU's free memory. It asks over the share socket
+// (fs/client/room_request.h), as every program does; the owner's and
+// root's room is held a while.
 #ifndef CUDAFS_FS_DAEMON_MAKE_ROOM_COMMAND_H_
 #define CUDAFS_FS_DAEMON_MAKE_ROOM_COMMAND_H_
 

@@ -144,6 +144,21 @@ std::string MountPlan::UnusedOptionsNotice(BackendKind backend) const {
                       " no effect: without a GPU the files are in host memory");
 }
 
+std::string MountPlan::WhyNoRoom(BackendKind backend) const {
+  switch (backend) {
+    case BackendKind::kHost:
+      return options_.backend == BackendKind::kAuto
+                 ? "this mount found no usable GPU when it started and keeps its files in host "
+                   "memory: it holds no GPU memory to give back"
+                 : "this mount keeps its files in host memory (backend=host): it holds no GPU "
+                   "memory to give back";
+    case BackendKind::kNull:
+      return "this mount stores nothing (backend=null): it holds no GPU memory to give back";
+    default:
+      return "this mount has no host memory to move its data to (spill=0)";
+  }
+}
+
 uint64_t MountPlan::CacheBytes(BackendKind backend) const {
   return options_.cache_bytes.value_or(backend == BackendKind::kHost ? 0 : kDefaultGpuCacheBytes);
 }

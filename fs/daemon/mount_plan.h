@@ -93,6 +93,10 @@ class MountPlan {
   // that it ignores (backend=auto that found no GPU; an explicit backend
   // without GPUs refuses them in Make), or empty.
   std::string UnusedOptionsNotice(BackendKind backend) const;
+  // Why a mount on `backend`, the one opened, cannot make room on GPUs
+  // when the room keeper has nothing to move data to: for make-room's
+  // answer, in the words of what the user set (or did not).
+  std::string WhyNoRoom(BackendKind backend) const;
 
   // The options, with fuse_options as libfuse gets them: less
   // mount.fuse3's automatic dev,suid, plus allow_other for root.

@@ -156,10 +156,11 @@ std::optional<MountInfoEntry> OwnMount(const std::string& mountpoint) {
 }
 
 // The share service for the mount whose files carry device `numbers`
-// (MAJOR:MINOR), letting in whom the mount's options let in; null, with a
-// log line, when it cannot listen (the mount works without it).
+// (MAJOR:MINOR), letting in whom the mount's options let in, making room
+// with `room_maker`; null, with a log line, when it cannot listen (the
+// mount works without it, but for make-room).
 std::unique_ptr<ShareServer> StartSharing(Filesystem& filesystem, KernelNotifier* notifier,
-                                          const MountOptions& options,
+                                          RoomMaker* room_maker, const MountOptions& options,
                                           const std::string& numbers) {
   unsigned major_number = 0, minor_number = 0;
   if (std::sscanf(numbers.c_str(), "%u:%u", &major_number, &minor_number) != 2) return nullptr;
@@ -169,6 +170,7 @@ std::unique_ptr<ShareServer> StartSharing(Filesystem& filesystem, KernelNotifier
   settings.allow_other = absl::c_linear_search(options.fuse_options, "allow_other");
   settings.allow_root = absl::c_linear_search(options.fuse_options, "allow_root");
   settings.notifier = notifier;
+  settings.room_maker = room_maker;
   absl::StatusOr<std::unique_ptr<ShareServer>> server =
       ShareServer::Start(&filesystem, settings);
   if (!server.ok()) {
@@ -228,7 +230,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   RoomKeeper keeper(&filesystem, &arena, RoomKeeper::Options{.ready = options.spill_ready});
   UringBuffers uring_buffers(device.get());
   FuseContext context(&filesystem, device.get(), plan.FuseSettingsFor(backend), &uring_buffers);
-  ControlPlane control(&context, &arena, getuid(), faults, &keeper);
+  ControlPlane control(&context, &arena, getuid(), faults, &keeper, plan.WhyNoRoom(backend));
   context.control = &control;
 
   absl::StatusOr<fuse_session*> session = StartSession(options, context, notifier);
@@ -253,7 +255,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
         !note.empty()) {
       LogInfo(note);
     }
-    sharing = StartSharing(filesystem, &notifier, options, mount->device);
+    sharing = StartSharing(filesystem, &notifier, &control, options, mount->device);
     control.set_sharing(sharing.get());
   }
   ready.Send(0);

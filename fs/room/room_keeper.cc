@@ -134,7 +134,8 @@ absl::Duration RoomKeeper::Round() {
   return std::max(next - now, absl::ZeroDuration());
 }
 
-absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold) {
+absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold,
+                                  absl::string_view gpu) {
   absl::MutexLock lock(&mu_);
   {
     absl::MutexLock stats_lock(&stats_mu_);
@@ -145,13 +146,23 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold) {
         "this mount has no host memory to move its data to (spill=0, or no GPU)");
   }
   absl::c_fill(next_look_, absl::InfinitePast());
+  const Device& device = arena_->device();
+  std::vector<size_t> parts;
+  for (const size_t part : gpu_parts_) {
+    if (gpu.empty()) {
+      parts.push_back(part);
+      continue;
+    }
+    // A GPU holding no context of ours holds none of our data either.
+    const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
+    if (memory && memory->pci_bus_id == gpu) parts.push_back(part);
+  }
   if (hold) {
     hold_until_ = options_.clock() + options_.hold;
-    for (const size_t part : gpu_parts_) arena_->HoldBack(part, true);
+    for (const size_t part : parts) arena_->HoldBack(part, true);
     holding_ = true;
   }
-  const Device& device = arena_->device();
-  for (const size_t part : gpu_parts_) {
+  for (const size_t part : parts) {
     const absl::Time start = absl::Now();
     uint64_t moved_here = 0;
     const auto log = [&] {

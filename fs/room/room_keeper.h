@@ -33,6 +33,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -72,14 +73,17 @@ class RoomKeeper {
 
   // Returns how long to wait before the next round.
   absl::Duration Round();
-  // Returns once `bytes` are free on each GPU of the mount holding data
-  // (nullopt: once every byte that can move has: files other processes
-  // map stay). ResourceExhausted when host memory is full with bytes left
-  // to move, or when `bytes` cannot be free because the rest is files
-  // other processes map or other programs' memory. FailedPrecondition on
-  // a mount without host memory to move data to. `hold`: then hold the
-  // room for Options::hold (a hold already running is kept either way).
-  absl::Status MakeRoom(std::optional<uint64_t> bytes, bool hold);
+  // Returns once `bytes` are free on each GPU of the mount holding data,
+  // or only on the one whose PCI bus id is `gpu` when it is not empty
+  // (nothing to do on a GPU holding nothing of ours); nullopt: once every
+  // byte that can move has (files other processes map stay).
+  // ResourceExhausted when host memory is full with bytes left to move,
+  // or when `bytes` cannot be free because the rest is files other
+  // processes map or other programs' memory. FailedPrecondition on a
+  // mount without host memory to move data to. `hold`: then hold the
+  // room on those GPUs for Options::hold (a hold already running is kept
+  // either way).
+  absl::Status MakeRoom(std::optional<uint64_t> bytes, bool hold, absl::string_view gpu = "");
 
   Stats stats() const;
 

@@ -1,6 +1,7 @@
 #include "fs/share/share_handler.h"
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@ const char* OpName(uint32_t op) {
     case kShareImported: return "imported";
     case kShareSync: return "sync";
     case kShareFill: return "fill";
+    case kShareMakeRoom: return "make-room";
     default: return "unknown";
   }
 }
@@ -27,40 +29,52 @@ const char* OpName(uint32_t op) {
 // Whether `request` is well formed and one the connection may send now.
 absl::Status Validate(const ShareRequest& request, ShareNext expected) {
   if (request.reserved != 0) return PosixError(EINVAL, "the request's reserved field is not 0");
-  if (request.flags & ~kShareKnownRequestFlags) {
-    return PosixError(EINVAL, absl::StrFormat("unknown request flags 0x%x",
-                                              request.flags & ~kShareKnownRequestFlags));
-  }
   const bool fresh = expected == ShareNext::kClose;
   const bool expected_op =
-      (fresh && (request.op == kShareMap || request.op == kShareSync)) ||
+      (fresh && (request.op == kShareMap || request.op == kShareSync ||
+                 request.op == kShareMakeRoom)) ||
       (expected == ShareNext::kFill && request.op == kShareFill) ||
       (expected == ShareNext::kImported && request.op == kShareImported);
   if (!expected_op) {
-    if (request.op < kShareMap || request.op > kShareFill) {
+    if (request.op < kShareMap || request.op > kShareMakeRoom) {
       return PosixError(EINVAL, absl::StrFormat("unknown request %d", request.op));
     }
     return PosixError(EPROTO, absl::StrFormat("a %s request out of turn", OpName(request.op)));
   }
-  if (request.op != kShareFill && request.memory_bytes != 0) {
-    return PosixError(EINVAL, "only a fill names memory");
+  const uint32_t known_flags = request.op == kShareMap        ? kShareMapFlags
+                               : request.op == kShareMakeRoom ? kShareRoomFlags
+                                                              : 0;
+  if (request.flags & ~known_flags) {
+    return PosixError(EINVAL, absl::StrFormat("flags 0x%x are unknown to a %s request",
+                                              request.flags & ~known_flags, OpName(request.op)));
   }
-  if (request.op != kShareMap && request.flags != 0) {
-    return PosixError(EINVAL, "only a map takes flags");
+  if (request.op != kShareFill && request.op != kShareMakeRoom && request.memory_bytes != 0) {
+    return PosixError(EINVAL, "only a fill or a make-room names bytes");
+  }
+  const size_t gpu_length = strnlen(request.gpu, sizeof request.gpu);
+  if (gpu_length == sizeof request.gpu) return PosixError(EINVAL, "the GPU named is too long");
+  if (request.op != kShareMakeRoom && gpu_length != 0) {
+    return PosixError(EINVAL, "only a make-room names a GPU");
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-ShareOutcome ShareHandler::Serve(const ShareRequest& request, absl::Span<const int> fds,
-                                 ShareNext expected, const ShareOutcome& previous) {
+ShareOutcome ShareHandler::Serve(const ShareRequest& request, uid_t uid,
+                                 absl::Span<const int> fds, ShareNext expected,
+                                 const ShareOutcome& previous) {
   if (absl::Status status = Validate(request, expected); !status.ok()) return Answer(status);
   if (request.op != kShareFill && fds.size() > 1) {
     return Answer(PosixError(EINVAL, "more than one descriptor came with the request"));
   }
+  if (request.op == kShareMakeRoom && !fds.empty()) {
+    return Answer(PosixError(EINVAL, "a make-room request takes no descriptor"));
+  }
   const int fd = fds.empty() ? -1 : fds.front();
   switch (request.op) {
+    case kShareMakeRoom:
+      return MakeRoom(request, uid);
     case kShareMap:
       return Map(fd, request.flags & kShareWritable);
     case kShareFill:
@@ -143,6 +157,26 @@ ShareOutcome ShareHandler::Sync(int fd) {
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     ++stats_.syncs;
+  }
+  return Answer(status);
+}
+
+ShareOutcome ShareHandler::MakeRoom(const ShareRequest& request, uid_t uid) {
+  if (settings_.room_maker == nullptr) {
+    return Answer(PosixError(EOPNOTSUPP, "this cudafs daemon makes no room"));
+  }
+  const bool all = request.flags & kShareRoomAll;
+  if (all && request.memory_bytes != 0) {
+    return Answer(PosixError(EINVAL, "a make-room request for all names no bytes"));
+  }
+  RoomMaker::Request room;
+  if (!all) room.bytes = request.memory_bytes;
+  room.gpu = request.gpu;  // NUL-terminated: Validate checked
+  room.hold = request.flags & kShareRoomHold;
+  const absl::Status status = settings_.room_maker->MakeRoom(room, uid);
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.rooms;
   }
   return Answer(status);
 }

@@ -3,7 +3,8 @@
 // (descriptor_checks.h), asks the filesystem (a copy's plan and fill, a
 // shared mapping's export, a sync), and says what to send back
 // (share_mapping.h, share_replies.h) and what the connection waits for
-// next. It touches no socket, so no peer can hold it up.
+// next; a make-room request goes to the settings' RoomMaker. It touches
+// no socket, so no peer can hold it up.
 #ifndef CUDAFS_FS_SHARE_SHARE_HANDLER_H_
 #define CUDAFS_FS_SHARE_SHARE_HANDLER_H_
 
@@ -29,13 +30,13 @@ class ShareHandler {
   ShareHandler(Filesystem* filesystem, ShareSettings settings)
       : filesystem_(filesystem), settings_(std::move(settings)) {}
 
-  // Serves `request` (its magic this protocol's) with the descriptors
-  // `fds` that came with it (the caller keeps them), arriving when the
-  // connection waits for `expected` (kClose: a fresh connection).
-  // `previous`: what the last outcome of the connection asked for (kFill's
-  // copy).
-  ShareOutcome Serve(const ShareRequest& request, absl::Span<const int> fds, ShareNext expected,
-                     const ShareOutcome& previous);
+  // Serves `request` (its magic this protocol's) of the peer `uid` with
+  // the descriptors `fds` that came with it (the caller keeps them),
+  // arriving when the connection waits for `expected` (kClose: a fresh
+  // connection). `previous`: what the last outcome of the connection
+  // asked for (kFill's copy).
+  ShareOutcome Serve(const ShareRequest& request, uid_t uid, absl::Span<const int> fds,
+                     ShareNext expected, const ShareOutcome& previous);
 
   // For --stats: requests answered, those refused (an errno), copies and
   // shared mappings handed out and their bytes, syncs after mapped writes.
@@ -47,6 +48,7 @@ class ShareHandler {
     uint64_t shared = 0;
     uint64_t shared_bytes = 0;
     uint64_t syncs = 0;
+    uint64_t rooms = 0;  // make-room requests that got their room
   };
   Stats stats() const;
   // Counts a request refused before it reached Serve (a wrong protocol, a
@@ -66,6 +68,8 @@ class ShareHandler {
                     const ShareOutcome& planned);
   // kShareSync: what the kernel caches of the file dropped.
   ShareOutcome Sync(int fd);
+  // kShareMakeRoom, for `uid`.
+  ShareOutcome MakeRoom(const ShareRequest& request, uid_t uid);
   // A reply carrying `status` (success, with nothing more to say, if ok),
   // counted.
   ShareOutcome Answer(const absl::Status& status);

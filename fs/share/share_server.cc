@@ -69,8 +69,9 @@ absl::StatusOr<std::unique_ptr<ShareServer>> ShareServer::Start(Filesystem* file
       new ShareServer(filesystem, std::move(settings), listener, wake, spare, "@" + name));
   server->loop_ = std::thread([raw = server.get()] { raw->Loop(); });
   for (int i = 0; i < kWorkers; ++i) {
-    server->workers_.emplace_back([raw = server.get()] { raw->Work(); });
+    server->workers_.emplace_back([raw = server.get()] { raw->Work(/*rooms=*/false); });
   }
+  server->workers_.emplace_back([raw = server.get()] { raw->Work(/*rooms=*/true); });
   return server;
 }
 
@@ -95,10 +96,12 @@ ShareServer::~ShareServer() {
   for (std::thread& worker : workers_) worker.join();
   // What the workers finished after the loop ended, and jobs never taken.
   absl::MutexLock lock(&mu_);
-  for (Job& job : jobs_) {
-    for (int fd : job.fds) Dispose(fd, job.uid);
+  for (std::deque<Job>* queue : {&jobs_, &room_jobs_}) {
+    for (Job& job : *queue) {
+      for (int fd : job.fds) Dispose(fd, job.uid);
+    }
+    queue->clear();
   }
-  jobs_.clear();
   done_.clear();
   close(listener_);
   close(wake_);
@@ -249,7 +252,7 @@ void ShareServer::Read(Connection& connection) {
   job.previous.piece_bytes = connection.outcome.piece_bytes;
   connection.state = Connection::State::kWorking;
   absl::MutexLock lock(&mu_);
-  jobs_.push_back(std::move(job));
+  (job.request.op == kShareMakeRoom ? room_jobs_ : jobs_).push_back(std::move(job));
 }
 
 void ShareServer::StartWriting(Connection& connection) {
@@ -299,21 +302,26 @@ void ShareServer::Drop(int socket, bool stopping) {
   connections_.erase(it);
 }
 
-void ShareServer::Work() {
+void ShareServer::Work(bool rooms) {
   for (;;) {
     Job job;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](ShareServer* server) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return server->stopping_ || !server->jobs_.empty();
-          },
-          this));
+      bool (*const ready)(ShareServer*) =
+          rooms ? +[](ShareServer* server) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return server->stopping_ || !server->room_jobs_.empty();
+          }
+                : +[](ShareServer* server) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                    return server->stopping_ || !server->jobs_.empty();
+                  };
+      mu_.Await(absl::Condition(ready, this));
+      std::deque<Job>& queue = rooms ? room_jobs_ : jobs_;
       if (stopping_) return;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      job = std::move(queue.front());
+      queue.pop_front();
     }
-    ShareOutcome outcome = handler_.Serve(job.request, job.fds, job.expected, job.previous);
+    ShareOutcome outcome =
+        handler_.Serve(job.request, job.uid, job.fds, job.expected, job.previous);
     for (int fd : job.fds) Dispose(fd, job.uid);
     {
       absl::MutexLock lock(&mu_);

@@ -45,7 +45,9 @@ namespace cudafs {
 
 class ShareServer {
  public:
-  // Threads serving requests at once.
+  // Threads serving requests at once; make-room requests, which take
+  // seconds and run one at a time anyway (RoomKeeper), have a thread of
+  // their own, so that maps are served meanwhile.
   static constexpr int kWorkers = 4;
   // Connections open at once, in all and per user (a user's descriptors
   // still being closed count as connections); more are refused with
@@ -120,8 +122,9 @@ class ShareServer {
   // Ends a connection; one a worker serves only once its result is back,
   // unless the server is `stopping`.
   void Drop(int socket, bool stopping = false);
-  // A worker: serves jobs until the server stops.
-  void Work();
+  // A worker: serves jobs (make-room ones, if `rooms`) until the server
+  // stops.
+  void Work(bool rooms);
   // Closes a descriptor a peer sent, where its close cannot stall us.
   void Dispose(int fd, uid_t uid);
 
@@ -138,6 +141,7 @@ class ShareServer {
 
   absl::Mutex mu_;
   std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<Job> room_jobs_ ABSL_GUARDED_BY(mu_);
   std::vector<Done> done_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread loop_;

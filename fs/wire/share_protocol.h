@@ -27,6 +27,12 @@
 //   client -> daemon  ShareRequest kSync, with a descriptor of the file
 //                     open for reading and writing
 //   daemon -> client  ShareReply, no pieces
+// Making room on the GPUs (cudafs_make_room: the CLI, Python, and a GPU
+// program whose allocation failed):
+//   client -> daemon  ShareRequest kMakeRoom, `memory_bytes` to make free
+//                     (or kShareRoomAll), on the GPU `gpu` names (or on
+//                     each of the mount's), no descriptor
+//   daemon -> client  ShareReply once the room is there, or why not
 //
 // Versions: the magic's last byte is the version's digit. The reply's
 // layout up to `message` is the same in every version since 3, so a daemon
@@ -42,7 +48,7 @@ namespace cudafs {
 // socket address.
 inline constexpr char kShareSocketAttribute[] = "user.cudafs.socket";
 
-inline constexpr uint32_t kShareVersion = 4;
+inline constexpr uint32_t kShareVersion = 5;
 inline constexpr uint32_t kShareBatch = 64;    // descriptors per SharePieces
 inline constexpr uint32_t kShareMaxGpus = 16;  // GPUs one mapping's pieces lie on
 
@@ -60,14 +66,21 @@ enum ShareOp : uint32_t {
   kShareImported = 2,  // the pieces of the last reply are imported
   kShareSync = 3,      // the file was written through a mapping
   kShareFill = 4,      // here is the memory for the copy
+  kShareMakeRoom = 5,  // make room on the GPUs
 };
 
 enum ShareRequestFlags : uint32_t {
   // kMap: a shared, writable mapping of the file's own memory; without it,
   // a private copy.
   kShareWritable = 1u << 0,
+  // kMakeRoom: every byte that can move, not `memory_bytes`.
+  kShareRoomAll = 1u << 1,
+  // kMakeRoom: then hold the room (nothing comes back for a while, new
+  // data goes to host memory first).
+  kShareRoomHold = 1u << 2,
 };
-inline constexpr uint32_t kShareKnownRequestFlags = kShareWritable;
+inline constexpr uint32_t kShareMapFlags = kShareWritable;
+inline constexpr uint32_t kShareRoomFlags = kShareRoomAll | kShareRoomHold;
 
 enum ShareMemoryKind : uint32_t {
   kShareHost = 1,  // memfds
@@ -84,7 +97,10 @@ struct ShareRequest {
   uint32_t op;
   uint32_t flags;
   uint32_t reserved;      // 0
-  uint64_t memory_bytes;  // kFill: bytes of the pieces sent; else 0
+  uint64_t memory_bytes;  // kFill: bytes of the pieces sent; kMakeRoom: to make free; else 0
+  // kMakeRoom: the GPU, by PCI bus id ("0000:65:00.0", NUL-terminated),
+  // or empty for each GPU of the mount; else empty.
+  char gpu[32];
 };
 
 struct ShareReply {

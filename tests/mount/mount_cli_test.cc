@@ -1619,15 +1619,14 @@ TEST_P(CliMountTest, MakeRoomNeedsHostMemoryToMoveDataTo) {
   ASSERT_TRUE(WriteFile(dir.path() + "/f", RandomBytes(kMiB, 8)));
   const CommandResult result = RunCommand({kBinary, "--make-room", dir.path(), "all"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_NE(result.err.find("this mount has no host memory to move data to"), std::string::npos)
+  EXPECT_NE(result.err.find(backend() == "host"
+                                ? "this mount keeps its files in host memory (backend=host): "
+                                  "it holds no GPU memory to give back"
+                                : "this mount has no host memory to move its data to (spill=0)"),
+            std::string::npos)
       << result.err;
-  // The attribute behind it takes decimal bytes or "all", and nothing else.
-  for (const char* value : {"", "lots", "1g", "-1", "99999999999999999999999"}) {
-    SCOPED_TRACE(value);
-    EXPECT_TRUE(SysFails(setxattr(dir.path().c_str(), "user.cudafs.make_room", value,
-                                  std::strlen(value), 0),
-                         "setxattr", {EINVAL}));
-  }
+  // It comes over the share socket, not as an attribute of the root.
+  EXPECT_ERRNO(setxattr(dir.path().c_str(), "user.cudafs.make_room", "all", 3, 0), EPERM);
   EXPECT_TRUE(BytesEqual(ReadStored(dir.path() + "/f").value_or(""), RandomBytes(kMiB, 8)));
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
@@ -1687,11 +1686,12 @@ TEST_P(CliMountTest, ControlNamesExistOnlyAtTheRoot) {
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
 
-// make-room is the daemon's to allow, whatever the root's mode: on a root
-// anyone may set attributes of (mode=0777), another user may not move
-// everything (nor hold room), and may ask for a size once every 10 s. The
-// host backend has no host memory to move data to, so an allowed request
-// ends in EOPNOTSUPP, a refused one in EPERM or EBUSY.
+// make-room is the daemon's to allow, whatever the root's mode: on a
+// root anyone may write (mode=0777), another user may not move everything
+// (nor hold room), and may ask for a size as often as it likes: a GPU
+// program asking for the room its allocation needs comes first. The host
+// backend holds no GPU memory, so an allowed request ends in EOPNOTSUPP,
+// a refused one in EPERM.
 TEST_P(CliMountTest, MakeRoomIsAuthorizedByTheDaemon) {
   if (!HaveTool("setpriv")) GTEST_SKIP() << "no setpriv";
   if (backend() != "host") GTEST_SKIP() << "the host backend's refusal tells who was let in";
@@ -1704,25 +1704,24 @@ TEST_P(CliMountTest, MakeRoomIsAuthorizedByTheDaemon) {
                        "--make-room", dir.path(), size});
   };
   const std::string refused = "cudafs: " + dir.path() + ": cannot make room: ";
+  const std::string no_gpu =
+      refused +
+      "this mount keeps its files in host memory (backend=host): it holds no GPU memory to give "
+      "back: Operation not supported\n";
   CommandResult result = as_other("all");
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_EQ(result.err, refused +
-                            "only the user who mounted it, or root, can make room for all; ask "
-                            "for a size\n");
-  result = as_other("1000000");
-  EXPECT_EQ(result.exit_code, 1);
-  EXPECT_NE(result.err.find("this mount has no host memory to move data to"), std::string::npos)
-      << result.err;
-  result = as_other("1000000");
-  EXPECT_EQ(result.exit_code, 1);
-  EXPECT_EQ(result.err, refused +
-                            "users other than the one who mounted it may make room once every "
-                            "10 s, one request at a time: try again later\n");
-  // The owner (root here) is let in at once, for all.
+                            "only the user who mounted it, or root, can make room for all or "
+                            "hold it; other users may ask for a size: Operation not permitted\n");
+  for (int i = 0; i < 2; ++i) {
+    result = as_other("1000000");
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_EQ(result.err, no_gpu);
+  }
+  // The owner (root here) is let in, for all.
   result = RunCommand({kBinary, "--make-room", dir.path(), "all"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_NE(result.err.find("this mount has no host memory to move data to"), std::string::npos)
-      << result.err;
+  EXPECT_EQ(result.err, no_gpu);
   EXPECT_TRUE(UnmountNow(dir.path()));
 }
 

@@ -42,7 +42,7 @@ inline int ConnectToShare(const std::string& address) {
 }
 
 inline cudafs::ShareRequest MakeShareRequest(uint32_t op, uint32_t flags = 0) {
-  return {cudafs::ShareMagic(cudafs::kShareVersion), op, flags, 0, 0};
+  return {cudafs::ShareMagic(cudafs::kShareVersion), op, flags, 0, 0, {}};
 }
 
 // Sends `size` bytes of `message` with `fd` (if >= 0); false if it failed.

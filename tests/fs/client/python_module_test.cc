@@ -33,6 +33,8 @@ TEST(ClientPythonModuleTest, ConstantsAreTheHeaders) {
   const std::map<std::string, long> expected = {
       {"_MAP_WRITABLE", CUDAFS_MAP_WRITABLE},
       {"_HOST", CUDAFS_MEMORY_HOST},
+      {"_ROOM_ALL", CUDAFS_ROOM_ALL},
+      {"_ROOM_HOLD", CUDAFS_ROOM_HOLD},
       {"_CUDA", CUDAFS_MEMORY_CUDA},
   };
   EXPECT_EQ(constants, expected);

@@ -132,13 +132,13 @@ TEST_F(ShareConversationTest, NoCudafsMagicIsEio) {
 // A daemon of another version refuses in a reply of its own version's
 // length; its error, or else the mismatch, is what the caller hears.
 TEST_F(ShareConversationTest, AnotherVersionsDaemonIsHeard) {
-  ShareReply sent = Reply(EPROTONOSUPPORT, "this cudafs daemon speaks share protocol 5");
-  sent.magic = ShareMagic(5);
+  ShareReply sent = Reply(EPROTONOSUPPORT, "this cudafs daemon speaks share protocol 6");
+  sent.magic = ShareMagic(6);
   DaemonSends(&sent, offsetof(ShareReply, memory_bytes));
   DaemonHangsUp();
   ShareReply reply;
   EXPECT_EQ(ReceiveReply(client(), &reply), -EPROTONOSUPPORT);
-  EXPECT_STREQ(LastError(), "this cudafs daemon speaks share protocol 5");
+  EXPECT_STREQ(LastError(), "this cudafs daemon speaks share protocol 6");
 }
 
 TEST_F(ShareConversationTest, AnotherVersionsSuccessIsEprotonosupport) {
@@ -440,7 +440,7 @@ TEST(ConnectToTest, TheOwnersListenerIsReachedAndItsRepliesAwaitedBoundedly) {
   socklen_t length = sizeof bound;
   ASSERT_EQ(getsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &bound, &length), 0);
   EXPECT_EQ(bound.tv_sec, ReplyBoundSeconds(0));
-  const ShareRequest request = {kMagic, kShareMap, 0, 0, 0};
+  const ShareRequest request = {kMagic, kShareMap, 0, 0, 0, {}};
   ASSERT_EQ(write(connection, &request, sizeof request), static_cast<ssize_t>(sizeof request));
   close(connection);
   EXPECT_EQ(listener.Received(), static_cast<int64_t>(sizeof request));

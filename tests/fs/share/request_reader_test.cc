@@ -30,7 +30,7 @@ const dev_t kMount = makedev(0, 0);
 // A descriptor of a kind requests take.
 int Memfd() { return memfd_create("reader-test", MFD_CLOEXEC); }
 
-ShareRequest Request(uint32_t op) { return {ShareMagic(kShareVersion), op, 0, 0, 0}; }
+ShareRequest Request(uint32_t op) { return {ShareMagic(kShareVersion), op, 0, 0, 0, {}}; }
 
 ShareReply ReplyIn(const ShareMessage& message) {
   ShareReply reply = {};
@@ -104,7 +104,7 @@ TEST_F(ShareRequestReaderTest, APeerGoneMidRequestHasEnded) {
 // No cudafs magic: refused once four bytes are in, not after a whole
 // request's worth.
 TEST_F(ShareRequestReaderTest, NoCudafsMagicIsRefusedFromFourBytes) {
-  const ShareRequest http = {0x20544547 /* "GET " */, 0, 0, 0, 0};
+  const ShareRequest http = {0x20544547 /* "GET " */, 0, 0, 0, 0, {}};
   Send(http, 0, 2);
   EXPECT_EQ(reader_.ReadFrom(socket(), kMount), Progress::kPartial);
   Send(http, 2, 4);
@@ -123,7 +123,7 @@ TEST_F(ShareRequestReaderTest, AnotherVersionIsRefusedInItsOwnFraming) {
   const ShareReply reply = ReplyIn(reader_.TakeRefusal());
   EXPECT_EQ(reply.magic, ShareMagic(3));
   EXPECT_EQ(reply.error, EPROTONOSUPPORT);
-  EXPECT_NE(std::string(reply.message).find("protocol 4"), std::string::npos) << reply.message;
+  EXPECT_NE(std::string(reply.message).find("protocol 5"), std::string::npos) << reply.message;
 }
 
 // More descriptors than any request carries, sent in two messages: the

@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/sysmacros.h>
@@ -17,12 +18,17 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <optional>
+#include <utility>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "alloc/base/errors.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/storage/arena.h"
 #include "gtest/gtest.h"
@@ -96,6 +102,48 @@ class ShareServerTest : public ::testing::Test {
   std::unique_ptr<Filesystem> filesystem_;
   std::unique_ptr<ShareServer> server_;
 };
+
+// A RoomMaker that records what it was asked and answers `answer`, after
+// `release` is notified when one is set.
+class RecordingRoomMaker final : public RoomMaker {
+ public:
+  absl::Status MakeRoom(const Request& request, uid_t caller) override {
+    {
+      absl::MutexLock lock(&mu_);
+      asked_.push_back({request, caller});
+    }
+    if (!started_.HasBeenNotified()) started_.Notify();
+    if (release_ != nullptr) release_->WaitForNotification();
+    return answer_;
+  }
+
+  struct Asked {
+    Request request;
+    uid_t caller;
+  };
+  std::vector<Asked> asked() const {
+    absl::MutexLock lock(&mu_);
+    return asked_;
+  }
+
+  absl::Status answer_ = absl::OkStatus();
+  absl::Notification* release_ = nullptr;
+  absl::Notification started_;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<Asked> asked_ ABSL_GUARDED_BY(mu_);
+};
+
+// A make-room request over `connection`: its answer's errno and message,
+// or -1 when none came within `timeout_ms`.
+std::pair<int, std::string> AskForRoom(int connection, const ShareRequest& request,
+                                       int timeout_ms = 5000, int fd = -1) {
+  if (!SendRaw(connection, &request, sizeof request, fd)) return {-2, ""};
+  ShareReply reply;
+  if (!ReceiveReply(connection, &reply, timeout_ms)) return {-1, ""};
+  return {reply.error, reply.message};
+}
 
 void Kill(pid_t pid) {
   kill(pid, SIGKILL);
@@ -318,7 +366,7 @@ TEST_F(ShareServerTest, OtherVersionsAreToldWhichOneIsSpoken) {
   ASSERT_TRUE(ReceiveReply(connection, &reply, 2000));
   EXPECT_EQ(reply.magic, ShareMagic(3));
   EXPECT_EQ(reply.error, EPROTONOSUPPORT);
-  EXPECT_NE(std::string(reply.message).find("protocol 4"), std::string::npos) << reply.message;
+  EXPECT_NE(std::string(reply.message).find("protocol 5"), std::string::npos) << reply.message;
   close(connection);
 }
 
@@ -353,6 +401,106 @@ TEST_F(ShareServerTest, RunningOutOfDescriptorsFailsOneRequest) {
   close(connection);
   EXPECT_EQ(Ask(), EBADF);
   setrlimit(RLIMIT_NOFILE, &saved);
+}
+
+}  // namespace
+}  // namespace cudafs
+
+namespace cudafs {
+namespace {
+
+TEST_F(ShareServerTest, MakeRoomIsHandedToTheRoomMakerWithTheCaller) {
+  RecordingRoomMaker room;
+  ShareSettings settings;
+  settings.room_maker = &room;
+  Start(settings);
+  ShareRequest request = MakeShareRequest(kShareMakeRoom);
+  request.memory_bytes = uint64_t{3} << 30;
+  std::strcpy(request.gpu, "0000:65:00.0");
+  int connection = ConnectToShare(server_->address());
+  EXPECT_EQ(AskForRoom(connection, request).first, 0);
+  close(connection);
+  // All, held, on every GPU; refused in the maker's words.
+  room.answer_ = PosixError(ENOSPC, "host memory (spill=) is full");
+  request = MakeShareRequest(kShareMakeRoom, kShareRoomAll | kShareRoomHold);
+  connection = ConnectToShare(server_->address());
+  const auto [error, message] = AskForRoom(connection, request);
+  close(connection);
+  EXPECT_EQ(error, ENOSPC);
+  EXPECT_EQ(message.rfind("host memory (spill=) is full", 0), 0u) << message;
+  const std::vector<RecordingRoomMaker::Asked> asked = room.asked();
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[0].request.bytes, std::optional<uint64_t>(uint64_t{3} << 30));
+  EXPECT_EQ(asked[0].request.gpu, "0000:65:00.0");
+  EXPECT_FALSE(asked[0].request.hold);
+  EXPECT_EQ(asked[0].caller, getuid());
+  EXPECT_EQ(asked[1].request.bytes, std::nullopt);
+  EXPECT_EQ(asked[1].request.gpu, "");
+  EXPECT_TRUE(asked[1].request.hold);
+  EXPECT_EQ(server_->stats().requests.rooms, 1u);
+}
+
+TEST_F(ShareServerTest, MalformedMakeRoomRequestsReachNoRoomMaker) {
+  RecordingRoomMaker room;
+  ShareSettings settings;
+  settings.room_maker = &room;
+  Start(settings);
+  ShareRequest all_and_bytes = MakeShareRequest(kShareMakeRoom, kShareRoomAll);
+  all_and_bytes.memory_bytes = 1;
+  ShareRequest map_flag = MakeShareRequest(kShareMakeRoom, kShareWritable);
+  ShareRequest unterminated = MakeShareRequest(kShareMakeRoom);
+  std::memset(unterminated.gpu, 'a', sizeof unterminated.gpu);
+  ShareRequest map_with_gpu = MakeShareRequest(kShareMap);
+  std::strcpy(map_with_gpu.gpu, "0000:65:00.0");
+  ShareRequest map_with_room_flag = MakeShareRequest(kShareMap, kShareRoomAll);
+  for (const ShareRequest& request :
+       {all_and_bytes, map_flag, unterminated, map_with_gpu, map_with_room_flag}) {
+    const int connection = ConnectToShare(server_->address());
+    const auto [error, message] = AskForRoom(connection, request);
+    EXPECT_EQ(error, EINVAL) << message;
+    close(connection);
+  }
+  // A descriptor sent with it is refused too.
+  const int connection = ConnectToShare(server_->address());
+  const int memfd = memfd_create("room-test", MFD_CLOEXEC);
+  EXPECT_EQ(AskForRoom(connection, MakeShareRequest(kShareMakeRoom), 5000, memfd).first, EINVAL);
+  close(memfd);
+  close(connection);
+  EXPECT_TRUE(room.asked().empty());
+}
+
+TEST_F(ShareServerTest, WithoutARoomMakerMakeRoomIsNotSupported) {
+  const int connection = ConnectToShare(server_->address());
+  const auto [error, message] = AskForRoom(connection, MakeShareRequest(kShareMakeRoom));
+  EXPECT_EQ(error, EOPNOTSUPP) << message;
+  close(connection);
+}
+
+// Making room takes seconds: meanwhile the other requests are answered.
+TEST_F(ShareServerTest, AMakeRoomUnderWayStallsNoOtherRequest) {
+  RecordingRoomMaker room;
+  absl::Notification release;
+  room.release_ = &release;
+  ShareSettings settings;
+  settings.room_maker = &room;
+  Start(settings);
+  const int waiting = ConnectToShare(server_->address());
+  ShareRequest request = MakeShareRequest(kShareMakeRoom);
+  request.memory_bytes = 1;
+  ASSERT_TRUE(SendRaw(waiting, &request, sizeof request));
+  room.started_.WaitForNotification();
+  for (int i = 0; i < 2 * ShareServer::kWorkers; ++i) {
+    const absl::Time start = absl::Now();
+    EXPECT_EQ(Ask(absl::Seconds(2)), EBADF);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  }
+  // Held past the request deadline, the connection still gets its answer.
+  absl::SleepFor(ShareServer::kRequestDeadline + absl::Milliseconds(500));
+  release.Notify();
+  ShareReply reply;
+  ASSERT_TRUE(ReceiveReply(waiting, &reply, 5000));
+  EXPECT_EQ(reply.error, 0) << reply.message;
+  close(waiting);
 }
 
 }  // namespace

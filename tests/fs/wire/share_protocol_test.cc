@@ -41,11 +41,13 @@ TEST(ShareProtocolTest, OtherMagicsAnnounceNoVersion) {
 }
 
 TEST(ShareProtocolTest, MessagesHaveTheirFixedLayout) {
-  EXPECT_EQ(sizeof(ShareRequest), 24u);
+  EXPECT_EQ(sizeof(ShareRequest), 56u);
   EXPECT_EQ(offsetof(ShareRequest, op), 4u);
   EXPECT_EQ(offsetof(ShareRequest, flags), 8u);
   EXPECT_EQ(offsetof(ShareRequest, reserved), 12u);
   EXPECT_EQ(offsetof(ShareRequest, memory_bytes), 16u);
+  // Version 5's addition.
+  EXPECT_EQ(offsetof(ShareRequest, gpu), 24u);
 
   EXPECT_EQ(sizeof(SharePieces), 584u);
   EXPECT_EQ(offsetof(SharePieces, count), 4u);
@@ -70,13 +72,17 @@ TEST(ShareProtocolTest, TheReplyUpToItsMessageIsEveryVersionsSince3) {
 }
 
 TEST(ShareProtocolTest, ConstantsAreThisVersions) {
-  EXPECT_EQ(kShareVersion, 4u);
+  EXPECT_EQ(kShareVersion, 5u);
   EXPECT_EQ(kShareMap, 1u);
   EXPECT_EQ(kShareImported, 2u);
   EXPECT_EQ(kShareSync, 3u);
   EXPECT_EQ(kShareFill, 4u);
+  EXPECT_EQ(kShareMakeRoom, 5u);
   EXPECT_EQ(kShareWritable, 1u);
-  EXPECT_EQ(kShareKnownRequestFlags, 1u);
+  EXPECT_EQ(kShareMapFlags, 1u);
+  EXPECT_EQ(kShareRoomAll, 2u);
+  EXPECT_EQ(kShareRoomHold, 4u);
+  EXPECT_EQ(kShareRoomFlags, 6u);
   EXPECT_EQ(kShareHost, 1u);
   EXPECT_EQ(kShareCuda, 2u);
   EXPECT_EQ(kReplyProvideMemory, 1u);

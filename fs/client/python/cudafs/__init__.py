@@ -37,7 +37,7 @@ import functools
 import json
 import os
 import struct
-from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Union
 
 if TYPE_CHECKING:
     import torch
@@ -59,6 +59,8 @@ PathLike = Union[str, bytes, os.PathLike]
 _MAP_WRITABLE = 1
 _HOST = 1
 _CUDA = 2
+_ROOM_ALL = 1
+_ROOM_HOLD = 2
 
 
 def _library_candidates() -> List[str]:
@@ -82,7 +84,7 @@ def _library_candidates() -> List[str]:
 @functools.lru_cache(maxsize=None)
 def _lib() -> ctypes.CDLL:
     # Loaded on first use rather than at import, so that importing the
-    # module, and make_room (an attribute of the mount), work without it.
+    # module works without it.
     errors = []
     for path in _library_candidates():
         try:
@@ -100,6 +102,8 @@ def _lib() -> ctypes.CDLL:
                              ("cudafs_mapping_device", ctypes.c_int)):
             getattr(library, name).argtypes = [ctypes.c_void_p]
             getattr(library, name).restype = result
+        library.cudafs_make_room.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64,
+                                             ctypes.c_int]
         library.cudafs_last_error.restype = ctypes.c_char_p
         return library
     raise OSError(errno.ELIBACC,
@@ -318,65 +322,30 @@ def load_safetensors(path: PathLike, device: Union[str, torch.device] = "cuda",
     return tensors
 
 
-def make_room(mount: PathLike, size: Optional[int] = None) -> None:
+def make_room(mount: PathLike, size: Optional[int] = None, *, gpu: Optional[str] = None,
+              hold: bool = False) -> None:
     """Moves data of the cudafs mounted at `mount` off its GPUs into host
     memory until `size` bytes are free on each GPU (None: every byte that
-    can move), and returns then; for a program that sizes itself from the
-    GPU's free memory at start. Nothing is lost: files read the same, from
-    host memory, and come back to the GPU once it has room again (not for
-    60 s). The mount's owner or root may ask for anything; other users,
-    where the root lets them set its attributes (mode=0777), only for a
-    size, which holds nothing, once every 10 s (OSError EPERM, EBUSY).
-    OSError ENOSPC when no more data can move; EOPNOTSUPP on a mount
-    without host memory to move data to (host-backed, or spill=0), or for
-    a path that is not the root of a cudafs mount (a directory in one, or
-    a bind mount of a directory).
+    can move), or only on the GPU whose PCI bus id is `gpu`
+    ("0000:65:00.0"), and returns then; for a program that sizes itself
+    from the GPU's free memory at start. Nothing is lost: files read the
+    same, from host memory, and come back to the GPU once it has had room
+    for a few seconds; `hold` keeps them off for 60 s. The daemon serves it
+    over its socket (cudafs_make_room, as `cudafs --make-room`). The
+    mount's owner or root may ask for anything; other users only for a
+    size, without `hold` (OSError EPERM). OSError ENOSPC when no more data
+    can move; EOPNOTSUPP on a mount holding no GPU memory or without host
+    memory to move data to; EXDEV for a path that is not the root of a
+    cudafs mount. The error's text is the daemon's.
 
         cudafs.make_room("/mnt/gpu", 71 << 30)   # then start the server
     """
-    if size is not None and (not isinstance(size, int) or size < 0):
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
         raise ValueError("size must be a byte count (an int >= 0) or None")
-    # Any other filesystem might keep the attribute as it is told; a
-    # directory of a cudafs mount refuses it, which would read as a refusal
-    # of the caller.
-    if _mount_of(mount) != ("fuse.cudafs", "/") or not os.path.ismount(mount):
-        raise OSError(errno.EOPNOTSUPP, "not the root of a cudafs mount", mount)
-    value = b"all" if size is None else str(size).encode()
-    try:
-        os.setxattr(mount, "user.cudafs.make_room", value)
-    except OSError as error:
-        # The daemon's answers say no more than their errno.
-        why = _MAKE_ROOM_REFUSALS.get(error.errno or 0)
-        if why is None:
-            raise
-        raise OSError(error.errno, why, mount) from None
+    flags = (_ROOM_ALL if size is None else 0) | (_ROOM_HOLD if hold else 0)
+    result = _lib().cudafs_make_room(os.fsencode(mount), None if gpu is None else gpu.encode(),
+                                     size or 0, flags)
+    if result != 0:
+        _raise(result, mount)
 
 
-# Why the daemon refuses to make room, as `cudafs --make-room` says it
-# (fs/daemon/make_room_command.cc).
-_MAKE_ROOM_REFUSALS = {
-    errno.EOPNOTSUPP: "this mount has no host memory to move data to (backend=host, or spill=0)",
-    errno.ENOSPC: "no more data can move off a GPU (the daemon's log says how much is free)",
-    errno.EPERM: "only the user who mounted it, or root, can make room (others: for a size)",
-    errno.EACCES: "only the user who mounted it, or root, can make room",
-    errno.EBUSY: "users other than the one who mounted it may make room once every 10 s, "
-    "one request at a time: try again later",
-}
-
-
-def _mount_of(path: PathLike) -> Optional[Tuple[str, str]]:
-    # The type of the mount holding `path` and the directory of its
-    # filesystem it shows ("/", or a bind mount's), found by its mount id
-    # as the daemon's --make-room does (fs/daemon/mount_info.cc).
-    fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        with open("/proc/self/fdinfo/%d" % fd) as f:
-            ids = [line.split()[1] for line in f if line.startswith("mnt_id:")]
-    finally:
-        os.close(fd)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split(" ")
-            if ids and fields[0] == ids[0] and "-" in fields:
-                return fields[fields.index("-") + 1], fields[3]
-    return None

@@ -96,7 +96,7 @@ def _load_safetensors(args: argparse.Namespace) -> str:
 def _make_room(args: argparse.Namespace) -> str:
     started = time.monotonic()
     try:
-        cudafs.make_room(args.mount, args.size)
+        cudafs.make_room(args.mount, args.size, hold=args.hold)
     except OSError as error:
         raise _Failure("make_room " + _why(args.mount, error)) from None
     took = time.monotonic() - started
@@ -141,12 +141,14 @@ def _parser() -> argparse.ArgumentParser:
         "make_room", aliases=["make-room"],
         help="move the mount's data off its GPUs until SIZE is free on each",
         description="Moves data of the mount off its GPUs into host memory until SIZE is "
-                    "free on each GPU (cudafs.make_room, as `cudafs --make-room`), and holds "
-                    "the room for 60 s. The mount's owner or root only.")
+                    "free on each GPU (cudafs.make_room, as `cudafs --make-room`). The "
+                    "mount's owner or root may ask for all and --hold; others for a SIZE.")
     room.add_argument("mount", help="the mount point of a cudafs mount")
     room.add_argument("size", nargs="?", default=None, type=_byte_count, metavar="SIZE|all",
                       help="bytes, with an optional k/m/g/t suffix (powers of 1024), or all: "
                            "every byte that can move (default: all)")
+    room.add_argument("--hold", action="store_true",
+                      help="keep the room for 60 s: nothing comes back meanwhile")
     room.set_defaults(run=_make_room)
     return parser
 

@@ -1,0 +1,125 @@
+#include "fs/client/interposer/room_asker.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+namespace cudafs::client {
+namespace {
+
+std::vector<CudafsMount> TableMounts() {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  return ChosenMounts(CudafsMounts(mountinfo));
+}
+
+// What the asking thread and the waiting one share: the waiter may be
+// gone when the asker finishes.
+struct Outcome {
+  std::mutex mu;
+  std::condition_variable done_cv;
+  bool done = false;
+  bool answered = false;  // some mount made room, or what it could
+};
+
+}  // namespace
+
+bool InterposerDisabled() {
+  const char* setting = std::getenv("CUDAFS_MAKE_ROOM");
+  return setting != nullptr && std::strcmp(setting, "0") == 0;
+}
+
+std::vector<CudafsMount> ChosenMounts(std::vector<CudafsMount> mounts) {
+  const char* chosen = std::getenv("CUDAFS_ROOM_MOUNTS");
+  if (chosen == nullptr || *chosen == '\0') return mounts;
+  std::vector<std::string> points;
+  std::istringstream list(chosen);
+  for (std::string point; std::getline(list, point, ':');) {
+    while (point.size() > 1 && point.back() == '/') point.pop_back();
+    if (!point.empty()) points.push_back(point);
+  }
+  mounts.erase(std::remove_if(mounts.begin(), mounts.end(),
+                              [&](const CudafsMount& mount) {
+                                return std::find(points.begin(), points.end(),
+                                                 mount.mountpoint) == points.end();
+                              }),
+               mounts.end());
+  return mounts;
+}
+
+RoomAsker::RoomAsker() : RoomAsker(MakeRoomOn, TableMounts) {}
+
+RoomAsker::RoomAsker(Ask ask, Mounts mounts) : ask_(std::move(ask)), mounts_(std::move(mounts)) {}
+
+uint64_t RoomAsker::RoomFor(uint64_t bytes) {
+  // An allocator rounds up and the driver maps in 2 MiB pages with page
+  // tables beside them; 1/64 more covers PyTorch's and XLA's rounding.
+  constexpr uint64_t kSlack = uint64_t{64} << 20;
+  return bytes + bytes / 64 + kSlack;
+}
+
+bool RoomAsker::MakeRoomFor(const std::string& pci_bus_id, uint64_t bytes,
+                            std::chrono::seconds bound) {
+  std::vector<CudafsMount> mounts = mounts_();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mounts.erase(std::remove_if(mounts.begin(), mounts.end(),
+                                [&](const CudafsMount& mount) {
+                                  return stuck_.count(mount.device) != 0;
+                                }),
+                 mounts.end());
+  }
+  if (mounts.empty()) return false;
+  RoomRequest request;
+  request.bytes = RoomFor(bytes);
+  const std::chrono::seconds wait =
+      bound.count() > 0 ? bound : std::chrono::seconds(RoomBoundSeconds(request.bytes));
+  request.bound_seconds = static_cast<int>(wait.count());
+  auto outcome = std::make_shared<Outcome>();
+  // Reaching a daemon reads its mount's root through FUSE, which a hung
+  // daemon never answers: the asking has a thread of its own.
+  std::thread asker([this, outcome, mounts, request, pci_bus_id] {
+    RoomRequest on_gpu = request;
+    on_gpu.gpu = pci_bus_id.c_str();
+    bool answered = false;
+    for (const CudafsMount& mount : mounts) {
+      const int result = ask_(mount, on_gpu);
+      // ENOSPC: the daemon moved what it could; a try may still fit.
+      if (result == 0 || result == -ENOSPC) answered = true;
+    }
+    std::lock_guard<std::mutex> lock(outcome->mu);
+    outcome->done = true;
+    outcome->answered = answered;
+    outcome->done_cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(outcome->mu);
+  if (outcome->done_cv.wait_for(lock, wait + std::chrono::seconds(1),
+                                [&] { return outcome->done; })) {
+    lock.unlock();
+    asker.join();
+    return outcome->answered;
+  }
+  lock.unlock();
+  {
+    std::lock_guard<std::mutex> stuck_lock(mu_);
+    for (const CudafsMount& mount : mounts) stuck_.insert(mount.device);
+  }
+  // Left to finish on its own: it holds only the outcome and copies. Once
+  // it does, the mounts may be asked again.
+  asker.detach();
+  std::thread([this, outcome, mounts] {
+    std::unique_lock<std::mutex> wait_lock(outcome->mu);
+    outcome->done_cv.wait(wait_lock, [&] { return outcome->done; });
+    std::lock_guard<std::mutex> stuck_lock(mu_);
+    for (const CudafsMount& mount : mounts) stuck_.erase(mount.device);
+  }).detach();
+  return false;
+}
+
+}  // namespace cudafs::client

@@ -1,0 +1,72 @@
+// RoomAsker: what the allocation interposer does when a GPU allocation
+// fails for want of memory: asks every cudafs mount this process sees (or
+// those CUDAFS_ROOM_MOUNTS names) to make the room on that GPU, and says
+// whether the allocation is worth trying again.
+//
+// It never hangs the program: the asking runs on a thread of its own and
+// is waited for at most `bound`; a daemon that does not answer in time is
+// not asked again while its earlier request is still out. It never
+// touches a process without a cudafs mount beyond reading its mount table.
+//
+// Thread-safe. It must outlive every request it sent, answered or not
+// (the interposer's lives as long as the process).
+#ifndef CUDAFS_FS_CLIENT_INTERPOSER_ROOM_ASKER_H_
+#define CUDAFS_FS_CLIENT_INTERPOSER_ROOM_ASKER_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fs/client/mount_table.h"
+#include "fs/client/room_request.h"
+
+namespace cudafs::client {
+
+class RoomAsker {
+ public:
+  // Asks one mount (MakeRoomOn, by default): 0 or a negative errno.
+  using Ask = std::function<int(const CudafsMount&, const RoomRequest&)>;
+  // The cudafs mounts to ask (this process's mount table, by default).
+  using Mounts = std::function<std::vector<CudafsMount>()>;
+
+  RoomAsker();
+  RoomAsker(Ask ask, Mounts mounts);
+
+  // The room to ask for an allocation of `bytes`: those bytes and the
+  // slack an allocator and the driver need beside them.
+  static uint64_t RoomFor(uint64_t bytes);
+
+  // After an allocation of `bytes` on the GPU `pci_bus_id` failed for want
+  // of memory: whether some mount made room (or made what it could), so
+  // that one more try may succeed. Waits `bound` at most; 0: as long as
+  // RoomBoundSeconds says for the room.
+  bool MakeRoomFor(const std::string& pci_bus_id, uint64_t bytes,
+                   std::chrono::seconds bound = std::chrono::seconds(0));
+
+ private:
+  const Ask ask_;
+  const Mounts mounts_;
+  std::mutex mu_;
+  // Mounts (by device) whose daemon has a request of ours out past its
+  // bound: not asked again until it answers.
+  std::set<dev_t> stuck_;
+};
+
+// Whether the environment turns the interposer off (CUDAFS_MAKE_ROOM=0):
+// the cudafs daemon sets it for itself, which must never wait on its own
+// room.
+bool InterposerDisabled();
+
+// The mounts CUDAFS_ROOM_MOUNTS names (colon-separated mount points) among
+// `mounts`, or all of them when it is unset.
+std::vector<CudafsMount> ChosenMounts(std::vector<CudafsMount> mounts);
+
+}  // namespace cudafs::client
+
+#endif  // CUDAFS_FS_CLIENT_INTERPOSER_ROOM_ASKER_H_
