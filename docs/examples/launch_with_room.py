@@ -4,7 +4,9 @@ its place: the Python form of `cudafs --make-room MOUNT SIZE && JOB`.
     python3 launch_with_room.py --mount /mnt/gpu --gib 71 -- python3 serve.py
     python3 launch_with_room.py --mount /mnt/gpu -- ./train.sh    # room: all
 
-Run it as the mount's owner or root (others may not make room).
+Run it as the mount's owner or root (others may ask only for a size, and
+not hold it). For a job that should simply wait for its allocations, use
+`cudafs run -- JOB` instead.
 """
 
 import argparse
@@ -29,7 +31,7 @@ def main():
     try:
         # Returns once `size` bytes are free on each GPU of the mount (as the
         # driver reports it), and holds the room for 60 s.
-        cudafs.make_room(args.mount, size)
+        cudafs.make_room(args.mount, size, hold=True)
     except OSError as error:
         # ENOSPC: host memory (spill=) is full, or the rest of the GPUs is
         # other programs' or mapped. The job would fail to allocate: stop.
