@@ -13,8 +13,8 @@
 #                                                     are checked (-Werror=thread-safety)
 #   ./build.sh no-toolkit                             build cudafs with the CUDA toolkit hidden
 #                                                     (build-notoolkit): it still drives GPUs
-#   ./build.sh package                                build, then the Debian package
-#                                                     build/cudafs_VERSION_ARCH.deb
+#   ./build.sh package                                the Debian package, built alone
+#                                                     (no tests): build-package/cudafs_VERSION_ARCH.deb
 #   ./build.sh package-test                           the package installed, mounted from
 #                                                     fstab and purged in a fresh Debian root
 # Installing packages needs root (or sudo). The build goes to ./build.
@@ -277,12 +277,17 @@ clang_check() {
 }
 
 command=${1:-}
-# The Debian package of the build (CPack; CMakeLists.txt says what is in
-# it): build/cudafs_VERSION_ARCH.deb.
+# The Debian package (CPack; CMakeLists.txt says what is in it), built in
+# build-package without the tests and benchmarks, which it does not carry:
+# build-package/cudafs_VERSION_ARCH.deb.
 package() {
   install_packages dpkg-dev file
-  build
-  (cd build && cpack -G DEB)
+  install_dependencies
+  cmake -S . -B build-package -DCMAKE_BUILD_TYPE=Release -DCUDAFS_BUILD_TESTS=OFF \
+    -DCUDAFS_BUILD_BENCHMARKS=OFF -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" \
+    "${compiler_launcher[@]}" ${CMAKE_ARGS:-}
+  cmake --build build-package -j "$(nproc)"
+  (cd build-package && cpack -G DEB)
 }
 
 # The package in a fresh Debian root, debootstrapped from the mirror apt
@@ -293,7 +298,7 @@ package_test() {
   package
   install_packages debootstrap procps
   local deb mirror
-  deb=$(realpath build/cudafs_*.deb)
+  deb=$(realpath build-package/cudafs_*.deb)
   mirror=$(debian_mirror) || { echo "build.sh: no Debian mirror to debootstrap from"; exit 1; }
   (
   set -euo pipefail
@@ -323,6 +328,8 @@ package_test() {
   in_root mount /mnt/gpu
   in_root sh -c 'echo "from fstab" > /mnt/gpu/f && test "$(cat /mnt/gpu/f)" = "from fstab"'
   in_root cudafs --stats /mnt/gpu
+  # cudafs run finds the installed interposer, and a program runs with it.
+  in_root cudafs run -o /mnt/gpu -- sh -c 'test "$LD_PRELOAD" = /usr/lib/cudafs/libcudafs_preload.so && test "$CUDAFS_ROOM_MOUNTS" = /mnt/gpu && cat /mnt/gpu/f' >/dev/null
   in_root python3 -c 'import cudafs' 2>/dev/null && echo "package-test: python3 imports cudafs" || true
   in_root umount /mnt/gpu
   if grep -q " $root/mnt/gpu " /proc/mounts; then echo "package-test: still mounted"; exit 1; fi

@@ -28,7 +28,6 @@ int Usage(const std::string& why) {
   return 2;
 }
 
-bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
 
 // The interposer beside this binary: in the build tree, the binary's
 // directory; installed, PREFIX/lib/cudafs. CUDAFS_PRELOAD_LIBRARY names
@@ -44,7 +43,9 @@ std::string InterposerPath() {
   directory.erase(directory.rfind('/'));
   for (const std::string& candidate :
        {directory + "/" + kLibrary, directory + "/../lib/cudafs/" + kLibrary}) {
-    if (Exists(candidate)) return candidate;
+    if (access(candidate.c_str(), R_OK) != 0) continue;
+    char resolved[PATH_MAX];
+    return realpath(candidate.c_str(), resolved) != nullptr ? resolved : candidate;
   }
   return "";
 }
