@@ -177,6 +177,8 @@ uring_parameter=/sys/module/fuse/parameters/enable_uring
 ctest_on_each_transport() {
   echo "build.sh: tests over /dev/fuse (uring=off)"
   CUDAFS_TEST_MOUNT_OPTIONS=uring=off ctest "$@"
+  # The build CI times: which tests over 20 s lack the label "slow".
+  if [[ ${list_slow_tests:-} == 1 ]]; then python3 ../tests/slow_test_check.py .; fi
   if [[ ! -e $uring_parameter ]]; then
     echo "build.sh: no io_uring pass: this kernel has no FUSE over io_uring ($uring_parameter)"
     return 0
@@ -372,7 +374,8 @@ case "$command" in
     install_packages "${nfs_test_packages[@]}"
     build
     cd build
-    CUDAFS_TEST_REQUIRE_NFS=1 ctest_on_each_transport --output-on-failure -j "$(nproc)"
+    CUDAFS_TEST_REQUIRE_NFS=1 list_slow_tests=1 ctest_on_each_transport --output-on-failure \
+      -j "$(nproc)"
     ;;
   fallback)
     fallback

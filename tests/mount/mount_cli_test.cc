@@ -1584,6 +1584,57 @@ TEST(CliTest, MakeRoomOnSomethingElseIsRefused) {
   EXPECT_NE(result.err.find("cannot make room"), std::string::npos) << result.err;
 }
 
+// cudafs run: the command runs with the allocation interposer preloaded
+// (found beside the binary), and with the mounts it names; what it cannot
+// run is refused as env(1) would, what it is told wrong as a usage error.
+TEST(CliTest, RunPreloadsTheInterposerForTheCommand) {
+  CommandResult result = RunCommand({kBinary, "run", "--", "sh", "-c", "echo \"$LD_PRELOAD\""});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string library = result.out.substr(0, result.out.find('\n'));
+  EXPECT_EQ(library.substr(library.rfind('/') + 1), "libcudafs_preload.so") << result.out;
+  EXPECT_EQ(access(library.c_str(), R_OK), 0) << library;
+  // Added once before what the environment preloads already.
+  result = RunCommand({"env", "LD_PRELOAD=" + library + ":libm.so.6", "CUDAFS_MAKE_ROOM=0",
+                       kBinary, "run", "--", "sh", "-c", "echo \"$LD_PRELOAD $CUDAFS_MAKE_ROOM\""});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, library + ":libm.so.6 \n");
+  // A program under it runs as it would without.
+  result = RunCommand({kBinary, "run", "--", "ls", "/"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("proc"), std::string::npos);
+  result = RunCommand({kBinary, "run", "--", "/no/such/program"});
+  EXPECT_EQ(result.exit_code, 127);
+  EXPECT_EQ(result.err, "cudafs run: /no/such/program: No such file or directory\n");
+  result = RunCommand({kBinary, "run", "--"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err.rfind("cudafs run: no COMMAND after --\n", 0), 0u) << result.err;
+  result = RunCommand({kBinary, "run", "-x", "--", "true"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err.rfind("cudafs run: unknown argument \"-x\" before --\n", 0), 0u)
+      << result.err;
+  result = RunCommand({kBinary, "run", "-o", "/tmp", "--", "true"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err.rfind("cudafs run: not the root of a cudafs mount\n", 0), 0u)
+      << result.err;
+}
+
+TEST_P(CliMountTest, RunNamesTheMountsToAsk) {
+  if (backend() != "host") GTEST_SKIP() << "the mount is only named";
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(MountOn(dir, {"size=64m"}).exit_code, 0);
+  CommandResult result = RunCommand(
+      {kBinary, "run", "-o", dir.path(), "--", "sh", "-c", "echo \"$CUDAFS_ROOM_MOUNTS\""});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, dir.path() + "\n");
+  // A directory in it is no mount to name.
+  ASSERT_SYS_OK(mkdir((dir.path() + "/d").c_str(), 0755));
+  result = RunCommand({kBinary, "run", "-o", dir.path() + "/d", "--", "true"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("but a directory in one"), std::string::npos) << result.err;
+  EXPECT_TRUE(UnmountNow(dir.path()));
+}
+
 // user.cudafs.where names the places holding a file's bytes, and how many
 // each holds; it is cudafs's to say, never the user's to set.
 TEST_P(CliMountTest, WhereSaysWhereAFilesBytesAre) {

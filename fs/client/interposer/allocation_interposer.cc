@@ -123,7 +123,9 @@ CUresult WithRoom(uint64_t bytes, int device, Allocate allocate) {
     return result;
   }
   const std::string bus_id = BusIdOf(device);
-  if (bus_id.empty() || !Asker().MakeRoomFor(bus_id, bytes)) return result;
+  if (bus_id.empty() || !Asker().MakeRoomFor(bus_id, bytes, cudafs::client::RoomTimeout())) {
+    return result;
+  }
   return allocate();
 }
 

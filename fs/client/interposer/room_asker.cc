@@ -35,6 +35,18 @@ bool InterposerDisabled() {
   return setting != nullptr && std::strcmp(setting, "0") == 0;
 }
 
+std::chrono::seconds RoomTimeout() {
+  const char* setting = std::getenv("CUDAFS_ROOM_TIMEOUT");
+  if (setting == nullptr) return std::chrono::seconds(0);
+  char* end = nullptr;
+  errno = 0;
+  const long seconds = std::strtol(setting, &end, 10);
+  if (errno != 0 || end == setting || *end != '\0' || seconds <= 0 || seconds > 86400) {
+    return std::chrono::seconds(0);
+  }
+  return std::chrono::seconds(seconds);
+}
+
 std::vector<CudafsMount> ChosenMounts(std::vector<CudafsMount> mounts) {
   const char* chosen = std::getenv("CUDAFS_ROOM_MOUNTS");
   if (chosen == nullptr || *chosen == '\0') return mounts;

@@ -63,6 +63,10 @@ class RoomAsker {
 // room.
 bool InterposerDisabled();
 
+// How long CUDAFS_ROOM_TIMEOUT (whole seconds, > 0) says to wait for
+// room, or 0 when it is unset or no such count.
+std::chrono::seconds RoomTimeout();
+
 // The mounts CUDAFS_ROOM_MOUNTS names (colon-separated mount points) among
 // `mounts`, or all of them when it is unset.
 std::vector<CudafsMount> ChosenMounts(std::vector<CudafsMount> mounts);

@@ -130,6 +130,16 @@ TEST(RoomAskerTest, OnlyTheMountsNamedAreAsked) {
   EXPECT_EQ(ChosenMounts(TwoMounts()).size(), 2u);
 }
 
+TEST(RoomAskerTest, TheWaitIsBoundedAsTheEnvironmentSays) {
+  for (const auto& [value, seconds] : std::vector<std::pair<const char*, int>>{
+           {"5", 5}, {"0", 0}, {"-3", 0}, {"5s", 0}, {"", 0}, {"99999999999", 0}}) {
+    setenv("CUDAFS_ROOM_TIMEOUT", value, 1);
+    EXPECT_EQ(RoomTimeout().count(), seconds) << value;
+  }
+  unsetenv("CUDAFS_ROOM_TIMEOUT");
+  EXPECT_EQ(RoomTimeout().count(), 0);
+}
+
 TEST(RoomAskerTest, TheDaemonTurnsItOff) {
   unsetenv("CUDAFS_MAKE_ROOM");
   EXPECT_FALSE(InterposerDisabled());
