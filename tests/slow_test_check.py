@@ -45,8 +45,9 @@ def main():
     log = os.path.join(args.build_dir, "Testing", "Temporary", "LastTest.log")
     if not os.path.exists(log):
         sys.exit("slow_test_check: no %s: run ctest first" % log)
+    times = test_times(log)  # first: ctest -N writes a log of its own
     labelled = slow_labelled(args.build_dir)
-    over = sorted(((t, n) for n, t in test_times(log).items()
+    over = sorted(((t, n) for n, t in times.items()
                    if t > args.bound and n not in labelled), reverse=True)
     for seconds, name in over:
         print("slow_test_check: %s took %.1f s and is not labelled slow" % (name, seconds))
