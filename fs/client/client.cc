@@ -31,9 +31,12 @@ struct cudafs_mapping {
   uint64_t size = 0;
   uint64_t mapped = 0;  // bytes of address space: the pieces, back to back
   bool retained_context = false;
+  // Host memory moved into a range of the caller's (cudafs_mapping_move):
+  // the caller unmaps it.
+  bool callers_range = false;
   // Shared mappings: the file, open for reading and writing (cudafs_sync).
   int file = -1;
-  std::vector<uint64_t> piece_sizes;  // CUDA: unmapped one by one
+  std::vector<uint64_t> piece_sizes;  // CUDA: unmapped one by one; host: moved so
 };
 
 namespace {
@@ -67,6 +70,7 @@ int MapHost(const Pieces& pieces, cudafs_mapping* out) {
   out->memory = CUDAFS_MEMORY_HOST;
   out->address = reinterpret_cast<uintptr_t>(base);
   out->mapped = total;
+  out->piece_sizes = pieces.sizes;
   return 0;
 }
 
@@ -464,7 +468,7 @@ int cudafs_sync(cudafs_mapping* mapping) {
 int cudafs_unmap(cudafs_mapping* mapping) {
   if (mapping == nullptr) return 0;
   int result = 0;
-  if (mapping->memory == CUDAFS_MEMORY_HOST) {
+  if (mapping->memory == CUDAFS_MEMORY_HOST && !mapping->callers_range) {
     munmap(reinterpret_cast<void*>(mapping->address), mapping->mapped);
   }
   if (mapping->memory == CUDAFS_MEMORY_CUDA) {
@@ -484,6 +488,34 @@ int cudafs_unmap(cudafs_mapping* mapping) {
   if (mapping->file >= 0) close(mapping->file);
   delete mapping;
   return result;
+}
+
+int cudafs_mapping_move(cudafs_mapping* mapping, void* address) {
+  if (mapping == nullptr || mapping->memory != CUDAFS_MEMORY_HOST || mapping->callers_range) {
+    return Fail(EINVAL, "only a host mapping not moved before can move");
+  }
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (reinterpret_cast<uintptr_t>(address) % page != 0) {
+    return Fail(EINVAL, "the range to move into does not start at a page");
+  }
+  const uint64_t wanted = (mapping->size + page - 1) / page * page;
+  char* const from = reinterpret_cast<char*>(mapping->address);
+  char* const to = static_cast<char*>(address);
+  uint64_t at = 0;
+  // A piece is a mapping of its own, which mremap moves whole or in part.
+  for (size_t i = 0; i < mapping->piece_sizes.size() && at < wanted; ++i) {
+    const uint64_t length = std::min(mapping->piece_sizes[i], wanted - at);
+    if (mremap(from + at, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, to + at) == MAP_FAILED) {
+      return Fail(errno, "mremap of a piece: %s", std::strerror(errno));
+    }
+    at += mapping->piece_sizes[i];
+  }
+  // What lies past the file's last page stays behind: unmapped.
+  munmap(from, mapping->mapped);
+  mapping->address = reinterpret_cast<uintptr_t>(address);
+  mapping->mapped = wanted;
+  mapping->callers_range = true;
+  return 0;
 }
 
 uint64_t cudafs_mapping_address(const cudafs_mapping* mapping) { return mapping->address; }

@@ -101,6 +101,17 @@ CUDAFS_API int cudafs_sync(cudafs_mapping* mapping);
 /* Unmaps and frees the mapping. 0, or a negative errno from the driver. */
 CUDAFS_API int cudafs_unmap(cudafs_mapping* mapping);
 
+/* Host memory only: moves the mapping onto `address`, the page-aligned
+ * start of a range of the caller's (an mmap(2) of at least the file's
+ * size, rounded up to a page), whose pages it replaces; the mapping then
+ * lives there, and the range stays the caller's to unmap (cudafs_unmap
+ * leaves it). For a language runtime that must own the memory it hands
+ * out (Python's mmap objects refuse to close while views exist). -EINVAL
+ * for GPU memory, a mapping moved before, or an unaligned address; after
+ * a failed mremap (the errno), the mapping may be partly moved: unmap
+ * both. */
+CUDAFS_API int cudafs_mapping_move(cudafs_mapping* mapping, void* address);
+
 /* Where the mapping is: a CUdeviceptr (CUDA) or a host address (host). */
 CUDAFS_API uint64_t cudafs_mapping_address(const cudafs_mapping* mapping);
 /* The host address, or NULL for GPU memory. */

@@ -283,6 +283,23 @@ with cudafs.map(root + "/f") as m:
     assert not m.is_cuda and m.device is None and m.size == 123457, m
     print(hashlib.sha256(memoryview(m)).hexdigest())
 assert m.closed
+# The buffer is the standard library's kind: bytes by index, written by
+# slice; a mapping with views left refuses to close, rather than leave
+# them over unmapped memory, and closes once they are gone.
+m = cudafs.map(root + "/f")
+view = memoryview(m)
+assert view.format == "B" and len(view) == 123457 and view[0] == m[0]
+view[:5] = b"HELLO"
+assert bytes(view[:5]) == b"HELLO" and m[:5] == b"HELLO"
+try:
+    m.close()
+    sys.exit("closed a mapping with a view of it")
+except BufferError:
+    pass
+assert not m.closed and bytes(view[:5]) == b"HELLO"
+view.release()
+m.close()
+assert m.closed
 for path, error in ((root + "/empty", errno.EINVAL), ("/proc/self/status", errno.EXDEV),
                     (root + "/missing", errno.ENOENT)):
     try:

@@ -35,6 +35,7 @@ import ctypes
 import errno
 import functools
 import json
+import mmap
 import os
 import struct
 from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Union
@@ -102,6 +103,7 @@ def _lib() -> ctypes.CDLL:
                              ("cudafs_mapping_device", ctypes.c_int)):
             getattr(library, name).argtypes = [ctypes.c_void_p]
             getattr(library, name).restype = result
+        library.cudafs_mapping_move.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         library.cudafs_make_room.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64,
                                              ctypes.c_int]
         library.cudafs_last_error.restype = ctypes.c_char_p
@@ -158,8 +160,9 @@ class Mapping:
 
     GPU memory (is_cuda): exposes __cuda_array_interface__ (uint8, one
     dimension), so torch.as_tensor(m, device="cuda") views it with no copy.
-    Host memory: a ctypes array of bytes with the buffer protocol
-    (memoryview(m), numpy.frombuffer(m, numpy.uint8), torch.frombuffer).
+    Host memory: an mmap object (the buffer protocol: memoryview(m),
+    numpy.frombuffer(m, numpy.uint8), torch.frombuffer), which refuses to
+    close with BufferError while views of it exist.
     """
 
     def __init__(self, handle: _Handle) -> None:
@@ -235,16 +238,42 @@ class _CudaMapping(Mapping):
         return "<cudafs.Mapping %d bytes, %s>" % (self.size, state)
 
 
-def _host_mapping(handle: _Handle) -> Mapping:
-    # A ctypes array over the memory: the buffer protocol for every Python
-    # 3 (memoryview(m), numpy.frombuffer, torch.frombuffer), no copy.
-    class HostMapping(ctypes.c_ubyte * handle.size, Mapping):  # type: ignore[misc]
-        def __repr__(self) -> str:
-            state = "closed" if self.closed else "host at 0x%x" % self.ptr
-            return "<cudafs.Mapping %d bytes, %s>" % (self.size, state)
+class _HostMapping(Mapping, mmap.mmap):
+    # An mmap object over the memory: the buffer protocol as the standard
+    # library's (format "B": memoryview(m), numpy.frombuffer,
+    # torch.frombuffer), no copy, and close() refuses with BufferError while
+    # views of it exist, so none is left pointing at unmapped memory.
+    _handle: _Handle
 
-    mapping: Mapping = HostMapping.from_address(handle.address)
-    mapping._handle = handle
+    def __init__(self, handle: _Handle) -> None:  # pylint: disable=super-init-not-called
+        # mmap.mmap.__new__ made the range; the handle is the mapping's.
+        self._handle = handle
+
+    def __new__(cls, handle: _Handle) -> _HostMapping:
+        return super().__new__(cls, -1, handle.size)  # type: ignore[call-arg]
+
+    def close(self) -> None:
+        """Unmaps; BufferError while memoryviews (or arrays, tensors) made
+        from the mapping exist."""
+        mmap.mmap.close(self)
+        self._handle.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "host at 0x%x" % self.ptr
+        return "<cudafs.Mapping %d bytes, %s>" % (self.size, state)
+
+
+def _host_mapping(handle: _Handle) -> Mapping:
+    mapping = _HostMapping(handle)
+    anchor = ctypes.c_char.from_buffer(mapping)
+    address = ctypes.addressof(anchor)
+    del anchor  # holds a view of the mmap
+    result = _lib().cudafs_mapping_move(handle._mapping, ctypes.c_void_p(address))
+    if result != 0:
+        mmap.mmap.close(mapping)
+        handle.close()
+        _raise(result, handle.path)
+    handle.address = address
     return mapping
 
 
@@ -308,6 +337,7 @@ def load_safetensors(path: PathLike, device: Union[str, torch.device] = "cuda",
         everything = torch.frombuffer(mapping, dtype=torch.uint8)
     wanted = torch.device(device)
     if wanted.type != where.type or (wanted.index is not None and wanted.index != where.index):
+        del everything  # a view of a host mapping, which would keep it from closing
         mapping.close()
         raise ValueError("the file is mapped on %s, not %s" % (where, wanted))
     start = 8 + header_size
