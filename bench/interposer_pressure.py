@@ -88,7 +88,7 @@ try:
     stats = device.memory_stats() or {}
     out["memory_stats"] = {k: v for k, v in stats.items() if isinstance(v, int)}
     out["got"] = int(stats.get("pool_bytes") or stats.get("bytes_reserved") or 0)
-    out["total"] = stats.get("bytes_limit")
+    out["bytes_limit"] = stats.get("bytes_limit")
     out["had_all"] = device.platform == "gpu" and out["got"] >= 0.99 * want
 except Exception as error:
     text = str(error)
@@ -128,7 +128,6 @@ def command(args, name, variant, want):
     elif s["program"] == "jax":
         argv = [sys.executable, "-c", JAX_CHILD, str(want)]
         env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = "%g" % args.take
-        env.setdefault("JAX_PLATFORMS", "cuda")  # fail, not fall back to the CPU
     else:
         argv = [args.probe, "take", str(want), str(GIB), str(args.patience)]
     if variant == "interposer":
@@ -188,24 +187,25 @@ class PressureRun(gp.Run):
             self.last_exit = self.child.returncode
         return report
 
-    def stop_child(self):
+    def stop_child(self, kill=False):
+        """Lets the program go (a line on its stdin), or kills it."""
         if self.child:
             try:
-                self.child.communicate(b"\n", timeout=60)
+                if kill:
+                    self.child.kill()
+                self.child.communicate(b"\n", timeout=5 if kill else 60)
             except (subprocess.TimeoutExpired, BrokenPipeError, ValueError):
                 self.child.kill()
                 self.child.wait(30)
             self.last_exit = self.child.returncode
             self.child = None
 
-    def one(self, name, variant, left):
+    def one(self, name, variant, left, r):
         """Scenario NAME as VARIANT (plain, interposer), in at most about
-        LEFT seconds: its record."""
+        LEFT seconds, into its record R (what it had when it failed stays)."""
         args, want = self.args, int(self.args.take * self.total)
         argv, env = command(args, name, variant, want)
-        r = {"scenario": name, "variant": variant, "title": SCENARIOS[name]["title"],
-             "want": want, "command": shown(argv, {k: v for k, v in env.items()
-                                                   if k in CLEARED or k == "JAX_PLATFORMS"})}
+        r.update(want=want, command=shown(argv, {k: v for k, v in env.items() if k in CLEARED}))
         samples, t0, self.last_exit = [], time.monotonic(), None
         self.sample(samples, t0)
         r["start"] = samples[0]
@@ -214,7 +214,7 @@ class PressureRun(gp.Run):
         log = os.path.join(args.out, "program-%s-%s.log" % (name, variant))
         p = self.run_program(argv, env, log, timeout, samples, t0)
         if p is None:
-            self.stop_child()
+            self.stop_child(kill=True)
             p = {"error": "no report in %.0f s (exit status %s; see %s)" % (
                 time.monotonic() - t0, self.last_exit, os.path.basename(log))}
             try:
@@ -244,7 +244,6 @@ class PressureRun(gp.Run):
         r["verify"] = self.verify()
         r["samples"] = samples + [dict(s, t=s["t"] + t1 - t0) for s in back]
         r["seconds"] = time.monotonic() - t0
-        return r
 
 
 def cell(value, form="%.1f", scale=1):
@@ -260,14 +259,20 @@ def one_line(text, width=100):
 def outcome(r):
     if "skipped" in r:
         return "skipped (%s)" % r["skipped"]
-    p = r.get("program", {})
+    p = r.get("program")
+    if p is None:
+        said = "no report"
+    elif p.get("had_all"):
+        said = "yes"
+    elif p.get("platform") not in (None, "gpu"):
+        said = "no: JAX ran on %s" % p["platform"]
+    elif "got" not in p:
+        said = "no: %s" % one_line(p.get("error", "no report"), 80)
+    else:
+        said = "no" + (": %s" % one_line(p["error"], 60) if p.get("error") else "")
     if "error" in r:
-        return "harness error: %s" % one_line(r["error"], 80)
-    if p.get("had_all"):
-        return "yes"
-    if "got" not in p:
-        return "no: %s" % one_line(p.get("error", "no report"), 80)
-    return "no" + (": %s" % one_line(p["error"], 60) if p.get("error") else "")
+        said += "; harness error: %s" % one_line(r["error"], 80)
+    return said
 
 
 def report(results):
@@ -299,7 +304,12 @@ def report(results):
              "–" if "back" not in r else "> %.0f" % r["back"]["t"]),
             "%d of %d" % (verify["mismatches"], verify["files"]) if verify else "–",
             cell(verify and verify["seconds"])))
-    print("\ngot all: the program had every byte it asked for (JAX: its pool, within 1%). "
+    for variant, said in (("plain", "Without the interposer"), ("interposer", "With it")):
+        ran = [r for r in results["runs"] if r["variant"] == variant and "program" in r]
+        print("\n%s: %d of %d runs got all they asked for; %d of them changed files." % (
+            said, sum(1 for r in ran if r["program"].get("had_all")), len(ran),
+            sum(1 for r in ran if r.get("verify", {}).get("mismatches"))), end="")
+    print("\n\ngot all: the program had every byte it asked for (JAX: its pool, within 1%). "
           "s to memory: from the program's CUDA context (JAX: from the start of its backend) "
           "to its memory, or to its giving up. s from launch: from starting the process, "
           "Python's imports included. files changed: sha256 of every file read back through "
@@ -362,7 +372,7 @@ def main():
             len(files), fill / GIB, total / GIB, options, args.take * total / GIB))
         for n, v in runs:
             argv, env = command(args, n, v, int(args.take * total))
-            set_here = {k: v for k, v in env.items() if k in CLEARED or k == "JAX_PLATFORMS"}
+            set_here = {k: v for k, v in env.items() if k in CLEARED}
             print("%s %-10s %s" % (n, v, shown(argv, set_here)))
         return
     if os.geteuid() != 0:
@@ -414,14 +424,16 @@ def main():
             print("[%3.0f s] %s: %s, %s ..." % (time.monotonic() - began, name,
                                                  SCENARIOS[name]["title"], variant),
                   file=sys.stderr, flush=True)
+            r = {"scenario": name, "variant": variant, "title": SCENARIOS[name]["title"]}
+            results["runs"].append(r)
+            started = time.monotonic()
             try:
-                results["runs"].append(run.one(name, variant, left))
+                run.one(name, variant, left, r)
             except Exception as error:  # one run's failure keeps the others' numbers
-                run.stop_child()
-                results["runs"].append({"scenario": name, "variant": variant,
-                                        "title": SCENARIOS[name]["title"],
-                                        "error": "%s: %s" % (type(error).__name__, error),
-                                        "traceback": traceback.format_exc()[-3000:]})
+                run.stop_child(kill=True)
+                r.update(error="%s: %s" % (type(error).__name__, error),
+                         traceback=traceback.format_exc()[-3000:],
+                         seconds=time.monotonic() - started)
             save()
     finally:
         run.stop_child()
