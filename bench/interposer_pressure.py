@@ -309,6 +309,11 @@ def report(results):
         print("\n%s: %d of %d runs got all they asked for; %d of them changed files." % (
             said, sum(1 for r in ran if r["program"].get("had_all")), len(ran),
             sum(1 for r in ran if r.get("verify", {}).get("mismatches"))), end="")
+    late = ["%s %s (%.1f GiB)" % (r["scenario"], r["variant"], r["start"]["host_data"] / GIB)
+            for r in results["runs"] if r.get("start", {}).get("host_data", 0) > gp.BACK_SLACK]
+    if late:
+        print("\n\nStarted with data still in host memory (its return timed out): %s"
+              % ", ".join(late), end="")
     print("\n\ngot all: the program had every byte it asked for (JAX: its pool, within 1%). "
           "s to memory: from the program's CUDA context (JAX: from the start of its backend) "
           "to its memory, or to its giving up. s from launch: from starting the process, "

@@ -17,11 +17,14 @@
 #                         the interposer; OUT/pressure.md, OUT/interposer_pressure.json
 #   overhead              bench/interposer_overhead.py: the success path's
 #                         cost; OUT/overhead.md, OUT/interposer_overhead.json
-# No part named: both (more than 9 minutes). Each part's tables are printed
-# and kept in OUT/PART.md, its progress and errors in OUT/PART.log; a part
-# that fails or runs out of time keeps what it measured (the JSON is
-# rewritten after every run). INTERPOSER_PRESSURE_DEADLINE and
-# INTERPOSER_OVERHEAD_DEADLINE (seconds; 450 and 240) bound each part.
+# No part named: both. Each part's tables are printed and kept in
+# OUT/PART.md, its progress and errors in OUT/PART.log; a part that fails or
+# runs out of time keeps what it measured (the JSON is rewritten after every
+# run, and runs that would end past the part's deadline are skipped, saying
+# so). Deadlines, in seconds from the part's start: INTERPOSER_PRESSURE_DEADLINE
+# (450), INTERPOSER_OVERHEAD_DEADLINE (240), each cut to what is left of
+# INTERPOSER_BUDGET (500) for the whole call, so that a call of several parts
+# still ends within 9 minutes (each part is killed 50 s past its deadline).
 set -uo pipefail
 usage="usage: bench/interposer_session.sh BUILD_DIR|CUDAFS OUT_DIR [pressure[=a,b,c,d,e]] [overhead]"
 target=${1:?$usage}
@@ -38,6 +41,13 @@ out=$(cd "$out" && pwd)
 python=${PYTHON:-python3}
 mount=/mnt/cudafs-interposer
 status=0
+budget=${INTERPOSER_BUDGET:-500}
+
+# deadline DEFAULT: DEFAULT, or what is left of the budget if less.
+deadline() {
+  local left=$((budget - SECONDS))
+  if [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
 
 for file in "$cudafs" "$build/libcudafs_preload.so" "$build/cuda_alloc_probe"; do
   [ -e "$file" ] || { echo "missing: $file" >&2; exit 2; }
@@ -65,7 +75,8 @@ for part in "${parts[@]}"; do
     pressure | pressure=*)
       scenarios=a,b,c,d,e
       [ "$part" = pressure ] || scenarios=${part#pressure=}
-      deadline=${INTERPOSER_PRESSURE_DEADLINE:-450}
+      deadline=$(deadline "${INTERPOSER_PRESSURE_DEADLINE:-450}")
+      [ "$deadline" -ge 60 ] || { echo "pressure: no time left in the budget"; status=1; continue; }
       command=("$python" bench/interposer_pressure.py --cudafs "$cudafs" --mount "$mount"
         --out "$out" --scenarios "$scenarios" --fill 0.6 --size 0.7 --take 0.9 --deadline "$deadline")
       printf '\n$'; printf ' %q' "${command[@]}"; printf '\n\n'
@@ -74,14 +85,15 @@ for part in "${parts[@]}"; do
       skipped=$("$python" -c 'import json, sys
 runs = json.load(open(sys.argv[1]))["runs"]
 print(",".join(sorted({r["scenario"] for r in runs if "skipped" in r})))' "$out/interposer_pressure.json" 2>/dev/null)
-      [ -z "$skipped" ] || echo "skipped for want of time: $skipped; run them with: bash bench/interposer_session.sh BUILD OUT pressure=$skipped"
+      [ -z "$skipped" ] || echo "skipped for want of time: $skipped; run them with: bash bench/interposer_session.sh BUILD OUT overhead pressure=$skipped"
       [ "$rc" -eq 0 ] || { status=1; echo "pressure: exit status $rc; last lines of $out/pressure.log:"; tail -n 5 "$out/pressure.log"; }
       ;;
     overhead)
-      deadline=${INTERPOSER_OVERHEAD_DEADLINE:-240}
+      deadline=$(deadline "${INTERPOSER_OVERHEAD_DEADLINE:-240}")
+      [ "$deadline" -ge 30 ] || { echo "overhead: no time left in the budget"; status=1; continue; }
       command=("$python" bench/interposer_overhead.py --cudafs "$cudafs" --out "$out" --deadline "$deadline")
       printf '\n$'; printf ' %q' "${command[@]}"; printf '\n\n'
-      timeout -k 20 $((deadline + 60)) "${command[@]}" 2>"$out/overhead.log" | tee "$out/overhead.md"
+      timeout -k 20 $((deadline + 50)) "${command[@]}" 2>"$out/overhead.log" | tee "$out/overhead.md"
       rc=${PIPESTATUS[0]}
       [ "$rc" -eq 0 ] || { status=1; echo "overhead: exit status $rc; last lines of $out/overhead.log:"; tail -n 5 "$out/overhead.log"; }
       ;;
