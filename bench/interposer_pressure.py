@@ -87,9 +87,13 @@ try:
     jnp.zeros((256,), jnp.float32).block_until_ready()
     stats = device.memory_stats() or {}
     out["memory_stats"] = {k: v for k, v in stats.items() if isinstance(v, int)}
-    out["got"] = int(stats.get("pool_bytes") or stats.get("bytes_reserved") or 0)
+    pool = stats.get("pool_bytes", stats.get("bytes_reserved"))
     out["bytes_limit"] = stats.get("bytes_limit")
-    out["had_all"] = device.platform == "gpu" and out["got"] >= 0.99 * want
+    if pool is None:  # the harness reads what nvidia-smi says the process holds
+        out["got"] = out["had_all"] = None
+    else:
+        out["got"] = int(pool)
+        out["had_all"] = device.platform == "gpu" and out["got"] >= 0.99 * want
 except Exception as error:
     text = str(error)
     out["error"] = (text.splitlines() or [""])[0][:300]
@@ -143,6 +147,19 @@ def shown(argv, env=None):
     return " ".join(prefix + words)
 
 
+def gpu_used(pid):
+    """Bytes nvidia-smi says process PID holds on the GPUs (None: it cannot say)."""
+    try:
+        p = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                            "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    used = [int(f[1]) * MIB for f in (line.split(",") for line in p.stdout.splitlines())
+            if len(f) == 2 and f[0].strip() == str(pid) and f[1].strip().isdigit()]
+    return sum(used) if used else None
+
+
 def preloaded(pid):
     """Whether process PID has libcudafs_preload.so mapped (None: cannot tell)."""
     try:
@@ -183,6 +200,11 @@ class PressureRun(gp.Run):
         if report is not None:
             report["launch_seconds"] = time.monotonic() - launched
             report["preloaded"] = preloaded(self.child.pid)
+            # Its CUDA context included: a check on what the program says it got.
+            report["nvidia_smi_used"] = gpu_used(self.child.pid)
+            if report.get("got", 0) is None and report["nvidia_smi_used"] is not None:
+                report["got"], report["got_from"] = report["nvidia_smi_used"], "nvidia-smi"
+                report["had_all"] = report["got"] >= 0.99 * report["want"]
         elif self.child.poll() is not None:
             self.last_exit = self.child.returncode
         return report
@@ -284,9 +306,9 @@ def report(results):
               results["fill_bytes"] / GIB, results["files"],
               cell(results.get("write_seconds")), results["take_bytes"] / GIB,
               results["take"], PRELOAD))
-    print("| scenario | interposer | got all | got GiB | free at start GiB | first OOM at GiB (s) "
-          "| s to memory | s from launch | moved out GiB | back on GPU s | files changed "
-          "| verify s |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| scenario | interposer | got all | got GiB | nvidia-smi GiB | free at start GiB "
+          "| first OOM at GiB (s) | s to memory | s from launch | moved out GiB | back on GPU s "
+          "| files changed | verify s |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results["runs"]:
         p, oom = r.get("program", {}), r.get("program", {}).get("first_oom")
         loaded = p.get("preloaded")
@@ -294,8 +316,9 @@ def report(results):
         if loaded is not None and loaded != (r["variant"] == "interposer"):
             variant += " (%s loaded!)" % ("but" if loaded else "not")
         verify = r.get("verify")
-        print("| %s: %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        print("| %s: %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["scenario"], r["title"], variant, outcome(r), cell(p.get("got"), "%.2f", GIB),
+            cell(p.get("nvidia_smi_used"), "%.2f", GIB),
             cell(p.get("free_at_start"), scale=GIB),
             "%.1f (%.2f)" % (oom["at_bytes"] / GIB, oom["seconds"]) if oom else "–",
             cell(p.get("seconds"), "%.2f"), cell(p.get("launch_seconds"), "%.2f"),
@@ -315,7 +338,8 @@ def report(results):
         print("\n\nStarted with data still in host memory (its return timed out): %s"
               % ", ".join(late), end="")
     print("\n\ngot all: the program had every byte it asked for (JAX: its pool, within 1%). "
-          "s to memory: from the program's CUDA context (JAX: from the start of its backend) "
+          "nvidia-smi GiB: what nvidia-smi said the process held once it had its memory "
+          "(its CUDA context included). s to memory: from the program's CUDA context (JAX: from the start of its backend) "
           "to its memory, or to its giving up. s from launch: from starting the process, "
           "Python's imports included. files changed: sha256 of every file read back through "
           "the mount after the program exited and the data came back, against the written "
