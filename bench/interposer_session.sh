@@ -4,11 +4,15 @@
 # machine (no compiler is needed on the GPU machine):
 #   cmake --build build -j2 --target cudafs cudafs_preload cuda_alloc_probe
 #   ../shared/gpu/bundle-libs build .device-libs
-# then on the GPU machine, as root, carrying build/cudafs,
-# build/libcudafs_preload.so, build/cuda_alloc_probe and .device-libs:
+#   mkdir -p build-interposer
+#   cp build/cudafs build/libcudafs_preload.so build/cuda_alloc_probe build-interposer/
+# then on the GPU machine, as root, carrying build-interposer and .device-libs
+# (3 MiB in all):
 #   export LD_LIBRARY_PATH=$PWD/.device-libs:$LD_LIBRARY_PATH
-#   bash bench/interposer_session.sh build "$OUT" pressure    # about 6-8 min
-#   bash bench/interposer_session.sh build "$OUT" overhead    # about 2-4 min
+#   bash bench/interposer_session.sh build-interposer "$OUT" pressure   # 6-8.5 min
+#   bash bench/interposer_session.sh build-interposer "$OUT" overhead   # 1.5-4 min
+# (a pressure call that ran out of time names the scenarios it skipped:
+# `overhead pressure=d,e` then runs them after the overhead, in one call).
 # BUILD is the build directory or its cudafs (libcudafs_preload.so and
 # cuda_alloc_probe beside it). Parts:
 #   pressure[=SCENARIOS]  bench/interposer_pressure.py: a mount holding 60%
