@@ -63,7 +63,7 @@ VARIANTS = ("plain", "interposer")
 # What the caller's environment may carry that would change a program's
 # allocations: each run sets only its own.
 CLEARED = ("LD_PRELOAD", "CUDAFS_ROOM_MOUNTS", "CUDAFS_MAKE_ROOM", "CUDAFS_PRELOAD_LIBRARY",
-           "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "XLA_PYTHON_CLIENT_PREALLOCATE",
+           "CUDAFS_ROOM_TIMEOUT", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "XLA_PYTHON_CLIENT_PREALLOCATE",
            "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "TF_GPU_ALLOCATOR")
 # A run's seconds, guessed before one of its kind has run (the deadline's
 # sums): start, moves out, the data's return (at most 256 MiB / 0.1 s,
