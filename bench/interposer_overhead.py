@@ -79,7 +79,8 @@ each.sort()
 print(json.dumps({"steps": steps, "warmup": warmup, "batch": batch, "width": width,
                   "setup_seconds": ready - start, "launch_to_ready_seconds": ready_wall - launched,
                   "median_ms": 1e3 * each[len(each) // 2],
-                  "mean_ms": 1e3 * sum(each) / len(each), "p90_ms": 1e3 * each[int(len(each) * 0.9)],
+                  "mean_ms": 1e3 * sum(each) / len(each),
+                  "p90_ms": 1e3 * each[int(len(each) * 0.9)],
                   "min_ms": 1e3 * each[0], "back_to_back_ms": 1e3 * back_to_back,
                   "driver_allocations": segments() - before, "loss": float(loss),
                   "device": torch.cuda.get_device_name()}), flush=True)

@@ -63,7 +63,8 @@ VARIANTS = ("plain", "interposer")
 # What the caller's environment may carry that would change a program's
 # allocations: each run sets only its own.
 CLEARED = ("LD_PRELOAD", "CUDAFS_ROOM_MOUNTS", "CUDAFS_MAKE_ROOM", "CUDAFS_PRELOAD_LIBRARY",
-           "CUDAFS_ROOM_TIMEOUT", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "XLA_PYTHON_CLIENT_PREALLOCATE",
+           "CUDAFS_ROOM_TIMEOUT", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+           "XLA_PYTHON_CLIENT_PREALLOCATE",
            "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "TF_GPU_ALLOCATOR")
 # A run's seconds, guessed before one of its kind has run (the deadline's
 # sums): start, moves out, the data's return (at most 256 MiB / 0.1 s,
@@ -308,7 +309,7 @@ def report(results):
               results["take"], PRELOAD))
     print("| scenario | interposer | got all | got GiB | nvidia-smi GiB | free at start GiB "
           "| first OOM at GiB (s) | s to memory | s from launch | moved out GiB | back on GPU s "
-          "| files changed | verify s |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| files changed | verify s |\n|---|---|---|" + "---:|" * 10)
     for r in results["runs"]:
         p, oom = r.get("program", {}), r.get("program", {}).get("first_oom")
         loaded = p.get("preloaded")
@@ -339,7 +340,8 @@ def report(results):
               % ", ".join(late), end="")
     print("\n\ngot all: the program had every byte it asked for (JAX: its pool, within 1%). "
           "nvidia-smi GiB: what nvidia-smi said the process held once it had its memory "
-          "(its CUDA context included). s to memory: from the program's CUDA context (JAX: from the start of its backend) "
+          "(its CUDA context included). s to memory: from the program's CUDA context "
+          "(JAX: from the start of its backend) "
           "to its memory, or to its giving up. s from launch: from starting the process, "
           "Python's imports included. files changed: sha256 of every file read back through "
           "the mount after the program exited and the data came back, against the written "
