@@ -159,11 +159,11 @@ def hash_file(path):
     return path, digest.hexdigest()
 
 
-def pool_map(function, tasks, timeout):
+def pool_map(function, tasks, timeout, workers=8):
     # Workers must die of the pool's SIGTERM, not run our handler (a worker
     # raising SystemExit mid-queue leaves terminate() waiting on it forever).
     reset = lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGTERM, signal.SIGHUP)]
-    with multiprocessing.get_context("fork").Pool(8, initializer=reset) as pool:
+    with multiprocessing.get_context("fork").Pool(workers, initializer=reset) as pool:
         return dict(pool.map_async(function, tasks, chunksize=1).get(timeout))
 
 
@@ -246,10 +246,47 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15
 
 
+def mount(cudafs, mountpoint, options):
+    """Mounts CUDAFS at MOUNTPOINT with -o OPTIONS (exits saying why if it
+    cannot); the daemon's pid, or None if it cannot be found."""
+    p = subprocess.run([cudafs, mountpoint, "-o", options],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 or not os.path.ismount(mountpoint):
+        sys.exit("mounting failed (%s): %s" % (p.returncode, p.stderr.strip()[-500:]))
+    return daemon_pid(cudafs, mountpoint)
+
+
+def fill_files(mountpoint, files, workers=8):
+    """Writes FILES (plan's) under MOUNTPOINT: {path: sha256}, seconds."""
+    for kind in sorted({f["kind"] for f in files}):
+        os.makedirs(os.path.join(mountpoint, kind))
+        _blocks[kind] = os.urandom(BLOCK)  # made before the pool forks: its workers share them
+    tasks = sorted(((os.path.join(mountpoint, f["path"]), f["size"], f["index"], f["kind"])
+                    for f in files), key=lambda t: -t[1])
+    start = time.monotonic()
+    hashes = pool_map(_write_task, tasks, 600 + sum(f["size"] for f in files) / 1e8, workers)
+    return hashes, time.monotonic() - start
+
+
+def unmount(mountpoint, pid):
+    """Unmounts (lazily if it must) and waits up to 30 s for the daemon PID
+    to exit: it lets go of its GPU and host memory only then."""
+    for command in (["umount", mountpoint], ["umount", "-l", mountpoint]):
+        if os.path.ismount(mountpoint):
+            try:
+                subprocess.run(command, capture_output=True, timeout=120)
+            except subprocess.TimeoutExpired:
+                pass
+    for _ in range(300):
+        if not pid or not os.path.exists("/proc/%d" % pid):
+            break
+        time.sleep(0.1)
+
+
 class Run:
     def __init__(self, args, total, files):
         self.args, self.total, self.files = args, total, files
-        self.hashes, self.child = {}, None
+        self.hashes, self.child, self.workers = {}, None, 8
 
     def at(self, f, root=None):
         return os.path.join(root or self.args.mount, f["path"])
@@ -267,7 +304,8 @@ class Run:
     def verify(self):
         drop_caches()
         start = time.monotonic()
-        got = pool_map(hash_file, list(self.hashes), 600 + sum(f["size"] for f in self.files) / 2e8)
+        got = pool_map(hash_file, list(self.hashes), 600 + sum(f["size"] for f in self.files) / 2e8,
+                       self.workers)
         bad = sorted(p for p, h in self.hashes.items() if got.get(p) != h)
         return {"files": len(got), "mismatches": len(bad), "first_mismatches": bad[:10],
                 "seconds": time.monotonic() - start}
@@ -302,6 +340,21 @@ class Run:
                 self.child.kill()
                 self.child.wait(30)
             self.child = None
+
+    def wait_back(self, r, t1, timeout=BACK_TIMEOUT):
+        """Samples from T1 on until the data is back on the GPU (no more
+        than BACK_SLACK in host memory), at most TIMEOUT seconds; sets
+        r["back_seconds"] when it is. The samples."""
+        back = []
+        while True:
+            self.sample(back, t1)
+            if back[-1]["ok"] and (back[-1]["host_data"] <= BACK_SLACK or not back[-1]["spill"]):
+                r["back_seconds"] = back[-1]["t"]
+                break
+            if time.monotonic() - t1 >= timeout:
+                break
+            time.sleep(0.5)
+        return back
 
     def scenario(self, name, shm):
         args, r, want = self.args, {"scenario": name}, int(self.args.take * self.total)
@@ -359,13 +412,8 @@ class Run:
             r["write_error"] = str(error)
         del pieces
         self.stop_child()
-        t1, back = time.monotonic(), []
-        while time.monotonic() - t1 < BACK_TIMEOUT:
-            self.sample(back, t1)
-            if back[-1]["ok"] and (back[-1]["host_data"] <= BACK_SLACK or not back[-1]["spill"]):
-                r["back_seconds"] = back[-1]["t"]
-                break
-            time.sleep(0.5)
+        t1 = time.monotonic()
+        back = self.wait_back(r, t1)
         r["back"], r["back_stats"] = back[-1], self.last_stats
         r["moved_back"] = back[-1]["moved_back"] - samples[0]["moved_back"]
         r["verify"] = self.verify()
@@ -482,19 +530,8 @@ def main():
                "mount_options": "size=%dm" % mount_mib, "scenarios": []}
     run, shm, pid = Run(args, total, files), None, None
     try:
-        p = subprocess.run([args.cudafs, args.mount, "-o", "size=%dm" % mount_mib],
-                           capture_output=True, text=True, timeout=120)
-        if p.returncode != 0 or not os.path.ismount(args.mount):
-            sys.exit("mounting failed (%s): %s" % (p.returncode, p.stderr.strip()[-500:]))
-        pid = results["daemon_pid"] = daemon_pid(args.cudafs, args.mount)
-        for kind in sorted({f["kind"] for f in files}):
-            os.makedirs(os.path.join(args.mount, kind))
-            _blocks[kind] = os.urandom(BLOCK)  # made before the pool forks: its workers share them
-        tasks = sorted(((os.path.join(args.mount, f["path"]), f["size"], f["index"], f["kind"])
-                        for f in files), key=lambda t: -t[1])
-        start = time.monotonic()
-        run.hashes = pool_map(_write_task, tasks, 600 + fill / 1e8)
-        results["write_seconds"] = time.monotonic() - start
+        pid = results["daemon_pid"] = mount(args.cudafs, args.mount, "size=%dm" % mount_mib)
+        run.hashes, results["write_seconds"] = fill_files(args.mount, files)
         reads = read_set(files)
         if shutil.disk_usage("/dev/shm").free > sum(f["size"] for f in reads) + GIB:
             shm = tempfile.mkdtemp(prefix="cudafs-pressure-", dir="/dev/shm")
@@ -515,17 +552,7 @@ def main():
         report(results)
     finally:
         run.stop_child()
-        for command in (["umount", args.mount], ["umount", "-l", args.mount]):
-            if os.path.ismount(args.mount):
-                try:
-                    subprocess.run(command, capture_output=True, timeout=120)
-                except subprocess.TimeoutExpired:
-                    pass
-        # The daemon lets go of its GPU and host memory only when it exits.
-        for _ in range(300):
-            if not pid or not os.path.exists("/proc/%d" % pid):
-                break
-            time.sleep(0.1)
+        unmount(args.mount, pid)
         if shm:
             shutil.rmtree(shm, ignore_errors=True)
         with open(os.path.join(args.out, "gpu_pressure.json"), "w") as f:
