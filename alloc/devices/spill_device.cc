@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "alloc/base/log.h"
 
 namespace cudafs {
 
@@ -47,17 +49,24 @@ absl::Status SpillDevice::Pin(size_t c) {
   const uint64_t start = c * options_.chunk;
   const uint64_t length = ChunkLength(c);
   mu_.Unlock();
+  const absl::Time begun = absl::Now();
   // A host granule is a huge page where the kernel has them (HostDevice),
   // so slices of whole granules fault in whole huge pages.
   absl::Status status = pool_.Commit(target(), start, length, target()->granule_size());
+  const absl::Time committed = absl::Now();
   if (status.ok()) {
     for (Device* gpu : gpus_) gpu->RegisterHostMemory(target()->HostView(start), length);
   }
+  const absl::Time registered = absl::Now();
   mu_.Lock();
   chunk.busy = false;
   if (!status.ok()) return status;
   chunk.pinned = true;
   pinned_ += length;
+  costs_.bytes += length;
+  ++costs_.chunks;
+  costs_.commit += committed - begun;
+  costs_.register_memory += registered - committed;
   return absl::OkStatus();
 }
 
@@ -122,7 +131,9 @@ void SpillDevice::PinAhead() {
         ahead_wanted_ = false;
       } else if (chunks_[*c].ahead) {
         ahead_pinned_ += ChunkLength(*c);
+        ++costs_.ahead;
       } else {
+        ++costs_.ahead;
         ReleaseSurplus();  // let go idle while it was being pinned
       }
       continue;
@@ -131,7 +142,7 @@ void SpillDevice::PinAhead() {
       return spill->stopping_ ||
              (spill->ahead_wanted_ && spill->ahead_ < spill->options_.ahead_chunks);
     };
-    if (ahead_ == 0) {
+    if (ahead_ == 0 && costs_.chunks == 0 && costs_.waited == absl::ZeroDuration()) {
       mu_.Await(absl::Condition(more, this));
       continue;
     }
@@ -145,7 +156,20 @@ void SpillDevice::PinAhead() {
     for (size_t c = 0; c < chunks_.size(); ++c) EndAhead(c);
     ahead_wanted_ = false;
     ReleaseSurplus();
+    ReportCosts();
   }
+}
+
+void SpillDevice::ReportCosts() {
+  if (costs_.chunks > 0 || costs_.waited > absl::ZeroDuration()) {
+    LogInfo(absl::StrFormat(
+        "spill: pinned %d MiB in %d chunks (%d ahead of the data): commit %d ms and register "
+        "%d ms, summed over threads; commits waited %d ms for their chunks",
+        costs_.bytes >> 20, costs_.chunks, costs_.ahead, absl::ToInt64Milliseconds(costs_.commit),
+        absl::ToInt64Milliseconds(costs_.register_memory),
+        absl::ToInt64Milliseconds(costs_.waited)));
+  }
+  costs_ = PinCosts();
 }
 
 void SpillDevice::Uncount(uint64_t offset, uint64_t length) {
@@ -164,8 +188,9 @@ absl::Status SpillDevice::Commit(uint64_t offset, uint64_t length) {
   }
   absl::MutexLock lock(&mu_);
   if (options_.ahead_chunks > 0) {
-    while (ahead_threads_.size() < kAheadThreads)
+    while (ahead_threads_.size() < kAheadThreads) {
       ahead_threads_.emplace_back([this] { PinAhead(); });
+    }
     ahead_wanted_ = true;
     last_arrival_ = absl::Now();
   }
@@ -173,7 +198,13 @@ absl::Status SpillDevice::Commit(uint64_t offset, uint64_t length) {
   while (done < length) {
     const size_t c = (offset + done) / options_.chunk;
     const uint64_t in_chunk = std::min(length - done, (c + 1) * options_.chunk - (offset + done));
-    if (absl::Status s = Pin(c); !s.ok()) {
+    absl::Status s;
+    if (!chunks_[c].pinned || chunks_[c].busy) {
+      const absl::Time asked = absl::Now();
+      s = Pin(c);
+      costs_.waited += absl::Now() - asked;
+    }
+    if (!s.ok()) {
       Uncount(offset, done);  // nothing of the range stays committed
       ReleaseSurplus();
       return s;

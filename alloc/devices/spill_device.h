@@ -81,7 +81,18 @@ class SpillDevice final : public DeviceWrapper {
  private:
   // Threads pinning ahead: two, so that one chunk's registration overlaps
   // the next one's commit.
-  static constexpr int kAheadThreads = 2;
+  static constexpr size_t kAheadThreads = 2;
+
+  // What pinning took since the last report, logged once data stops
+  // arriving: a move's stages, as bench/move_rate.sh shows them.
+  struct PinCosts {
+    uint64_t bytes = 0;
+    int chunks = 0;
+    int ahead = 0;          // of them, pinned ahead of the data
+    absl::Duration commit;  // summed over the threads pinning
+    absl::Duration register_memory;
+    absl::Duration waited;  // by Commit calls, for chunks to be pinned
+  };
 
   struct Chunk {
     uint64_t committed = 0;  // bytes of the arena committed in it
@@ -110,8 +121,9 @@ class SpillDevice final : public DeviceWrapper {
   // data once the ready memory is taken (it allocates lowest first).
   std::optional<size_t> NextToPinAhead() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A pin-ahead thread's loop: pins chunks while data arrives and the
-  // bound allows, and lets them go once it stopped.
+  // bound allows, and lets them go (and logs costs_) once it stopped.
   void PinAhead();
+  void ReportCosts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::vector<Device*> gpus_;
   const Options options_;
@@ -128,6 +140,7 @@ class SpillDevice final : public DeviceWrapper {
   bool ahead_wanted_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_arrival_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  PinCosts costs_ ABSL_GUARDED_BY(mu_);
   // Started with the first data, so that a mount that never spills runs
   // none.
   std::vector<std::thread> ahead_threads_ ABSL_GUARDED_BY(mu_);
