@@ -34,8 +34,9 @@ class SpillDevice final : public DeviceWrapper {
  public:
   static constexpr uint64_t kChunk = 256 * kMiB;
   static constexpr int kReadyChunks = 4;
-  // A few chunks: as many as the move threads fill at once, so that the
-  // next chunk a copy wants is pinned by the time it wants it.
+  // A few chunks: enough that a copy finds the next chunk pinned by the
+  // time it wants it, few enough that what a move leaves pinned when it
+  // stops is small (and goes after ahead_idle).
   static constexpr int kAheadChunks = 4;
 
   struct Options {
