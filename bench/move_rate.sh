@@ -54,15 +54,16 @@ host_bytes() { "$B" --stats --all "$M" | awk '/_place host$/ { sub(/_place$/, ""
 proc_kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$daemon/status"; }
 gib() { awk -v b="$1" 'BEGIN { printf "%.2f GiB", b / 2^30 }'; }
 
-# fill DIR MIB...: files of these sizes (MiB), copied from SRC, 16 at a
-# time.
+# fill DIR MIB...: files of these sizes (MiB, multiples of 4), copied from
+# SRC in 4 MiB writes, 16 at a time.
 fill() {
   local dir=$1 i=0 mib
   shift
   # shellcheck disable=SC2016 # expanded by sh
   for mib in "$@"; do
     echo "$dir/f$((i++)) $mib"
-  done | xargs -P 16 -n 2 sh -c 'head -c "$(($1 << 20))" "$SRC" > "$0"'
+  done | xargs -P 16 -n 2 sh -c \
+    'dd if="$SRC" of="$0" bs=4M count="$(($1 / 4))" iflag=fullblock status=none'
 }
 # 32 GiB: 8 of 2 GiB, 16 of 512 MiB, 64 of 64 MiB, 1024 of 4 MiB, in turns.
 sizes_32g() {
@@ -76,7 +77,7 @@ sizes_32g() {
 }
 
 head -c $((2048 << 20)) /dev/urandom >"$SRC" || exit 1
-echo "cudafs $("$B" --version 2>&1 | head -n 1); $(nproc) cores; THP $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+echo "$("$B" --version 2>&1 | head -n 1); $(nproc) cores; THP $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -n 1
 
 echo "== 1. make-room all from fresh host memory (spill_ready=0)"

@@ -358,7 +358,7 @@ const std::vector<MountOptionSpec>& Table() {
                   .readme = "Past it, data leaves as fast as the daemon commits and pins "
                             "fresh host memory ahead of the copies; each byte costs a byte of "
                             "host memory while the GPUs hold data (see *Giving memory back*)"}},
-       .default_text = "up to 1 GiB a GPU, only while it has less than twice its reserve free"},
+       .default_text = "up to 1 GiB, only while a GPU has less than twice its reserve free"},
       {.names = "gpu_idle",
        .value = kRequired,
        .apply = Into<&MountOptions::gpu_idle>(ParseGpuIdle),

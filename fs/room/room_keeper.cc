@@ -77,7 +77,7 @@ absl::Duration RoomKeeper::Round() {
     }
     const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
     const bool near = memory && memory->free < 2 * memory->reserve;
-    ready_for_[part] = near ? std::min(memory->reserve, kNearReady) : 0;
+    ready_for_[part] = near ? memory->reserve : 0;
     // A GPU with twice its reserve free is asked again only after the calm
     // interval: a program allocating that fast fills the reserve before
     // any move could help, and asking the driver is the daemon's only
@@ -125,7 +125,8 @@ absl::Duration RoomKeeper::Round() {
   // More only while the GPUs' data stands still (committing host memory
   // takes memory bandwidth and a core that writes in progress want); less
   // at once.
-  const uint64_t target = std::min(options_.ready.value_or(ready_for), on_gpus);
+  const uint64_t target =
+      std::min(options_.ready.value_or(std::min(ready_for, kNearReady)), on_gpus);
   const bool quiet = on_gpus == last_on_gpus_;
   last_on_gpus_ = on_gpus;
   if (quiet || target < ready_target_) {
