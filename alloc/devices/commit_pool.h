@@ -26,10 +26,10 @@ namespace cudafs {
 
 class CommitPool {
  public:
-  // Half the cores, at most 8: committing scales with threads until the
-  // host's memory bandwidth is shared with the copies into it, and the
-  // other half of the cores keep serving requests (and the move threads,
-  // which mostly wait for copies) meanwhile; a caller adds itself.
+  // Half the cores, at most 8, and a caller adds itself: commits are
+  // pinned ahead of the copies (SpillDevice), so they need to keep up
+  // with the link, not to take every core, while the other half of the
+  // cores serve requests and run the move threads meanwhile.
   static size_t DefaultThreads();
 
   // `threads` >= 1 commit at once; the caller of Commit is one of them.
@@ -40,14 +40,12 @@ class CommitPool {
   CommitPool(const CommitPool&) = delete;
   CommitPool& operator=(const CommitPool&) = delete;
 
-  // Commits [offset, offset + length) of `device` in at most threads()
+  // Commits [offset, offset + length) of `device` in at most `threads`
   // disjoint slices of whole `align` units (offset and length are
   // multiples of it), each slice by one Device::Commit. On failure the
   // slices committed are decommitted: nothing of the range stays
   // committed, and the first error comes back.
   absl::Status Commit(Device* device, uint64_t offset, uint64_t length, uint64_t align);
-
-  size_t threads() const { return threads_; }
 
  private:
   // One Commit call's slices: taken by the pool's threads and the caller.
@@ -62,6 +60,7 @@ class CommitPool {
   // Takes the next slice of `job` and commits it. REQUIRES: a slice left
   // (mu_ held, released while committing).
   void RunSlice(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pool thread's loop: slices of the oldest job, until stopping.
   void Work();
 
   const size_t threads_;
