@@ -354,11 +354,11 @@ const std::vector<MountOptionSpec>& Table() {
            ByteCount("expected a byte count with an optional k/m/g/t suffix, 0 for none")),
        .forms = {{.syntax = "spill_ready=N[k|m|g|t]",
                   .help = "host memory kept pinned ahead while the GPUs hold that\n"
-                          "much data, so that as much leaves them at link speed",
-                  .readme = "Past it, data leaves at the rate the host commits fresh memory; "
-                            "each byte costs a byte of host memory while the GPUs hold data "
-                            "(see *Giving memory back*)"}},
-       .default_text = "the GPUs' reserves"},
+                          "much data, so that as much leaves them at once (0: none)",
+                  .readme = "Past it, data leaves as fast as the daemon commits and pins "
+                            "fresh host memory ahead of the copies; each byte costs a byte of "
+                            "host memory while the GPUs hold data (see *Giving memory back*)"}},
+       .default_text = "up to 1 GiB, only while a GPU has less than twice its reserve free"},
       {.names = "gpu_idle",
        .value = kRequired,
        .apply = Into<&MountOptions::gpu_idle>(ParseGpuIdle),

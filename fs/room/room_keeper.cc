@@ -34,7 +34,7 @@ RoomKeeper::RoomKeeper(Filesystem* filesystem, Arena* arena, Options options)
   absl::MutexLock lock(&mu_);
   room_since_.assign(arena_->part_count(), absl::InfinitePast());
   next_look_.assign(arena_->part_count(), absl::InfinitePast());
-  reserve_seen_.assign(arena_->part_count(), 0);
+  ready_for_.assign(arena_->part_count(), 0);
 }
 
 std::vector<size_t> RoomKeeper::Destinations(size_t from) const {
@@ -76,7 +76,8 @@ absl::Duration RoomKeeper::Round() {
       continue;
     }
     const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
-    reserve_seen_[part] = memory ? memory->reserve : 0;
+    const bool near = memory && memory->free < 2 * memory->reserve;
+    ready_for_[part] = near ? memory->reserve : 0;
     // A GPU with twice its reserve free is asked again only after the calm
     // interval: a program allocating that fast fills the reserve before
     // any move could help, and asking the driver is the daemon's only
@@ -88,9 +89,9 @@ absl::Duration RoomKeeper::Round() {
     }
     if (memory && memory->free < memory->reserve) {
       room_since_[part] = absl::InfinitePast();
-      const uint64_t moved = filesystem_->MoveData(
-          part, Destinations(part), memory->reserve - memory->free + Margin(*memory),
-          Filesystem::MoveOrder::kLeastRecentlyUsed);
+      const uint64_t moved = filesystem_->MoveData(part, Destinations(part),
+                                                   memory->reserve - memory->free + Margin(*memory),
+                                                   Filesystem::MoveOrder::kLeastRecentlyUsed);
       absl::MutexLock stats_lock(&stats_mu_);
       stats_.moved_out_bytes += moved;
       continue;
@@ -119,12 +120,13 @@ absl::Duration RoomKeeper::Round() {
     // much later rather than take a context every round.
     if (moved == 0 && !memory) room_since_[part] = now + kBlindRetry;
   }
-  uint64_t reserves = 0;
-  for (const size_t part : gpu_parts_) reserves += reserve_seen_[part];
+  uint64_t ready_for = 0;
+  for (const size_t part : gpu_parts_) ready_for += ready_for_[part];
   // More only while the GPUs' data stands still (committing host memory
   // takes memory bandwidth and a core that writes in progress want); less
   // at once.
-  const uint64_t target = std::min(options_.ready.value_or(reserves), on_gpus);
+  const uint64_t target =
+      std::min(options_.ready.value_or(std::min(ready_for, kNearReady)), on_gpus);
   const bool quiet = on_gpus == last_on_gpus_;
   last_on_gpus_ = on_gpus;
   if (quiet || target < ready_target_) {

@@ -11,10 +11,12 @@
 //    room, else host memory. A GPU that has had room for `settle` gets
 //    data back from host memory, most recently used first,
 //    `return_per_round` at most a round, so that bringing it back never
-//    crowds a running program's transfers. While GPUs hold data, host
-//    memory for as much as their reserves (or Options::ready) is kept ready (pinned ahead,
-//    Device::KeepSpillReady, in rounds where their data stood still), so
-//    that the first reserve's worth leaves a GPU at link speed.
+//    crowds a running program's transfers. While a GPU holding data has
+//    less than twice its reserve free, a little host memory is kept ready
+//    (pinned ahead, Device::KeepSpillReady, in rounds where the
+//    GPUs' data stood still), so that the first move starts at link speed
+//    while the spill part pins more ahead of it; Options::ready sets
+//    another amount, kept whenever the GPUs hold data.
 //  - MakeRoom: moves data off every GPU until the size asked for is free on
 //    each (for a job launcher, before a program that sizes itself from free
 //    memory starts), and, when asked to, holds that room for `hold`:
@@ -45,6 +47,13 @@ namespace cudafs {
 
 class RoomKeeper {
  public:
+  // Ready memory kept by default while GPUs are near their reserves, for
+  // all of them (host memory is one part): enough for the first chunks
+  // of a move, by which time the spill part pins ahead of the copies
+  // (SpillDevice); more would be host memory held for a move that may
+  // never come.
+  static constexpr uint64_t kNearReady = kGiB;
+
   struct Options {
     // Between rounds while anything may need doing (pressure, data to
     // bring back), and while every GPU is calm (twice its reserve free).
@@ -54,7 +63,8 @@ class RoomKeeper {
     uint64_t return_per_round = 256 * kMiB;
     absl::Duration hold = absl::Seconds(60);
     // Host memory kept ready (pinned ahead) while the GPUs hold data, no
-    // more than they hold; nullopt: as much as their reserves.
+    // more than they hold; nullopt: while GPUs have less than twice their
+    // reserve free, their reserves up to kNearReady in all, else none.
     std::optional<uint64_t> ready = std::nullopt;
     std::function<absl::Time()> clock = [] { return absl::Now(); };
   };
@@ -108,9 +118,10 @@ class RoomKeeper {
   std::vector<absl::Time> next_look_ ABSL_GUARDED_BY(mu_);
   absl::Time hold_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool holding_ ABSL_GUARDED_BY(mu_) = false;  // GPU parts held back
-  // By part: the reserve of a GPU holding a context when last looked at,
-  // 0 without one (host memory is kept ready for as much).
-  std::vector<uint64_t> reserve_seen_ ABSL_GUARDED_BY(mu_);
+  // By part: the host memory a GPU asks to keep ready by default (its
+  // reserve while it has less than twice that free), as of when it was
+  // last looked at (0 without a context: nothing of ours is there).
+  std::vector<uint64_t> ready_for_ ABSL_GUARDED_BY(mu_);
   // The bytes on the GPUs at the last round, and the host memory asked to
   // be kept ready then.
   uint64_t last_on_gpus_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,20 +1,27 @@
 #include "alloc/devices/spill_device.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/devices/null_device.h"
 #include "gtest/gtest.h"
+#include "tests/support/eventually.h"
 #include "tests/support/recording_device.h"
 
 namespace cudafs {
 namespace {
+
+using cudafs_test::Eventually;
 
 constexpr uint64_t kGranule = HostDevice::kGranule;
 constexpr uint64_t kChunk = 4 * kGranule;
@@ -27,6 +34,7 @@ class RegisteringGpu final : public DeviceWrapper {
     absl::MutexLock lock(&mu_);
     EXPECT_TRUE(ranges_.emplace(memory, length).second) << "registered twice";
     ++registrations_;
+    most_ = std::max(most_, ranges_.size());
   }
   void UnregisterHostMemory(void* memory) override {
     absl::MutexLock lock(&mu_);
@@ -40,22 +48,38 @@ class RegisteringGpu final : public DeviceWrapper {
     absl::MutexLock lock(&mu_);
     return registrations_;
   }
+  // The most ranges registered at once.
+  size_t most() const {
+    absl::MutexLock lock(&mu_);
+    return most_;
+  }
 
  private:
   mutable absl::Mutex mu_;
   std::map<void*, size_t> ranges_ ABSL_GUARDED_BY(mu_);
   int registrations_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t most_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// Nothing pinned ahead unless a test asks, so that what is pinned is what
+// the calls asked for; each chunk committed in two slices.
+SpillDevice::Options Plain() { return {.chunk = kChunk, .commit_threads = 2, .ahead_chunks = 0}; }
+SpillDevice::Options Ahead(int chunks) {
+  return {.chunk = kChunk,
+          .commit_threads = 2,
+          .ahead_chunks = chunks,
+          .ahead_idle = absl::Milliseconds(300)};
+}
 
 // A spill of `chunks` chunks and a half (the last chunk short) over
 // recorded host memory, registered with two GPUs.
 struct Spill {
-  explicit Spill(uint64_t chunks = 3) {
+  explicit Spill(uint64_t chunks = 3, SpillDevice::Options options = Plain()) {
     auto recording = std::make_unique<RecordingDevice>(
         HostDevice::Create(chunks * kChunk + 2 * kGranule).value());
     host = recording.get();
     device = std::make_unique<SpillDevice>(std::move(recording),
-                                           std::vector<Device*>{&gpus[0], &gpus[1]}, kChunk);
+                                           std::vector<Device*>{&gpus[0], &gpus[1]}, options);
   }
   ~Spill() {
     for (const std::string& violation : host->violations()) ADD_FAILURE() << violation;
@@ -85,8 +109,9 @@ TEST(SpillDeviceTest, AGranuleCommitsAndRegistersItsWholeChunkOnce) {
   ASSERT_TRUE(spill.device->Commit(kChunk + kGranule, kGranule).ok());
   EXPECT_EQ(spill.Registered(), std::vector<size_t>{1});
   EXPECT_EQ(spill.host->granules_committed(), kChunk / kGranule) << "the chunk, whole";
+  const int commits = spill.host->commit_calls();
   ASSERT_TRUE(spill.device->Commit(kChunk, kGranule).ok());
-  EXPECT_EQ(spill.host->commit_calls(), 1) << "the chunk was committed already";
+  EXPECT_EQ(spill.host->commit_calls(), commits) << "the chunk was committed already";
   EXPECT_EQ(spill.gpus[0].registrations(), 1);
   EXPECT_EQ(spill.device->pinned_bytes(), kChunk);
   EXPECT_EQ(spill.device->SpillReadyBytes(), kChunk - 2 * kGranule);
@@ -187,7 +212,7 @@ TEST(SpillDeviceTest, ManyThreadsCommittingInOneChunkPinItOnce) {
     });
   }
   for (std::thread& t : threads) t.join();
-  EXPECT_EQ(spill.host->commit_calls(), 1);
+  EXPECT_EQ(spill.host->granules_committed(), kChunk / kGranule);
   EXPECT_EQ(spill.gpus[1].registrations(), 1);
   EXPECT_EQ(spill.device->SpillReadyBytes(), 0u);
   threads.clear();
@@ -205,6 +230,98 @@ TEST(SpillDeviceTest, DestroyedWithDataItUnregistersEverything) {
   ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
   spill.device->KeepSpillReady(3 * kChunk);
   EXPECT_EQ(spill.Registered().size(), 4u);
+  // ~Spill checks that the GPUs hold no range once the device is gone.
+}
+
+// Slices of whole granules fault in whole huge pages only if every chunk
+// starts on a huge page boundary.
+TEST(SpillDeviceTest, ChunksStartOnHugePageBoundaries) {
+  static_assert(kGranule % (2 * kMiB) == 0);
+  Spill spill;
+  for (size_t c = 0; c < 4; ++c) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(spill.Chunk(c)) % (2 * kMiB), 0u) << "chunk " << c;
+  }
+}
+
+TEST(SpillDeviceTest, AChunkIsCommittedOnSeveralThreadsAtOnceEveryGranuleOnce) {
+  Spill spill(3, {.chunk = kChunk, .commit_threads = 4, .ahead_chunks = 0});
+  spill.host->CloseGate();
+  std::thread mover([&] { EXPECT_TRUE(spill.device->Commit(kChunk + kGranule, kGranule).ok()); });
+  spill.host->AwaitCallsAtGate(4);  // a slice a granule, all at once
+  EXPECT_TRUE(spill.Registered().empty()) << "registered only once committed whole";
+  spill.host->OpenGate();
+  mover.join();
+  EXPECT_EQ(spill.host->commit_calls(), 4);
+  EXPECT_EQ(spill.host->committed_granules(), (std::set<uint64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(spill.Registered(), std::vector<size_t>{1});
+}
+
+// While data arrives the lowest chunks not pinned are pinned ahead of it,
+// never more than the bound, so that data reaching a chunk finds it
+// ready; once data stops, they go.
+TEST(SpillDeviceTest, ChunksArePinnedAheadOfArrivingDataWithinTheBoundAndGoWhenItStops) {
+  Spill spill(8, Ahead(2));
+  ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
+  EXPECT_TRUE(Eventually([&] { return spill.Registered().size() == 3; }));
+  EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(spill.device->ahead_chunks(), 2);
+  for (size_t c = 1; c < 5; ++c) {
+    EXPECT_TRUE(Eventually([&] { return spill.device->IsReady(c * kChunk, kChunk); }))
+        << "chunk " << c << " is pinned before data reaches it";
+    ASSERT_TRUE(spill.device->Commit(c * kChunk, kGranule).ok());
+    EXPECT_LE(spill.device->ahead_chunks(), 2);
+  }
+  EXPECT_TRUE(Eventually([&] { return spill.Registered().size() == 7; }));
+  EXPECT_EQ(spill.device->ahead_chunks(), 2);
+  EXPECT_TRUE(Eventually([&] {
+    return spill.device->ahead_chunks() == 0 && spill.Registered().size() == 5;
+  })) << "the chunks pinned ahead went once data stopped";
+  EXPECT_LE(spill.gpus[0].most(), 5u + 2u) << "data in five chunks and two ahead, at most";
+  EXPECT_EQ(spill.device->SpillReadyBytes(), 5 * (kChunk - kGranule));
+  for (size_t c = 0; c < 5; ++c) ASSERT_TRUE(spill.device->Decommit(c * kChunk, kGranule).ok());
+  EXPECT_TRUE(spill.Registered().empty());
+}
+
+// Ready memory (KeepSpillReady) does not count chunks pinned ahead, and
+// keeps what it asked for once they go.
+TEST(SpillDeviceTest, ChunksPinnedAheadAreNoPartOfTheReadyMemory) {
+  Spill spill(8, Ahead(2));
+  ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
+  ASSERT_TRUE(Eventually([&] { return spill.device->ahead_chunks() == 2; }));
+  ASSERT_TRUE(Eventually([&] { return spill.Registered().size() == 3; }));
+  EXPECT_FALSE(spill.device->KeepSpillReady(kChunk));
+  EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1, 2, 3}))
+      << "the rest of chunk 0 is not a chunk's worth: one more";
+  EXPECT_TRUE(Eventually([&] { return spill.Registered().size() == 2; }))
+      << "once data stopped, what the target does not want went";
+  EXPECT_GE(spill.device->SpillReadyBytes(), kChunk);
+}
+
+// The host refusing memory while chunks are pinned ahead: the data that
+// found pinned memory stays, the commit that found none fails whole, and
+// nothing is left pinned for it.
+TEST(SpillDeviceTest, TheHostRefusingMemoryWhileChunksArePinnedAheadLosesNothing) {
+  Spill spill(8, Ahead(2));
+  ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
+  ASSERT_TRUE(Eventually([&] { return spill.Registered().size() == 3; }));
+  ASSERT_TRUE(Eventually([&] { return spill.device->ahead_chunks() == 2; }));
+  spill.host->FailCommitsBeyond(0);
+  ASSERT_TRUE(spill.device->Commit(kChunk, kGranule).ok()) << "pinned ahead: nothing to commit";
+  ASSERT_TRUE(spill.device->Commit(2 * kChunk, kGranule).ok());
+  const absl::Status refused = spill.device->Commit(3 * kChunk - kGranule, 2 * kGranule);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_TRUE(Eventually([&] { return spill.device->ahead_chunks() == 0; }));
+  EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(spill.device->SpillReadyBytes(), 3 * (kChunk - kGranule))
+      << "the granule of chunk 2 the refused range took was given back";
+  spill.host->AllowCommits();
+  for (size_t c = 0; c < 3; ++c) ASSERT_TRUE(spill.device->Decommit(c * kChunk, kGranule).ok());
+  EXPECT_TRUE(Eventually([&] { return spill.Registered().empty(); }));
+}
+
+TEST(SpillDeviceTest, DestroyedWhilePinningAheadItUnregistersEverything) {
+  Spill spill(8, Ahead(4));
+  ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
   // ~Spill checks that the GPUs hold no range once the device is gone.
 }
 

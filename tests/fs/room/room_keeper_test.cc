@@ -37,11 +37,15 @@
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
 #include "gtest/gtest.h"
+#include "tests/support/eventually.h"
 #include "tests/support/fake_cuda_driver.h"
+#include "tests/support/recording_device.h"
 #include "tests/support/test_seed.h"
 
 namespace cudafs {
 namespace {
+
+using cudafs_test::Eventually;
 
 constexpr uint64_t kMinBlock = 4096;
 
@@ -297,7 +301,7 @@ class RoomKeeperTest : public testing::TestWithParam<uint64_t> {
                    .name = "Fake GPU B", .pci_bus_id = "0000:66:00.0", .total_bytes = kVram}}) {}
 
   // `gpus` fake GPUs of 1 GiB keeping kReserve free, with `spill_bytes` of
-  // host memory (0: none).
+  // host memory (0: none), recorded (spill_host_).
   void Build(int gpus, uint64_t spill_bytes = 512 * kMiB) {
     std::vector<std::unique_ptr<Device>> members;
     for (int index = 0; index < gpus; ++index) {
@@ -311,7 +315,9 @@ class RoomKeeperTest : public testing::TestWithParam<uint64_t> {
     if (spill_bytes > 0) {
       absl::StatusOr<std::unique_ptr<HostDevice>> host = HostDevice::Create(spill_bytes);
       ASSERT_TRUE(host.ok()) << host.status();
-      spill = std::move(*host);
+      auto recorded = std::make_unique<RecordingDevice>(std::move(*host));
+      spill_host_ = recorded.get();
+      spill = std::move(recorded);
     }
     absl::StatusOr<std::unique_ptr<PooledDevice>> pool =
         PooledDevice::Create(std::move(members), std::move(spill));
@@ -348,12 +354,25 @@ class RoomKeeperTest : public testing::TestWithParam<uint64_t> {
   }
 
   size_t SpillPart() const { return mount_->arena().part_count() - 1; }
+  const SpillDevice& Spill() const {
+    return dynamic_cast<const SpillDevice&>(mount_->pool().member(SpillPart()));
+  }
+  // Whether the host memory pinned is no more than the chunks holding
+  // data, once the chunks pinned ahead of a move have gone.
+  bool NothingPinnedAhead() const {
+    return Eventually([this] {
+      const uint64_t chunks =
+          (mount_->PartUsed(SpillPart()) + SpillDevice::kChunk - 1) / SpillDevice::kChunk;
+      return Spill().ahead_chunks() == 0 && Spill().pinned_bytes() <= chunks * SpillDevice::kChunk;
+    });
+  }
   std::string Gpu(int index) const { return "gpu" + std::to_string(index); }
 
   FakeCudaDriver fake_;
   absl::Time now_ = absl::FromUnixSeconds(1'000'000);
   std::unique_ptr<Mount> mount_;
   std::unique_ptr<RoomKeeper> keeper_;
+  RecordingDevice* spill_host_ = nullptr;
 };
 
 TEST_P(RoomKeeperTest, NothingMovesWhileEveryGpuHasItsReserveFree) {
@@ -399,21 +418,30 @@ TEST_P(RoomKeeperTest, RoundsComeOftenOnlyWhileSomethingMayNeedDoing) {
   EXPECT_GT(keeper_->stats().moved_out_bytes, 0u);
 }
 
-// Host memory for as much as the GPUs' reserves (no more than they hold)
-// is pinned ahead while they hold data, a chunk a round, and let go once
-// they hold none.
-TEST_P(RoomKeeperTest, HostMemoryForTheReservesIsKeptReadyWhileTheGpusHoldData) {
+// By default host memory for a GPU's reserve (no more than it holds, at
+// most kNearReady) is pinned ahead only while the GPU has less than twice
+// its reserve free, and let go once the GPUs hold nothing: an idle mount
+// on a GPU with room pins nothing.
+TEST_P(RoomKeeperTest, HostMemoryIsKeptReadyOnlyWhileAGpuHoldingDataIsNearItsReserve) {
   Build(1);
-  const auto& spill = dynamic_cast<const SpillDevice&>(mount_->pool().member(SpillPart()));
+  const SpillDevice& spill = Spill();
   keeper_->Round();
   EXPECT_EQ(spill.pinned_bytes(), 0u) << "nothing on the GPU";
-  std::vector<InodeNumber> files;
-  for (int i = 0; i < 4; ++i) {
+  std::vector<InodeNumber> files = WriteFiles(1);
+  for (int round = 0; round < 3; ++round) {
+    now_ += absl::Seconds(1);
+    keeper_->Round();
+  }
+  EXPECT_EQ(spill.pinned_bytes(), 0u) << "the GPU has room: nothing is kept ready";
+
+  LeaveFree(0, 2 * kReserve - kFileBytes);  // another program takes most of the GPU
+  for (int i = 0; i < 3; ++i) {
     files.push_back(WriteFiles(1).front());
     now_ += absl::Seconds(1);
     keeper_->Round();
     EXPECT_EQ(spill.pinned_bytes(), 0u) << "nothing is pinned while data is written";
   }
+  ASSERT_GE(Free(0), kReserve);
   now_ += absl::Seconds(1);
   keeper_->Round();
   EXPECT_GE(spill.SpillReadyBytes(), 4 * kFileBytes)
@@ -425,7 +453,8 @@ TEST_P(RoomKeeperTest, HostMemoryForTheReservesIsKeptReadyWhileTheGpusHoldData) 
   now_ += absl::Seconds(1);
   keeper_->Round();
   EXPECT_EQ(mount_->BytesIn("gpu0"), 0u);
-  EXPECT_EQ(spill.pinned_bytes(), SpillDevice::kChunk) << "no more host memory was needed";
+  EXPECT_TRUE(Eventually([&] { return spill.pinned_bytes() == SpillDevice::kChunk; }))
+      << "what was pinned ahead of the move went: no more host memory was needed";
   mount_->ExpectAllIntact();
 
   for (size_t i = 0; i < files.size(); ++i) mount_->Remove("f" + std::to_string(i), files[i]);
@@ -759,6 +788,51 @@ TEST_P(RoomKeeperTest, MakeRoomForEverythingSaysResourceExhaustedWhenHostMemoryI
   ASSERT_GT(mount_->BytesIn("gpu0"), 0u);
   EXPECT_TRUE(absl::IsResourceExhausted(status))
       << "data is left on the GPU for want of host memory, yet MakeRoom(all) says " << status;
+}
+
+// A move through several chunks of host memory, pinned ahead of it while
+// it runs: the host refusing memory in the middle stops it with nothing
+// lost, and nothing stays pinned ahead afterwards.
+TEST_P(RoomKeeperTest, TheHostRefusingMemoryInTheMiddleOfAPipelinedMoveLosesNothing) {
+  Build(1, /*spill_bytes=*/kGiB);
+  WriteFiles(40);
+  const uint64_t used = mount_->UsedBytes();
+  // One chunk's worth of granules, then no more.
+  spill_host_->FailCommitsBeyond(SpillDevice::kChunk / HostDevice::kGranule);
+  const absl::Status status = keeper_->MakeRoom(std::nullopt, /*hold=*/false);
+  EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
+  EXPECT_GT(mount_->BytesIn("host"), 0u);
+  EXPECT_LE(mount_->PartUsed(SpillPart()), SpillDevice::kChunk);
+  EXPECT_EQ(mount_->BytesIn("host"), mount_->PartUsed(SpillPart()));
+  EXPECT_EQ(mount_->BytesIn("host") + mount_->BytesIn("gpu0"), 40 * kFileBytes);
+  EXPECT_EQ(mount_->UsedBytes(), used);
+  EXPECT_TRUE(NothingPinnedAhead());
+  mount_->ExpectAllIntact();
+
+  spill_host_->AllowCommits();
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/false).ok());
+  EXPECT_EQ(mount_->BytesIn("gpu0"), 0u);
+  EXPECT_EQ(mount_->UsedBytes(), used);
+  EXPECT_TRUE(NothingPinnedAhead());
+  mount_->ExpectAllIntact();
+  for (const std::string& violation : spill_host_->violations()) ADD_FAILURE() << violation;
+}
+
+// Copies the driver fails, and host memory it refuses to register, in the
+// middle of a pipelined move: the files whose copies failed stay where
+// they were, and move on the next pass.
+TEST_P(RoomKeeperTest, CopiesAndRegistrationsFailingInTheMiddleOfAPipelinedMoveLoseNothing) {
+  Build(1, /*spill_bytes=*/kGiB);
+  WriteFiles(40);
+  const uint64_t used = mount_->UsedBytes();
+  fake_.FailNext("cuMemcpyAsync", cu::CUDA_ERROR_INVALID_VALUE, 3);
+  fake_.FailNext("cuMemHostRegister", cu::CUDA_ERROR_NOT_SUPPORTED, 1);
+  ASSERT_TRUE(keeper_->MakeRoom(std::nullopt, /*hold=*/false).ok());
+  EXPECT_EQ(mount_->BytesIn("gpu0"), 0u);
+  EXPECT_EQ(mount_->BytesIn("host"), 40 * kFileBytes);
+  EXPECT_EQ(mount_->UsedBytes(), used);
+  EXPECT_TRUE(NothingPinnedAhead());
+  mount_->ExpectAllIntact();
 }
 
 TEST_P(RoomKeeperTest, AMountWithoutHostMemoryHasNothingToKeep) {
