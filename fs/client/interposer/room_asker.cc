@@ -79,6 +79,8 @@ uint64_t RoomAsker::RoomFor(uint64_t bytes) {
 bool RoomAsker::MakeRoomFor(const std::string& pci_bus_id, uint64_t bytes,
                             std::chrono::seconds bound) {
   std::vector<CudafsMount> mounts = mounts_();
+  RoomRequest request;
+  request.bytes = RoomFor(bytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
     mounts.erase(std::remove_if(mounts.begin(), mounts.end(),
@@ -86,10 +88,14 @@ bool RoomAsker::MakeRoomFor(const std::string& pci_bus_id, uint64_t bytes,
                                   return stuck_.count(mount.device) != 0;
                                 }),
                  mounts.end());
+    if (mounts.empty()) return false;
+    const auto now = std::chrono::steady_clock::now();
+    LastAsk& last = last_[pci_bus_id];
+    if (last.bytes > 0 && now - last.when < kBurst) {
+      request.bytes = std::max(*request.bytes, 2 * last.bytes);
+    }
+    last = {*request.bytes, now};
   }
-  if (mounts.empty()) return false;
-  RoomRequest request;
-  request.bytes = RoomFor(bytes);
   const std::chrono::seconds wait =
       bound.count() > 0 ? bound : std::chrono::seconds(RoomBoundSeconds(request.bytes));
   request.bound_seconds = static_cast<int>(wait.count());

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -42,6 +43,13 @@ class RoomAsker {
   // slack an allocator and the driver need beside them.
   static uint64_t RoomFor(uint64_t bytes);
 
+  // A GPU whose allocations failed again within this long of the last
+  // request is asked for twice the room asked then (or RoomFor, if more):
+  // a program taking the GPU step by step (PyTorch's and JAX's pools, a
+  // loop of cudaMalloc) then costs a few round trips rather than one a
+  // step, and never moves more than about twice what it takes.
+  static constexpr std::chrono::seconds kBurst{5};
+
   // After an allocation of `bytes` on the GPU `pci_bus_id` failed for want
   // of memory: whether some mount made room (or made what it could), so
   // that one more try may succeed. Waits `bound` at most; 0: as long as
@@ -56,6 +64,12 @@ class RoomAsker {
   // Mounts (by device) whose daemon has a request of ours out past its
   // bound: not asked again until it answers.
   std::set<dev_t> stuck_;
+  // By GPU: the room last asked for, and when.
+  struct LastAsk {
+    uint64_t bytes = 0;
+    std::chrono::steady_clock::time_point when;
+  };
+  std::map<std::string, LastAsk> last_;
 };
 
 // Whether the environment turns the interposer off (CUDAFS_MAKE_ROOM=0):

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/sysmacros.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -55,6 +56,34 @@ TEST(RoomAskerTest, AsksEveryMountForTheRoomOnThatGpu) {
   }
   EXPECT_EQ(asked[0].mountpoint, "/mnt/a");
   EXPECT_EQ(asked[1].mountpoint, "/mnt/b");
+}
+
+// Failures that follow each other on one GPU ask for twice the room each
+// time; another GPU starts from its own allocation.
+TEST(RoomAskerTest, ABurstOfFailuresAsksForMoreEachTime) {
+  std::mutex mu;
+  std::vector<Asked> asked;
+  RoomAsker asker(
+      [&](const CudafsMount& mount, const RoomRequest& request) {
+        std::lock_guard<std::mutex> lock(mu);
+        asked.push_back({mount.mountpoint, request.bytes.value_or(0), request.gpu, request.hold});
+        return 0;
+      },
+      [] { return std::vector<CudafsMount>{{"/mnt/a", 0, makedev(0, 50)}}; });
+  const uint64_t step = uint64_t{1} << 30;
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(asker.MakeRoomFor("0000:65:00.0", step));
+  EXPECT_TRUE(asker.MakeRoomFor("0000:66:00.0", step));
+  // A large allocation amid the burst asks for at least its own room.
+  EXPECT_TRUE(asker.MakeRoomFor("0000:65:00.0", 40 * step));
+  ASSERT_EQ(asked.size(), 6u);
+  const uint64_t first = RoomAsker::RoomFor(step);
+  EXPECT_EQ(asked[0].bytes, first);
+  EXPECT_EQ(asked[1].bytes, 2 * first);
+  EXPECT_EQ(asked[2].bytes, 4 * first);
+  EXPECT_EQ(asked[3].bytes, 8 * first);
+  EXPECT_EQ(asked[4].gpu, "0000:66:00.0");
+  EXPECT_EQ(asked[4].bytes, first);
+  EXPECT_EQ(asked[5].bytes, std::max(RoomAsker::RoomFor(40 * step), 16 * first));
 }
 
 TEST(RoomAskerTest, TheRoomAskedHasSlackBesideTheAllocation) {
