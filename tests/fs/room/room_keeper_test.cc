@@ -357,13 +357,13 @@ class RoomKeeperTest : public testing::TestWithParam<uint64_t> {
   const SpillDevice& Spill() const {
     return dynamic_cast<const SpillDevice&>(mount_->pool().member(SpillPart()));
   }
-  // Whether the host memory pinned is no more than the chunks holding
-  // data, once the chunks pinned ahead of a move have gone.
+  // Whether the chunks pinned ahead of a move went once it ended: none
+  // is flagged so, and less than two chunks' worth is pinned beyond the
+  // data (what the chunks holding data, which may be two, have free).
   bool NothingPinnedAhead() const {
     return Eventually([this] {
-      const uint64_t chunks =
-          (mount_->PartUsed(SpillPart()) + SpillDevice::kChunk - 1) / SpillDevice::kChunk;
-      return Spill().ahead_chunks() == 0 && Spill().pinned_bytes() <= chunks * SpillDevice::kChunk;
+      return Spill().ahead_chunks() == 0 &&
+             Spill().pinned_bytes() < mount_->PartUsed(SpillPart()) + 2 * SpillDevice::kChunk;
     });
   }
   std::string Gpu(int index) const { return "gpu" + std::to_string(index); }
@@ -797,11 +797,16 @@ TEST_P(RoomKeeperTest, TheHostRefusingMemoryInTheMiddleOfAPipelinedMoveLosesNoth
   Build(1, /*spill_bytes=*/kGiB);
   WriteFiles(40);
   const uint64_t used = mount_->UsedBytes();
-  // One chunk's worth of granules, then no more.
-  spill_host_->FailCommitsBeyond(SpillDevice::kChunk / HostDevice::kGranule);
+  // A first move pins chunk 0; then the host refuses any more memory (so
+  // that neither the moves nor the pin-ahead threads get the next chunk).
+  ASSERT_EQ(mount_->fs().MoveData(0, {SpillPart()}, 8 * kFileBytes,
+                                  Filesystem::MoveOrder::kLeastRecentlyUsed),
+            8 * kFileBytes);
+  ASSERT_TRUE(NothingPinnedAhead());
+  spill_host_->FailCommitsBeyond(0);
   const absl::Status status = keeper_->MakeRoom(std::nullopt, /*hold=*/false);
   EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
-  EXPECT_GT(mount_->BytesIn("host"), 0u);
+  EXPECT_GT(mount_->BytesIn("host"), 8 * kFileBytes) << "the rest of chunk 0 took data";
   EXPECT_LE(mount_->PartUsed(SpillPart()), SpillDevice::kChunk);
   EXPECT_EQ(mount_->BytesIn("host"), mount_->PartUsed(SpillPart()));
   EXPECT_EQ(mount_->BytesIn("host") + mount_->BytesIn("gpu0"), 40 * kFileBytes);
