@@ -167,21 +167,59 @@ class FakeLibcudaTest : public testing::Test {
 
 TEST_F(FakeLibcudaTest, ExportsTheDriversSymbolsAndNothingElse) {
   InChild("1G", [](const Driver& driver) {
-    for (const char* name :
-         {"cuInit", "cuDriverGetVersion", "cuGetProcAddress", "cuGetProcAddress_v2",
-          "cuGetErrorName", "cuGetErrorString", "cuDeviceGetCount", "cuDeviceGet",
-          "cuDeviceGetName", "cuDeviceGetPCIBusId", "cuDeviceGetByPCIBusId", "cuDeviceTotalMem_v2",
-          "cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
-          "cuCtxSetCurrent", "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxSynchronize",
-          "cuMemGetInfo_v2", "cuMemGetAllocationGranularity", "cuMemAddressReserve",
-          "cuMemAddressFree", "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap",
-          "cuMemSetAccess", "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle",
-          "cuMemHostAlloc", "cuMemFreeHost", "cuMemHostRegister_v2", "cuMemHostUnregister",
-          "cuStreamCreate", "cuStreamDestroy_v2", "cuStreamSynchronize", "cuStreamQuery",
-          "cuMemcpyAsync", "cuMemcpyBatchAsync_v2", "cuMemsetD8Async", "cuModuleLoadData",
-          "cuModuleUnload", "cuModuleGetFunction", "cuLaunchKernel", "cuMemAlloc_v2",
-          "cuMemFree_v2", "cuMemAllocPitch_v2", "cuMemAllocManaged", "cuMemAllocAsync",
-          "cuMemFreeAsync", "cuMemAllocFromPoolAsync", "cuDeviceGetDefaultMemPool"}) {
+    for (const char* name : {"cuInit",
+                             "cuDriverGetVersion",
+                             "cuGetProcAddress",
+                             "cuGetProcAddress_v2",
+                             "cuGetErrorName",
+                             "cuGetErrorString",
+                             "cuDeviceGetCount",
+                             "cuDeviceGet",
+                             "cuDeviceGetName",
+                             "cuDeviceGetPCIBusId",
+                             "cuDeviceGetByPCIBusId",
+                             "cuDeviceTotalMem_v2",
+                             "cuDeviceGetAttribute",
+                             "cuDevicePrimaryCtxRetain",
+                             "cuDevicePrimaryCtxRelease_v2",
+                             "cuCtxSetCurrent",
+                             "cuCtxGetCurrent",
+                             "cuCtxGetDevice",
+                             "cuCtxSynchronize",
+                             "cuMemGetInfo_v2",
+                             "cuMemGetAllocationGranularity",
+                             "cuMemAddressReserve",
+                             "cuMemAddressFree",
+                             "cuMemCreate",
+                             "cuMemRelease",
+                             "cuMemMap",
+                             "cuMemUnmap",
+                             "cuMemSetAccess",
+                             "cuMemExportToShareableHandle",
+                             "cuMemImportFromShareableHandle",
+                             "cuMemHostAlloc",
+                             "cuMemFreeHost",
+                             "cuMemHostRegister_v2",
+                             "cuMemHostUnregister",
+                             "cuStreamCreate",
+                             "cuStreamDestroy_v2",
+                             "cuStreamSynchronize",
+                             "cuStreamQuery",
+                             "cuMemcpyAsync",
+                             "cuMemcpyBatchAsync_v2",
+                             "cuMemsetD8Async",
+                             "cuModuleLoadData",
+                             "cuModuleUnload",
+                             "cuModuleGetFunction",
+                             "cuLaunchKernel",
+                             "cuMemAlloc_v2",
+                             "cuMemFree_v2",
+                             "cuMemAllocPitch_v2",
+                             "cuMemAllocManaged",
+                             "cuMemAllocAsync",
+                             "cuMemFreeAsync",
+                             "cuMemAllocFromPoolAsync",
+                             "cuDeviceGetDefaultMemPool"}) {
       Driver::Expect(driver.Symbol(name) != nullptr, std::string("no ") + name);
     }
     // Neither our code nor abseil: a program's own copies are not replaced.
@@ -205,16 +243,16 @@ TEST_F(FakeLibcudaTest, ExportsTheDriversSymbolsAndNothingElse) {
     Driver::Check(get_proc_address("cuMemAlloc", &function, cu::cuMemAlloc_version,
                                    cu::CU_GET_PROC_ADDRESS_DEFAULT, &found),
                   "cuGetProcAddress_v2");
-    Driver::Expect(found == cu::CU_GET_PROC_ADDRESS_SUCCESS &&
-                       function == driver.Symbol("cuMemAlloc_v2"),
-                   "cuMemAlloc through cuGetProcAddress_v2");
+    Driver::Expect(
+        found == cu::CU_GET_PROC_ADDRESS_SUCCESS && function == driver.Symbol("cuMemAlloc_v2"),
+        "cuMemAlloc through cuGetProcAddress_v2");
     Driver::Check(get_proc_address("cuNoSuchThing", &function, 12000,
                                    cu::CU_GET_PROC_ADDRESS_DEFAULT, &found),
                   "cuGetProcAddress_v2");
     Driver::Expect(found == cu::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, "an unknown symbol found");
-    Driver::Check(get_proc_address("cuInit", &function, 2000, cu::CU_GET_PROC_ADDRESS_DEFAULT,
-                                   &found),
-                  "cuGetProcAddress_v2");
+    Driver::Check(
+        get_proc_address("cuInit", &function, 2000, cu::CU_GET_PROC_ADDRESS_DEFAULT, &found),
+        "cuGetProcAddress_v2");
     reinterpret_cast<cu::cuInit_t>(function)(0);
     Driver::Check(driver.Get<cu::cuDeviceGetCount_t>("cuDeviceGetCount")(&count),
                   "cuDeviceGetCount");
@@ -265,9 +303,9 @@ TEST_F(FakeLibcudaTest, ProcessesShareEachGpusMemory) {
     Driver::Expect(driver.Alloc(&pointer, 512 * kMiB) == cu::CUDA_ERROR_OUT_OF_MEMORY,
                    "512 MiB with 256 MiB free");
     auto managed = driver.Get<cu::cuMemAllocManaged_t>("cuMemAllocManaged");
-    Driver::Expect(managed(&pointer, 512 * kMiB, cu::CU_MEM_ATTACH_GLOBAL) ==
-                       cu::CUDA_ERROR_OUT_OF_MEMORY,
-                   "512 MiB managed with 256 MiB free");
+    Driver::Expect(
+        managed(&pointer, 512 * kMiB, cu::CU_MEM_ATTACH_GLOBAL) == cu::CUDA_ERROR_OUT_OF_MEMORY,
+        "512 MiB managed with 256 MiB free");
     Driver::Check(driver.Alloc(&pointer, 256 * kMiB), "the last 256 MiB");
     Driver::Expect(driver.FreeBytes() == 0, "nothing left");
     Driver::Check(driver.Free(pointer), "cuMemFree_v2");

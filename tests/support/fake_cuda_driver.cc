@@ -441,9 +441,9 @@ class State {
   // What the device's memory holds, ours and the other programs' (and
   // processes', shared).
   uint64_t UsedOn(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    const uint64_t ours =
-        budget != nullptr ? budget->Used(device)
-                          : PhysicalBytesOn(device) + BytesMadeUnder(linear, device);
+    const uint64_t ours = budget != nullptr
+                              ? budget->Used(device)
+                              : PhysicalBytesOn(device) + BytesMadeUnder(linear, device);
     const uint64_t others = gpus_[device].used_by_others;
     return others > UINT64_MAX - ours ? UINT64_MAX : ours + others;
   }
@@ -911,8 +911,8 @@ cu::CUresult FakeMemImportFromShareableHandle(cu::CUmemGenericAllocationHandle* 
   const Physical* made = nullptr;
   for (const auto& [h, allocation] : s.physical) {
     struct stat ours;
-    if (!allocation.imported && fstat(allocation.fd, &ours) == 0 &&
-        ours.st_ino == theirs.st_ino && ours.st_dev == theirs.st_dev) {
+    if (!allocation.imported && fstat(allocation.fd, &ours) == 0 && ours.st_ino == theirs.st_ino &&
+        ours.st_dev == theirs.st_dev) {
       made = &allocation;
       break;
     }
@@ -932,8 +932,8 @@ cu::CUresult FakeMemMap(cu::CUdeviceptr address, size_t size, size_t offset,
                         cu::CUmemGenericAllocationHandle handle, unsigned long long flags) {
   CUDAFS_FAKE_ENTER("cuMemMap");
   auto allocation = s.physical.find(handle);
-  if (allocation == s.physical.end() || allocation->second.released || flags != 0 ||
-      size == 0 || address % kGranule != 0 || size % kGranule != 0 || offset % kGranule != 0 ||
+  if (allocation == s.physical.end() || allocation->second.released || flags != 0 || size == 0 ||
+      address % kGranule != 0 || size % kGranule != 0 || offset % kGranule != 0 ||
       offset > allocation->second.size || size > allocation->second.size - offset) {
     return cu::CUDA_ERROR_INVALID_VALUE;
   }
@@ -1250,9 +1250,8 @@ cu::CUresult FakeLaunchKernel(cu::CUfunction function, unsigned grid_x, unsigned
     return cu::CUDA_ERROR_INVALID_HANDLE;
   }
   if (cu::CUresult r = s.CheckStream(stream, current); r != cu::CUDA_SUCCESS) return r;
-  if (grid_x == 0 || grid_y == 0 || grid_z == 0 || block_x == 0 || block_y == 0 ||
-      block_z == 0 || uint64_t{block_x} * block_y * block_z > 1024 || parameters == nullptr ||
-      extra != nullptr) {
+  if (grid_x == 0 || grid_y == 0 || grid_z == 0 || block_x == 0 || block_y == 0 || block_z == 0 ||
+      uint64_t{block_x} * block_y * block_z > 1024 || parameters == nullptr || extra != nullptr) {
     return cu::CUDA_ERROR_INVALID_VALUE;
   }
   const cu::CUdeviceptr table = *static_cast<const cu::CUdeviceptr*>(parameters[0]);
@@ -1341,8 +1340,8 @@ cu::CUresult FakeMemFree(cu::CUdeviceptr pointer) {
 }
 
 // Rows padded to the driver's pitch alignment.
-cu::CUresult FakeMemAllocPitch(cu::CUdeviceptr* pointer, size_t* pitch, size_t width,
-                               size_t height, unsigned int element_size) {
+cu::CUresult FakeMemAllocPitch(cu::CUdeviceptr* pointer, size_t* pitch, size_t width, size_t height,
+                               unsigned int element_size) {
   CUDAFS_FAKE_ENTER("cuMemAllocPitch");
   CUDAFS_FAKE_NEED_CONTEXT();
   constexpr size_t kPitchAlignment = 512;
@@ -1398,8 +1397,8 @@ cu::CUresult FakeDeviceGetDefaultMemPool(cu::CUmemoryPool* pool, cu::CUdevice de
 }
 
 // Only the devices' default pools: memory on the pool's device.
-cu::CUresult FakeMemAllocFromPoolAsync(cu::CUdeviceptr* pointer, size_t size,
-                                       cu::CUmemoryPool pool, cu::CUstream stream) {
+cu::CUresult FakeMemAllocFromPoolAsync(cu::CUdeviceptr* pointer, size_t size, cu::CUmemoryPool pool,
+                                       cu::CUstream stream) {
   CUDAFS_FAKE_ENTER_ON("cuMemAllocFromPoolAsync", PoolDevice(s, pool));
   CUDAFS_FAKE_NEED_CONTEXT();
   if (cu::CUresult r = s.CheckStream(stream, current); r != cu::CUDA_SUCCESS) return r;

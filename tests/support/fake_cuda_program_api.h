@@ -25,8 +25,8 @@ using cuMemAllocPitch_t = CUresult (*)(CUdeviceptr* pointer, size_t* pitch, size
 using cuMemAllocManaged_t = CUresult (*)(CUdeviceptr* pointer, size_t size, unsigned int flags);
 using cuMemAllocAsync_t = CUresult (*)(CUdeviceptr* pointer, size_t size, CUstream stream);
 using cuMemFreeAsync_t = CUresult (*)(CUdeviceptr pointer, CUstream stream);
-using cuMemAllocFromPoolAsync_t = CUresult (*)(CUdeviceptr* pointer, size_t size,
-                                               CUmemoryPool pool, CUstream stream);
+using cuMemAllocFromPoolAsync_t = CUresult (*)(CUdeviceptr* pointer, size_t size, CUmemoryPool pool,
+                                               CUstream stream);
 using cuDeviceGetDefaultMemPool_t = CUresult (*)(CUmemoryPool* pool, CUdevice device);
 using cuCtxSynchronize_t = CUresult (*)();
 

@@ -94,8 +94,8 @@ using fake_cuda_internal::SharedRecord;
 absl::StatusOr<std::unique_ptr<FakeCudaSharedBudget>> FakeCudaSharedBudget::Open(
     const std::string& path, const std::vector<uint64_t>& totals) {
   if (totals.empty() || totals.size() > kMaxGpus) {
-    return absl::InvalidArgumentError(absl::StrCat("1 to ", kMaxGpus, " fake GPUs, not ",
-                                                   totals.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("1 to ", kMaxGpus, " fake GPUs, not ", totals.size()));
   }
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) {
@@ -126,10 +126,10 @@ absl::StatusOr<std::unique_ptr<FakeCudaSharedBudget>> FakeCudaSharedBudget::Open
     } else if (std::memcmp(layout->magic, fake_cuda_internal::kMagic, sizeof layout->magic) != 0 ||
                layout->gpus != totals.size() ||
                !std::equal(totals.begin(), totals.end(), layout->totals)) {
-      const std::string theirs = std::memcmp(layout->magic, fake_cuda_internal::kMagic,
-                                             sizeof layout->magic) == 0
-                                     ? fake_cuda_internal::Sizes(layout->totals, layout->gpus)
-                                     : "something else";
+      const std::string theirs =
+          std::memcmp(layout->magic, fake_cuda_internal::kMagic, sizeof layout->magic) == 0
+              ? fake_cuda_internal::Sizes(layout->totals, layout->gpus)
+              : "something else";
       munmap(mapped, sizeof(SharedLayout));
       return fail(absl::StrCat("made for ", theirs, ", not ",
                                fake_cuda_internal::Sizes(totals.data(), totals.size())));
