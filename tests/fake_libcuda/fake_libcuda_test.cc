@@ -180,6 +180,7 @@ TEST_F(FakeLibcudaTest, ExportsTheDriversSymbolsAndNothingElse) {
                              "cuDeviceGetByPCIBusId",
                              "cuDeviceTotalMem_v2",
                              "cuDeviceGetAttribute",
+                             "cuDeviceCanAccessPeer",
                              "cuDevicePrimaryCtxRetain",
                              "cuDevicePrimaryCtxRelease_v2",
                              "cuCtxSetCurrent",

@@ -109,6 +109,8 @@ namespace cu = cudafs::cu;
   X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain,                                            \
     (cu::CUcontext * context, cu::CUdevice device), (context, device))                             \
   X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, (cu::CUdevice device), (device))      \
+  X(cuDeviceCanAccessPeer, cuDeviceCanAccessPeer,                                                  \
+    (int* can_access, cu::CUdevice device, cu::CUdevice peer), (can_access, device, peer))         \
   X(cuCtxSetCurrent, cuCtxSetCurrent, (cu::CUcontext context), (context))                          \
   X(cuCtxGetCurrent, cuCtxGetCurrent, (cu::CUcontext * context), (context))                        \
   X(cuCtxGetDevice, cuCtxGetDevice, (cu::CUdevice * device), (device))                             \

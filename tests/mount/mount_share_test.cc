@@ -420,6 +420,21 @@ print("ok")
   EXPECT_EQ(result.out, "ok\n");
 }
 
+// A thread without a CUDA context maps, unmaps and maps again: the primary
+// context a mapping retained, released with it, is no longer the thread's
+// (it would be taken for the caller's own, and is gone).
+TEST_P(ShareTest, MapsAgainAfterUnmapOnAThreadWithoutAContext) {
+  SKIP_UNLESS_CUDAFS();
+  const std::string path = Path("f");
+  ASSERT_TRUE(WriteFile(path, RandomBytes(3 << 20, 11)));
+  for (int i = 0; i < 3; ++i) {
+    Mapped m;
+    ASSERT_EQ(cudafs_map(path.c_str(), CUDAFS_MAP_WRITABLE, &m.mapping), 0)
+        << "map " << i << ": " << cudafs_last_error();
+    EXPECT_EQ(cudafs_mapping_size(m.mapping), uint64_t{3} << 20);
+  }
+}
+
 // A shared mapping is the file's own memory: the bytes written before
 // (cached small writes included), writes from either side after a sync,
 // and another process's mapping of the same file.

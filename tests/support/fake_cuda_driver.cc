@@ -22,7 +22,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "alloc/devices/scatter_kernel.h"
 #include "tests/support/fake_cuda_program_api.h"
@@ -32,6 +34,10 @@ namespace fake_cuda_internal {
 namespace {
 
 constexpr uint64_t kGranule = uint64_t{2} << 20;
+
+// The name of a device's memfds, its ordinal appended: another process
+// importing one learns the device from it.
+constexpr absl::string_view kVramName = "cudafs-fake-vram-";
 
 // A call made on no device in particular, or a failure for any device.
 constexpr int kNoDevice = -1;
@@ -173,6 +179,7 @@ class State {
     CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(CUDAFS_FAKE_KNOWN)
     CUDAFS_FAKE_KNOWN(cuCtxGetCurrent)
     CUDAFS_FAKE_KNOWN(cuCtxGetDevice)
+    CUDAFS_FAKE_KNOWN(cuDeviceCanAccessPeer)
 #undef CUDAFS_FAKE_KNOWN
 #define CUDAFS_FAKE_KNOWN_PROGRAM(name, version) calls_[#name] = 0;
     CUDAFS_FAKE_PROGRAM_ENTRY_POINTS(CUDAFS_FAKE_KNOWN_PROGRAM)
@@ -729,6 +736,15 @@ cu::CUresult FakeDeviceGetAttribute(int* value, cu::CUdevice_attribute attribute
   return cu::CUDA_SUCCESS;
 }
 
+// Peer access is always possible here, between two devices.
+cu::CUresult FakeDeviceCanAccessPeer(int* can_access, cu::CUdevice device, cu::CUdevice peer) {
+  CUDAFS_FAKE_ENTER_ON("cuDeviceCanAccessPeer", device);
+  if (can_access == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  if (!s.ValidDevice(device) || !s.ValidDevice(peer)) return cu::CUDA_ERROR_INVALID_DEVICE;
+  *can_access = device != peer ? 1 : 0;
+  return cu::CUDA_SUCCESS;
+}
+
 cu::CUresult FakeDevicePrimaryCtxRetain(cu::CUcontext* context, cu::CUdevice device) {
   CUDAFS_FAKE_ENTER_ON("cuDevicePrimaryCtxRetain", device);
   if (context == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
@@ -856,7 +872,8 @@ cu::CUresult FakeMemCreate(cu::CUmemGenericAllocationHandle* handle, size_t size
   // A memfd keeps the bytes while nothing maps them, as VRAM does.
   // Sealed against resizing, as VRAM cannot be: an importer holds this
   // very file.
-  const int fd = memfd_create("cudafs-fake-vram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  const int fd =
+      memfd_create(absl::StrCat(kVramName, device).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0 ||
       fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     if (fd >= 0) close(fd);
@@ -897,7 +914,24 @@ cu::CUresult FakeMemExportToShareableHandle(void* shareable,
   return cu::CUDA_SUCCESS;
 }
 
-// Only the fake's own exports import: their memfd names the allocation.
+// The device of fake VRAM exported by another process (the fake as
+// libcuda.so.1 in the daemon and in its clients), which its memfd's name
+// says; kNoDevice for any other file.
+int ExportedDevice(const State& s, int fd) {
+  char link[128] = {};
+  const std::string path = absl::StrCat("/proc/self/fd/", fd);
+  if (readlink(path.c_str(), link, sizeof link - 1) < 0) return kNoDevice;
+  absl::string_view name = link;
+  int device = kNoDevice;
+  if (!absl::ConsumePrefix(&name, "/memfd:") || !absl::ConsumePrefix(&name, kVramName) ||
+      !absl::SimpleAtoi(name.substr(0, name.find(' ')), &device) || !s.ValidDevice(device)) {
+    return kNoDevice;
+  }
+  return device;
+}
+
+// Only the fake's own exports import: their memfd names the allocation
+// (or, another process's, its device).
 cu::CUresult FakeMemImportFromShareableHandle(cu::CUmemGenericAllocationHandle* handle,
                                               void* shareable, cu::CUmemAllocationHandleType type) {
   CUDAFS_FAKE_ENTER("cuMemImportFromShareableHandle");
@@ -917,10 +951,12 @@ cu::CUresult FakeMemImportFromShareableHandle(cu::CUmemGenericAllocationHandle* 
       break;
     }
   }
-  if (made == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  const int device = made != nullptr ? made->device : ExportedDevice(s, given);
+  const uint64_t size = made != nullptr ? made->size : theirs.st_size;
+  if (device == kNoDevice || size == 0 || size % kGranule != 0) return cu::CUDA_ERROR_INVALID_VALUE;
   const int fd = fcntl(given, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return cu::CUDA_ERROR_OUT_OF_MEMORY;
-  Physical imported{fd, made->size, made->device, current, false};
+  Physical imported{fd, size, device, current, false};
   imported.imported = true;
   const cu::CUmemGenericAllocationHandle handle_made = NewHandle();
   s.physical.emplace(handle_made, imported);
@@ -1466,9 +1502,11 @@ const EntryPoint* FindEntryPoint(absl::string_view name) {
       CUDAFS_FAKE_ENTRY(cuModuleGetFunction, FakeModuleGetFunction),
       CUDAFS_FAKE_ENTRY(cuLaunchKernel, FakeLaunchKernel),
       CUDAFS_FAKE_ENTRY(cuMemcpyBatchAsync, FakeMemcpyBatchAsync),
-      // Not used by cudafs: for GPU programs (fake_cuda_program_api.h).
+      // Not used by the daemon: for the client library and GPU programs
+      // (fake_cuda_program_api.h).
       CUDAFS_FAKE_ENTRY(cuCtxGetCurrent, FakeCtxGetCurrent),
       CUDAFS_FAKE_ENTRY(cuCtxGetDevice, FakeCtxGetDevice),
+      CUDAFS_FAKE_ENTRY(cuDeviceCanAccessPeer, FakeDeviceCanAccessPeer),
       CUDAFS_FAKE_ENTRY(cuCtxSynchronize, FakeCtxSynchronize),
       CUDAFS_FAKE_ENTRY(cuMemAlloc, FakeMemAlloc),
       CUDAFS_FAKE_ENTRY(cuMemFree, FakeMemFree),
