@@ -30,6 +30,12 @@ std::optional<std::string> WhyCannotMount(const std::string& backend);
 // Whether the cuda backend runs on the fake GPUs (see WhyCannotMount).
 bool OnFakeGpus();
 
+// Why the tests of private copies of a file in GPU memory (cudafs_map
+// without CUDAFS_MAP_WRITABLE) skip on the fake GPUs.
+inline constexpr char kNoCopiesOnFakeGpus[] =
+    "a copy's GPU memory is the caller's, which the daemon takes only as a descriptor of the "
+    "NVIDIA driver (fs/share/descriptor_checks.cc); the fake's is a memfd";
+
 // Whether the cudafs under test was built against libfuse `major.minor` or
 // newer (what `cudafs --version` says): 3.18 brings FUSE over io_uring,
 // direct I/O with mmap and FUSE_HANDLE_KILLPRIV_V2 (and with it atomic

@@ -85,6 +85,7 @@ std::vector<std::string> Python(std::vector<std::string> arguments) {
 
 TEST_P(ShareTest, MapsACopyOfWhatWasWrittenHolesAndCachedWritesIncluded) {
   SKIP_UNLESS_CUDAFS();
+  if (backend() == "cuda" && OnFakeGpus()) GTEST_SKIP() << kNoCopiesOnFakeGpus;
   const std::string path = Path("f");
   std::string data = RandomBytes(5 << 20, 1);
   std::memset(data.data() + (1 << 20), 0, 2 << 20);  // a hole, below
@@ -135,6 +136,7 @@ TEST_P(ShareTest, ACopyIsPrivateAndOutlivesTheFile) {
 // copy.
 TEST_P(ShareTest, ConcurrentMapsEachGetTheirCopy) {
   SKIP_UNLESS_CUDAFS();
+  if (backend() == "cuda" && OnFakeGpus()) GTEST_SKIP() << kNoCopiesOnFakeGpus;
   const std::string data = RandomBytes(256 << 10, 5);
   ASSERT_TRUE(WriteFile(Path("f"), data));
   std::vector<std::thread> threads;
@@ -158,6 +160,7 @@ TEST_P(ShareTest, ConcurrentMapsEachGetTheirCopy) {
 // copies and shared ones alike.
 TEST_P(ShareTest, MappingsOutliveTheDaemon) {
   SKIP_UNLESS_CUDAFS();
+  if (backend() == "cuda" && OnFakeGpus()) GTEST_SKIP() << kNoCopiesOnFakeGpus;
   const std::string data = RandomBytes(3 << 20, 3);
   ASSERT_TRUE(WriteFile(Path("f"), data));
   Mapped copy;
@@ -180,6 +183,7 @@ TEST_P(ShareTest, MappingsOutliveTheDaemon) {
 
 TEST_P(ShareTest, DescriptorsThatProveNothingAreRefused) {
   SKIP_UNLESS_CUDAFS();
+  if (backend() == "cuda" && OnFakeGpus()) GTEST_SKIP() << kNoCopiesOnFakeGpus;
   ASSERT_TRUE(WriteFile(Path("f"), "data"));
   Mapped m;
   Fd path_only(open(Path("f").c_str(), O_PATH | O_CLOEXEC));
@@ -238,6 +242,7 @@ TEST_P(ShareTest, OtherUsersOnlyWithAllowOther) {
 // both the daemon and the library look for the mount).
 TEST_P(ShareTest, MountpointsWithSpacesShareToo) {
   SKIP_UNLESS_CUDAFS();
+  if (backend() == "cuda" && OnFakeGpus()) GTEST_SKIP() << kNoCopiesOnFakeGpus;
   char pattern[] = "/tmp/cudafs share-XXXXXX";
   ASSERT_NE(mkdtemp(pattern), nullptr);
   const std::string dir = pattern;
