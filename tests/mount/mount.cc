@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <string_view>
 #include <utility>
 
 #include "tests/mount/mount_table.h"
@@ -48,6 +49,7 @@ std::optional<std::string> UseFakeGpus() {
   if (const char* use = getenv("CUDAFS_TEST_FAKE_GPUS"); use != nullptr && *use == '0') {
     return "CUDAFS_TEST_FAKE_GPUS=0";
   }
+  if (std::string_view(CUDAFS_FAKE_LIBCUDA_DIR).empty()) return "not built (abseil is static here)";
   const std::string library = std::string(CUDAFS_FAKE_LIBCUDA_DIR) + "/libcuda.so.1";
   if (access(library.c_str(), R_OK) != 0) return "no fake driver at " + library;
   static char state[] = "/tmp/cudafs-fake-gpus-XXXXXX";
