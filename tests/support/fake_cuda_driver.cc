@@ -1609,6 +1609,9 @@ cu::cuGetProcAddress_t FakeCudaDriver::get_proc_address() {
 }
 
 void FakeCudaDriver::ShareMemory(std::unique_ptr<FakeCudaSharedBudget> budget) {
+  if (budget->gpus() != state_->DeviceCount()) {
+    fake_cuda_internal::Die("a shared state made for another number of GPUs");
+  }
   absl::MutexLock lock(&state_->mu);
   state_->budget = std::move(budget);
 }

@@ -42,11 +42,13 @@
 //    addressable by kernels only there; host ranges are registered once for
 //    the whole process, as in the driver.
 //
-// Besides what cudafs uses, it serves the calls a GPU program allocates
+// Besides what the daemon uses, it serves what the client library adds
+// (cuCtxGetCurrent, cuCtxGetDevice, cuDeviceCanAccessPeer: any two devices
+// reach each other) and the calls a GPU program allocates
 // with (fake_cuda_program_api.h: cuMemAlloc, cuMemAllocPitch,
 // cuMemAllocManaged, cuMemAllocAsync, cuMemAllocFromPoolAsync with the
-// device's default pool, their frees; cuCtxGetCurrent, cuCtxGetDevice,
-// cuCtxSynchronize). That memory is host memory at its device address,
+// device's default pool, their frees; cuCtxSynchronize). That memory is
+// host memory at its device address,
 // counts against its device's memory like cuMemCreate's (managed memory
 // included, as if all of it were on the GPU), is freed at once by the
 // asynchronous frees, and belongs to the context of its device. There is
@@ -54,7 +56,10 @@
 //
 // With ShareMemory, the devices' memory is shared with other processes
 // that use the same state file (fake_cuda_shared_budget.h): what any of
-// them holds is not free for the others.
+// them holds is not free for the others. Exported memory is a memfd named
+// for its device, which another process's fake imports too (the daemon's
+// and its clients', each with the fake as libcuda.so.1), counted on the
+// exporter's side only.
 #ifndef CUDAFS_TESTS_SUPPORT_FAKE_CUDA_DRIVER_H_
 #define CUDAFS_TESTS_SUPPORT_FAKE_CUDA_DRIVER_H_
 

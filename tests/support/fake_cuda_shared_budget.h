@@ -58,6 +58,9 @@ class FakeCudaSharedBudget {
   // What all live processes hold on `device`.
   uint64_t Used(int device);
 
+  // How many GPUs the state was made for.
+  int gpus() const { return gpus_; }
+
  private:
   FakeCudaSharedBudget(int fd, fake_cuda_internal::SharedLayout* layout, int gpus);
 

@@ -852,7 +852,7 @@ TEST_F(SmallFakeCudaDriverTest, ProgramAllocationsCountAgainstTheDevice) {
   cu::CUmemoryPool pool = nullptr;
   EXPECT_EQ(default_pool(&pool, 1), cu::CUDA_ERROR_INVALID_DEVICE);
   ASSERT_EQ(default_pool(&pool, 0), cu::CUDA_SUCCESS);
-  EXPECT_EQ(alloc_from_pool(&more, kGranule, reinterpret_cast<cu::CUmemoryPool>(16), stream),
+  EXPECT_EQ(alloc_from_pool(&more, kGranule, reinterpret_cast<cu::CUmemoryPool>(8), stream),
             cu::CUDA_ERROR_INVALID_VALUE);
   ASSERT_EQ(alloc_from_pool(&more, kGranule, pool, stream), cu::CUDA_SUCCESS);
   EXPECT_EQ(alloc_from_pool(&more, kGranule, pool, stream), cu::CUDA_ERROR_OUT_OF_MEMORY);
