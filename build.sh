@@ -172,7 +172,11 @@ build() {
 # has FUSE over io_uring. Root may switch the fuse module's enable_uring for the
 # second pass; the setting is put back afterwards. The io_uring pass makes a
 # mount that fails an error, not a skip, so it cannot pass by mounting
-# nothing.
+# nothing. Without a GPU the mount tests' cuda instances run on the fake
+# libcuda.so.1 (tests/mount/mount.h) in the first pass only: they check the
+# CUDA paths, which the transport does not change, and would add minutes to
+# each pass (CUDAFS_TEST_FAKE_GPUS=0 skips them; a real GPU runs them in
+# both).
 uring_parameter=/sys/module/fuse/parameters/enable_uring
 ctest_on_each_transport() {
   echo "build.sh: tests over /dev/fuse (uring=off)"
@@ -190,7 +194,8 @@ ctest_on_each_transport() {
     return 0
   fi
   echo "build.sh: tests over io_uring (uring=on)"
-  CUDAFS_TEST_MOUNT_OPTIONS=uring=on CUDAFS_TEST_REQUIRE_MOUNT=1 ctest -L mount "$@" || status=$?
+  CUDAFS_TEST_MOUNT_OPTIONS=uring=on CUDAFS_TEST_REQUIRE_MOUNT=1 CUDAFS_TEST_FAKE_GPUS=0 \
+    ctest -L mount "$@" || status=$?
   if [[ $saved != Y ]]; then as_root sh -c "echo $saved > $uring_parameter"; fi
   return "$status"
 }
@@ -200,14 +205,15 @@ ctest_on_each_transport() {
 # (Debian 12: 3.14; file data through the kernel's page cache, set-id bits
 # cleared by the kernel without FUSE_HANDLE_KILLPRIV_V2). Over /dev/fuse
 # only: libfuse < 3.18 has no FUSE over io_uring. Without the benchmarks,
-# which `build` already compiles and no test runs.
+# which `build` already compiles and no test runs. Not the cuda instances on
+# fake GPUs: `test` runs them, and libfuse is not on their path.
 fallback() {
   install_packages "${packages[@]}"
   cmake -S . -B build-fallback -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
     -DCUDAFS_LIBFUSE_PREFIX= -DCUDAFS_BUILD_BENCHMARKS=OFF "${compiler_launcher[@]}" ${CMAKE_ARGS:-}
   cmake --build build-fallback -j "$(nproc)"
   cd build-fallback
-  CUDAFS_TEST_MOUNT_OPTIONS=uring=off ctest --output-on-failure -j "$(nproc)"
+  CUDAFS_TEST_MOUNT_OPTIONS=uring=off CUDAFS_TEST_FAKE_GPUS=0 ctest --output-on-failure -j "$(nproc)"
 }
 
 # Every test, daemon included, built with AddressSanitizer (leaks too) and
@@ -222,8 +228,12 @@ sanitize() {
   cmake --build build-sanitize -j "$(nproc)"
   cd build-sanitize
   # Not python_package_test: python3 cannot load a sanitized library, so
-  # the share tests it runs skip here, after its pip installs.
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  # the share tests it runs skip here, after its pip installs. The fake
+  # libcuda.so.1 is built with the sanitizers too, but the mount tests'
+  # cuda instances skip on it here (CUDAFS_TEST_FAKE_GPUS=0): `test` runs
+  # them, and here they would cost several minutes more than CI allows
+  # for them.
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 CUDAFS_TEST_FAKE_GPUS=0 \
     LSAN_OPTIONS=suppressions=$PWD/../tests/lsan_suppressions.txt \
     ctest_on_each_transport --output-on-failure -j "$(nproc)" --timeout 900 -E python_package_test
 }
@@ -255,8 +265,10 @@ tsan() {
   cd build-tsan
   # The mount tests too: the daemon is built with ThreadSanitizer as well
   # and stops at its first report, which fails the test that mounted it.
-  # Over /dev/fuse (our code is the same on both transports); the CUDA cases
-  # skip here anyway. ThreadSanitizer runs the code 5-15x slower, so the
+  # Over /dev/fuse (our code is the same on both transports); not the cuda
+  # instances (on a machine without a GPU, the fake libcuda.so.1 is left out
+  # of this tree: this abseil is static and not position-independent).
+  # ThreadSanitizer runs the code 5-15x slower, so the
   # long randomized tests run a tenth of their operations. Not
   # python_package_test, as under sanitize.
   TSAN_OPTIONS=halt_on_error=1 CUDAFS_TEST_MOUNT_OPTIONS=uring=off CUDAFS_TEST_SCALE=10 \

@@ -264,7 +264,17 @@ int MapCuda(const ShareReply& reply, const Pieces& pieces, const Obtain& obtain,
     }
   }
   // Without a context on this thread: the primary context (what the CUDA
-  // runtime, and so PyTorch, uses) of the first piece's GPU.
+  // runtime, and so PyTorch, uses) of the first piece's GPU, current only
+  // while we map. Left current, it would outlive its release at unmap (or
+  // below, on failure) on the caller's thread, and the next map there would
+  // take it for the caller's own context, which is gone.
+  struct LeaveNoContext {
+    const Driver* driver;
+    bool set = false;
+    ~LeaveNoContext() {
+      if (set) driver->set_current(nullptr);
+    }
+  } leave_no_context{driver};
   const cu::CUdevice first = holders.at(pieces.gpus.front());
   if (context != nullptr) {
     cu::CUdevice caller;
@@ -279,6 +289,7 @@ int MapCuda(const ShareReply& reply, const Pieces& pieces, const Obtain& obtain,
     }
     out->retained_context = true;
     driver->set_current(context);
+    leave_no_context.set = true;
   }
   const cu::CUdevice device = first;
   const uint64_t total = pieces.total;

@@ -1,12 +1,15 @@
 #include "tests/mount/mount.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <string_view>
 #include <utility>
 
 #include "tests/mount/mount_table.h"
@@ -21,6 +24,9 @@
 #ifndef CUDAFS_SOURCE_DIR
 #error "CUDAFS_SOURCE_DIR must name the repository root"
 #endif
+#ifndef CUDAFS_FAKE_LIBCUDA_DIR
+#error "CUDAFS_FAKE_LIBCUDA_DIR must name the folder of the fake libcuda.so.1"
+#endif
 
 namespace cudafs_test {
 
@@ -32,16 +38,65 @@ const char* const kBinary = [] {
 }();
 const char* const kSourceDir = CUDAFS_SOURCE_DIR;
 
+namespace {
+
+bool on_fake_gpus = false;
+
+// Makes this process, and every process it starts from now on, drive the
+// fake GPUs of tests/fake_libcuda, which share their memory through a
+// state file of this process's own; nullopt when done, else why not.
+std::optional<std::string> UseFakeGpus() {
+  if (const char* use = getenv("CUDAFS_TEST_FAKE_GPUS"); use != nullptr && *use == '0') {
+    return "CUDAFS_TEST_FAKE_GPUS=0";
+  }
+  if (std::string_view(CUDAFS_FAKE_LIBCUDA_DIR).empty()) return "not built (abseil is static here)";
+  const std::string library = std::string(CUDAFS_FAKE_LIBCUDA_DIR) + "/libcuda.so.1";
+  if (access(library.c_str(), R_OK) != 0) return "no fake driver at " + library;
+  static char state[] = "/tmp/cudafs-fake-gpus-XXXXXX";
+  const int fd = mkstemp(state);
+  if (fd < 0) return "mkstemp: " + ErrnoName(errno);
+  // Daemons of other users (a user's mount) share it too.
+  fchmod(fd, 0666);
+  close(fd);
+  atexit([] { unlink(state); });
+  setenv("CUDAFS_FAKE_CUDA_STATE", state, 1);
+  const char* path = getenv("LD_LIBRARY_PATH");
+  setenv("LD_LIBRARY_PATH",
+         (std::string(CUDAFS_FAKE_LIBCUDA_DIR) + (path != nullptr ? std::string(":") + path : ""))
+             .c_str(),
+         1);
+  // This process's own look-ups of the driver (free VRAM, a test holding
+  // GPU memory) find it too: dlopen("libcuda.so.1") answers with what is
+  // loaded under that SONAME.
+  if (dlopen(library.c_str(), RTLD_NOW | RTLD_NODELETE) == nullptr) {
+    return std::string("cannot load ") + library + ": " + dlerror();
+  }
+  on_fake_gpus = true;
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> WhyCannotMount(const std::string& backend) {
   if (access(kBinary, X_OK) != 0) return std::string("no cudafs binary at ") + kBinary;
   Fd fuse(open("/dev/fuse", O_RDWR | O_CLOEXEC));
   if (!fuse.valid()) return "cannot open /dev/fuse: " + ErrnoName(errno);
   if (backend == "cuda") {
-    static const bool has_gpu = RunCommand({kBinary, "--list-devices"}, 60s).exit_code == 0;
-    if (!has_gpu) return std::string("no usable GPU (cudafs --list-devices failed)");
+    static const std::optional<std::string> why_not = []() -> std::optional<std::string> {
+      auto has_gpu = [] { return RunCommand({kBinary, "--list-devices"}, 60s).exit_code == 0; };
+      if (has_gpu()) return std::nullopt;
+      if (const std::optional<std::string> why = UseFakeGpus()) {
+        return "no usable GPU (cudafs --list-devices failed), and no fake one: " + *why;
+      }
+      if (!has_gpu()) return std::string("cudafs --list-devices fails on the fake GPUs");
+      return std::nullopt;
+    }();
+    return why_not;
   }
   return std::nullopt;
 }
+
+bool OnFakeGpus() { return on_fake_gpus; }
 
 bool LibfuseAtLeast(int major, int minor) {
   static const std::pair<int, int> built_with = [] {

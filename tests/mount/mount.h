@@ -21,8 +21,20 @@ extern const char* const kBinary;
 extern const char* const kSourceDir;
 
 // Why tests cannot mount `backend` here ("host", "cuda"), or nullopt if
-// they can try.
+// they can try. Without a GPU, the first ask for "cuda" sets up the fake
+// GPUs of tests/fake_libcuda (one of 8 GiB, or CUDAFS_FAKE_GPUS) for this
+// process and all it starts from then on, their memory shared through a
+// state file of its own; CUDAFS_TEST_FAKE_GPUS=0 skips instead.
 std::optional<std::string> WhyCannotMount(const std::string& backend);
+
+// Whether the cuda backend runs on the fake GPUs (see WhyCannotMount).
+bool OnFakeGpus();
+
+// Why the tests of private copies of a file in GPU memory (cudafs_map
+// without CUDAFS_MAP_WRITABLE) skip on the fake GPUs.
+inline constexpr char kNoCopiesOnFakeGpus[] =
+    "a copy's GPU memory is the caller's, which the daemon takes only as a descriptor of the "
+    "NVIDIA driver (fs/share/descriptor_checks.cc); the fake's is a memfd";
 
 // Whether the cudafs under test was built against libfuse `major.minor` or
 // newer (what `cudafs --version` says): 3.18 brings FUSE over io_uring,

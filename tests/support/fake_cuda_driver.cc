@@ -22,15 +22,22 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "alloc/devices/scatter_kernel.h"
+#include "tests/support/fake_cuda_program_api.h"
 
 namespace cudafs {
 namespace fake_cuda_internal {
 namespace {
 
 constexpr uint64_t kGranule = uint64_t{2} << 20;
+
+// The name of a device's memfds, its ordinal appended: another process
+// importing one learns the device from it.
+constexpr absl::string_view kVramName = "cudafs-fake-vram-";
 
 // A call made on no device in particular, or a failure for any device.
 constexpr int kNoDevice = -1;
@@ -87,6 +94,8 @@ struct Gpu {
   int leaked_at_destroy = 0;
   uint64_t largest_create = 0;
   int pageable_host_copies = 0;
+  // cuDeviceGetDefaultMemPool's handle, fixed for the fake's lifetime.
+  uintptr_t default_pool = 0;
 };
 
 // A reservation or a range of host memory, and the device whose context
@@ -161,11 +170,20 @@ class State {
         }
       }
     }
-    for (FakeGpuOptions& gpu : options) gpus_.emplace_back(std::move(gpu));
+    for (FakeGpuOptions& gpu : options) {
+      gpus_.emplace_back(std::move(gpu));
+      gpus_.back().default_pool = NewHandle();
+    }
 #define CUDAFS_FAKE_KNOWN(name) calls_[#name] = 0;
     CUDAFS_CUDA_ENTRY_POINTS(CUDAFS_FAKE_KNOWN)
     CUDAFS_CUDA_OPTIONAL_ENTRY_POINTS(CUDAFS_FAKE_KNOWN)
+    CUDAFS_FAKE_KNOWN(cuCtxGetCurrent)
+    CUDAFS_FAKE_KNOWN(cuCtxGetDevice)
+    CUDAFS_FAKE_KNOWN(cuDeviceCanAccessPeer)
 #undef CUDAFS_FAKE_KNOWN
+#define CUDAFS_FAKE_KNOWN_PROGRAM(name, version) calls_[#name] = 0;
+    CUDAFS_FAKE_PROGRAM_ENTRY_POINTS(CUDAFS_FAKE_KNOWN_PROGRAM)
+#undef CUDAFS_FAKE_KNOWN_PROGRAM
   }
 
   ~State() {
@@ -296,7 +314,7 @@ class State {
     if (Overlaps(reservations, start, length)) {
       return DeviceAccessible(start, length, prot, device);
     }
-    for (const Ranges* host : {&pinned, &registered}) {
+    for (const Ranges* host : {&pinned, &registered, &linear}) {
       const Range* range = Containing(*host, start, length);
       if (range != nullptr && (range->portable || range->device == device)) return true;
     }
@@ -348,8 +366,39 @@ class State {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto it = physical.find(handle);
     if (!it->second.released || it->second.mappings != 0) return;
+    ErasePhysical(it);
+  }
+
+  // Frees a physical allocation's memory, which must be unmapped.
+  void ErasePhysical(absl::flat_hash_map<cu::CUmemGenericAllocationHandle, Physical>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     close(it->second.fd);
+    if (!it->second.imported) GiveMemory(it->second.device, it->second.size);
     physical.erase(it);
+  }
+
+  // Books `size` bytes on `device` for an allocation, or says there is no
+  // room: within the device's limit, with what other programs hold (and,
+  // shared, what other processes hold).
+  bool TakeMemory(int device, uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const uint64_t limit = VramLimit(device);
+    if (budget != nullptr) {
+      const uint64_t others = gpus_[device].used_by_others;
+      return others <= limit && budget->Take(device, size, limit - others);
+    }
+    const uint64_t used = UsedOn(device);
+    return used <= limit && size <= limit - used;
+  }
+
+  void GiveMemory(int device, uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (budget != nullptr) budget->Give(device, size);
+  }
+
+  // Frees a cuMemAlloc-like allocation; returns the next one.
+  Ranges::iterator EraseLinear(Ranges::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    munmap(reinterpret_cast<void*>(it->first), it->second.size);
+    GiveMemory(it->second.device, it->second.size);
+    return linear.erase(it);
   }
 
   void DestroyContext(int device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -377,6 +426,11 @@ class State {
     stats.reserved_bytes = BytesMadeUnder(reservations, device);
     stats.pinned_host_bytes = BytesMadeUnder(pinned, device);
     stats.registered_host_bytes = BytesMadeUnder(registered, device);
+    for (const auto& [start, range] : linear) {
+      if (range.device != device) continue;
+      ++stats.live_linear_allocations;
+      stats.linear_bytes += range.size;
+    }
     stats.leaked_at_destroy = of.leaked_at_destroy;
     stats.largest_create = of.largest_create;
     stats.pageable_host_copies = of.pageable_host_copies;
@@ -391,9 +445,12 @@ class State {
     return bytes;
   }
 
-  // What the device's memory holds, ours and the other programs'.
+  // What the device's memory holds, ours and the other programs' (and
+  // processes', shared).
   uint64_t UsedOn(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    const uint64_t ours = PhysicalBytesOn(device);
+    const uint64_t ours = budget != nullptr
+                              ? budget->Used(device)
+                              : PhysicalBytesOn(device) + BytesMadeUnder(linear, device);
     const uint64_t others = gpus_[device].used_by_others;
     return others > UINT64_MAX - ours ? UINT64_MAX : ours + others;
   }
@@ -463,6 +520,11 @@ class State {
   absl::flat_hash_map<cu::CUmemGenericAllocationHandle, Physical> physical ABSL_GUARDED_BY(mu);
   Ranges pinned ABSL_GUARDED_BY(mu);
   Ranges registered ABSL_GUARDED_BY(mu);
+  // cuMemAlloc and its kind, by device address (a host address), with the
+  // device it is on.
+  Ranges linear ABSL_GUARDED_BY(mu);
+  // Set: the devices' memory is shared with other processes.
+  std::unique_ptr<FakeCudaSharedBudget> budget ABSL_GUARDED_BY(mu);
 
  private:
   cu::CUresult TakeFailure(absl::string_view entry_point, int device)
@@ -522,10 +584,17 @@ class State {
         MakeBare(mapping->first, mapping->second.size);
         mapping = mappings.erase(mapping);
       }
-      close(physical.at(handle).fd);
-      physical.erase(handle);
+      ErasePhysical(physical.find(handle));
     }
     freed += static_cast<int>(handles.size());
+    for (auto it = linear.begin(); it != linear.end();) {
+      if (it->second.device != device) {
+        ++it;
+        continue;
+      }
+      it = EraseLinear(it);
+      ++freed;
+    }
     for (Ranges* host : {&pinned, &registered}) {
       for (auto it = host->begin(); it != host->end();) {
         if (it->second.device != device) {
@@ -667,6 +736,15 @@ cu::CUresult FakeDeviceGetAttribute(int* value, cu::CUdevice_attribute attribute
   return cu::CUDA_SUCCESS;
 }
 
+// Peer access is always possible here, between two devices.
+cu::CUresult FakeDeviceCanAccessPeer(int* can_access, cu::CUdevice device, cu::CUdevice peer) {
+  CUDAFS_FAKE_ENTER_ON("cuDeviceCanAccessPeer", device);
+  if (can_access == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  if (!s.ValidDevice(device) || !s.ValidDevice(peer)) return cu::CUDA_ERROR_INVALID_DEVICE;
+  *can_access = device != peer ? 1 : 0;
+  return cu::CUDA_SUCCESS;
+}
+
 cu::CUresult FakeDevicePrimaryCtxRetain(cu::CUcontext* context, cu::CUdevice device) {
   CUDAFS_FAKE_ENTER_ON("cuDevicePrimaryCtxRetain", device);
   if (context == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
@@ -790,17 +868,16 @@ cu::CUresult FakeMemCreate(cu::CUmemGenericAllocationHandle* handle, size_t size
     return cu::CUDA_ERROR_INVALID_VALUE;
   }
   if (device == kNoDevice) return cu::CUDA_ERROR_INVALID_DEVICE;
-  const uint64_t used = s.UsedOn(device);
-  const uint64_t limit = s.VramLimit(device);
-  if (used > limit || size > limit - used) return cu::CUDA_ERROR_OUT_OF_MEMORY;
+  if (!s.TakeMemory(device, size)) return cu::CUDA_ERROR_OUT_OF_MEMORY;
   // A memfd keeps the bytes while nothing maps them, as VRAM does.
   // Sealed against resizing, as VRAM cannot be: an importer holds this
   // very file.
-  const int fd = memfd_create("cudafs-fake-vram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return cu::CUDA_ERROR_OUT_OF_MEMORY;
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+  const int fd =
+      memfd_create(absl::StrCat(kVramName, device).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0 ||
       fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    close(fd);
+    if (fd >= 0) close(fd);
+    s.GiveMemory(device, size);
     return cu::CUDA_ERROR_OUT_OF_MEMORY;
   }
   const cu::CUmemGenericAllocationHandle made = NewHandle();
@@ -837,7 +914,24 @@ cu::CUresult FakeMemExportToShareableHandle(void* shareable,
   return cu::CUDA_SUCCESS;
 }
 
-// Only the fake's own exports import: their memfd names the allocation.
+// The device of fake VRAM exported by another process (the fake as
+// libcuda.so.1 in the daemon and in its clients), which its memfd's name
+// says; kNoDevice for any other file.
+int ExportedDevice(const State& s, int fd) {
+  char link[128] = {};
+  const std::string path = absl::StrCat("/proc/self/fd/", fd);
+  if (readlink(path.c_str(), link, sizeof link - 1) < 0) return kNoDevice;
+  absl::string_view name = link;
+  int device = kNoDevice;
+  if (!absl::ConsumePrefix(&name, "/memfd:") || !absl::ConsumePrefix(&name, kVramName) ||
+      !absl::SimpleAtoi(name.substr(0, name.find(' ')), &device) || !s.ValidDevice(device)) {
+    return kNoDevice;
+  }
+  return device;
+}
+
+// Only the fake's own exports import: their memfd names the allocation
+// (or, another process's, its device).
 cu::CUresult FakeMemImportFromShareableHandle(cu::CUmemGenericAllocationHandle* handle,
                                               void* shareable, cu::CUmemAllocationHandleType type) {
   CUDAFS_FAKE_ENTER("cuMemImportFromShareableHandle");
@@ -851,16 +945,18 @@ cu::CUresult FakeMemImportFromShareableHandle(cu::CUmemGenericAllocationHandle* 
   const Physical* made = nullptr;
   for (const auto& [h, allocation] : s.physical) {
     struct stat ours;
-    if (!allocation.imported && fstat(allocation.fd, &ours) == 0 &&
-        ours.st_ino == theirs.st_ino && ours.st_dev == theirs.st_dev) {
+    if (!allocation.imported && fstat(allocation.fd, &ours) == 0 && ours.st_ino == theirs.st_ino &&
+        ours.st_dev == theirs.st_dev) {
       made = &allocation;
       break;
     }
   }
-  if (made == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  const int device = made != nullptr ? made->device : ExportedDevice(s, given);
+  const uint64_t size = made != nullptr ? made->size : theirs.st_size;
+  if (device == kNoDevice || size == 0 || size % kGranule != 0) return cu::CUDA_ERROR_INVALID_VALUE;
   const int fd = fcntl(given, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return cu::CUDA_ERROR_OUT_OF_MEMORY;
-  Physical imported{fd, made->size, made->device, current, false};
+  Physical imported{fd, size, device, current, false};
   imported.imported = true;
   const cu::CUmemGenericAllocationHandle handle_made = NewHandle();
   s.physical.emplace(handle_made, imported);
@@ -872,8 +968,8 @@ cu::CUresult FakeMemMap(cu::CUdeviceptr address, size_t size, size_t offset,
                         cu::CUmemGenericAllocationHandle handle, unsigned long long flags) {
   CUDAFS_FAKE_ENTER("cuMemMap");
   auto allocation = s.physical.find(handle);
-  if (allocation == s.physical.end() || allocation->second.released || flags != 0 ||
-      size == 0 || address % kGranule != 0 || size % kGranule != 0 || offset % kGranule != 0 ||
+  if (allocation == s.physical.end() || allocation->second.released || flags != 0 || size == 0 ||
+      address % kGranule != 0 || size % kGranule != 0 || offset % kGranule != 0 ||
       offset > allocation->second.size || size > allocation->second.size - offset) {
     return cu::CUDA_ERROR_INVALID_VALUE;
   }
@@ -1190,9 +1286,8 @@ cu::CUresult FakeLaunchKernel(cu::CUfunction function, unsigned grid_x, unsigned
     return cu::CUDA_ERROR_INVALID_HANDLE;
   }
   if (cu::CUresult r = s.CheckStream(stream, current); r != cu::CUDA_SUCCESS) return r;
-  if (grid_x == 0 || grid_y == 0 || grid_z == 0 || block_x == 0 || block_y == 0 ||
-      block_z == 0 || uint64_t{block_x} * block_y * block_z > 1024 || parameters == nullptr ||
-      extra != nullptr) {
+  if (grid_x == 0 || grid_y == 0 || grid_z == 0 || block_x == 0 || block_y == 0 || block_z == 0 ||
+      uint64_t{block_x} * block_y * block_z > 1024 || parameters == nullptr || extra != nullptr) {
     return cu::CUDA_ERROR_INVALID_VALUE;
   }
   const cu::CUdeviceptr table = *static_cast<const cu::CUdeviceptr*>(parameters[0]);
@@ -1218,6 +1313,134 @@ cu::CUresult FakeLaunchKernel(cu::CUfunction function, unsigned grid_x, unsigned
                  reinterpret_cast<const void*>(piece.source), piece.length);
   }
   return cu::CUDA_SUCCESS;
+}
+
+cu::CUresult FakeCtxGetCurrent(cu::CUcontext* context) {
+  CUDAFS_FAKE_ENTER("cuCtxGetCurrent");
+  if (context == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  *context = current_context;
+  return cu::CUDA_SUCCESS;
+}
+
+cu::CUresult FakeCtxGetDevice(cu::CUdevice* device) {
+  CUDAFS_FAKE_ENTER("cuCtxGetDevice");
+  CUDAFS_FAKE_NEED_CONTEXT();
+  if (device == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  *device = current;
+  return cu::CUDA_SUCCESS;
+}
+
+cu::CUresult FakeCtxSynchronize() {
+  CUDAFS_FAKE_ENTER("cuCtxSynchronize");
+  CUDAFS_FAKE_NEED_CONTEXT();
+  // Work ran at enqueue.
+  return cu::CUDA_SUCCESS;
+}
+
+// cuMemAlloc and its kind: `size` bytes on `device`, host memory at the
+// device address, counted against the device's memory. CUresult as the
+// driver's.
+cu::CUresult AllocateLinear(State& s, int device, size_t size, cu::CUdeviceptr* pointer)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+  if (pointer == nullptr || size == 0) return cu::CUDA_ERROR_INVALID_VALUE;
+  if (!s.TakeMemory(device, size)) return cu::CUDA_ERROR_OUT_OF_MEMORY;
+  void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapped == MAP_FAILED) {
+    s.GiveMemory(device, size);
+    return cu::CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  s.linear.emplace(reinterpret_cast<uintptr_t>(mapped), Range{size, device});
+  *pointer = reinterpret_cast<uintptr_t>(mapped);
+  return cu::CUDA_SUCCESS;
+}
+
+// Only the start of an allocation frees it, from any context.
+cu::CUresult FreeLinear(State& s, cu::CUdeviceptr pointer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+  auto it = s.linear.find(pointer);
+  if (it == s.linear.end()) return cu::CUDA_ERROR_INVALID_VALUE;
+  s.EraseLinear(it);
+  return cu::CUDA_SUCCESS;
+}
+
+cu::CUresult FakeMemAlloc(cu::CUdeviceptr* pointer, size_t size) {
+  CUDAFS_FAKE_ENTER("cuMemAlloc");
+  CUDAFS_FAKE_NEED_CONTEXT();
+  return AllocateLinear(s, current, size, pointer);
+}
+
+cu::CUresult FakeMemFree(cu::CUdeviceptr pointer) {
+  CUDAFS_FAKE_ENTER("cuMemFree");
+  CUDAFS_FAKE_NEED_CONTEXT();
+  return FreeLinear(s, pointer);
+}
+
+// Rows padded to the driver's pitch alignment.
+cu::CUresult FakeMemAllocPitch(cu::CUdeviceptr* pointer, size_t* pitch, size_t width, size_t height,
+                               unsigned int element_size) {
+  CUDAFS_FAKE_ENTER("cuMemAllocPitch");
+  CUDAFS_FAKE_NEED_CONTEXT();
+  constexpr size_t kPitchAlignment = 512;
+  if (pitch == nullptr || width == 0 || height == 0 ||
+      (element_size != 4 && element_size != 8 && element_size != 16) ||
+      width > SIZE_MAX - kPitchAlignment) {
+    return cu::CUDA_ERROR_INVALID_VALUE;
+  }
+  const size_t padded = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+  if (height > SIZE_MAX / padded) return cu::CUDA_ERROR_OUT_OF_MEMORY;
+  const cu::CUresult result = AllocateLinear(s, current, padded * height, pointer);
+  if (result == cu::CUDA_SUCCESS) *pitch = padded;
+  return result;
+}
+
+cu::CUresult FakeMemAllocManaged(cu::CUdeviceptr* pointer, size_t size, unsigned int flags) {
+  CUDAFS_FAKE_ENTER("cuMemAllocManaged");
+  CUDAFS_FAKE_NEED_CONTEXT();
+  if (flags != cu::CU_MEM_ATTACH_GLOBAL && flags != cu::CU_MEM_ATTACH_HOST) {
+    return cu::CUDA_ERROR_INVALID_VALUE;
+  }
+  return AllocateLinear(s, current, size, pointer);
+}
+
+cu::CUresult FakeMemAllocAsync(cu::CUdeviceptr* pointer, size_t size, cu::CUstream stream) {
+  CUDAFS_FAKE_ENTER("cuMemAllocAsync");
+  CUDAFS_FAKE_NEED_CONTEXT();
+  if (cu::CUresult r = s.CheckStream(stream, current); r != cu::CUDA_SUCCESS) return r;
+  return AllocateLinear(s, current, size, pointer);
+}
+
+cu::CUresult FakeMemFreeAsync(cu::CUdeviceptr pointer, cu::CUstream stream) {
+  CUDAFS_FAKE_ENTER("cuMemFreeAsync");
+  CUDAFS_FAKE_NEED_CONTEXT();
+  if (cu::CUresult r = s.CheckStream(stream, current); r != cu::CUDA_SUCCESS) return r;
+  return FreeLinear(s, pointer);
+}
+
+// The device whose default pool `pool` is, or kNoDevice.
+int PoolDevice(const State& s, cu::CUmemoryPool pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+  for (int device = 0; device < s.DeviceCount(); ++device) {
+    if (s.gpu(device).default_pool == reinterpret_cast<uintptr_t>(pool)) return device;
+  }
+  return kNoDevice;
+}
+
+cu::CUresult FakeDeviceGetDefaultMemPool(cu::CUmemoryPool* pool, cu::CUdevice device) {
+  CUDAFS_FAKE_ENTER_ON("cuDeviceGetDefaultMemPool", device);
+  if (pool == nullptr) return cu::CUDA_ERROR_INVALID_VALUE;
+  if (!s.ValidDevice(device)) return cu::CUDA_ERROR_INVALID_DEVICE;
+  *pool = reinterpret_cast<cu::CUmemoryPool>(s.gpu(device).default_pool);
+  return cu::CUDA_SUCCESS;
+}
+
+// Only the devices' default pools: memory on the pool's device.
+cu::CUresult FakeMemAllocFromPoolAsync(cu::CUdeviceptr* pointer, size_t size, cu::CUmemoryPool pool,
+                                       cu::CUstream stream) {
+  CUDAFS_FAKE_ENTER_ON("cuMemAllocFromPoolAsync", PoolDevice(s, pool));
+  CUDAFS_FAKE_NEED_CONTEXT();
+  if (cu::CUresult r = s.CheckStream(stream, current); r != cu::CUDA_SUCCESS) return r;
+  const int device = PoolDevice(s, pool);
+  if (device == kNoDevice) return cu::CUDA_ERROR_INVALID_VALUE;
+  return AllocateLinear(s, device, size, pointer);
 }
 
 // An entry point as the fake's cuGetProcAddress hands it out: the fake's
@@ -1279,6 +1502,20 @@ const EntryPoint* FindEntryPoint(absl::string_view name) {
       CUDAFS_FAKE_ENTRY(cuModuleGetFunction, FakeModuleGetFunction),
       CUDAFS_FAKE_ENTRY(cuLaunchKernel, FakeLaunchKernel),
       CUDAFS_FAKE_ENTRY(cuMemcpyBatchAsync, FakeMemcpyBatchAsync),
+      // Not used by the daemon: for the client library and GPU programs
+      // (fake_cuda_program_api.h).
+      CUDAFS_FAKE_ENTRY(cuCtxGetCurrent, FakeCtxGetCurrent),
+      CUDAFS_FAKE_ENTRY(cuCtxGetDevice, FakeCtxGetDevice),
+      CUDAFS_FAKE_ENTRY(cuDeviceCanAccessPeer, FakeDeviceCanAccessPeer),
+      CUDAFS_FAKE_ENTRY(cuCtxSynchronize, FakeCtxSynchronize),
+      CUDAFS_FAKE_ENTRY(cuMemAlloc, FakeMemAlloc),
+      CUDAFS_FAKE_ENTRY(cuMemFree, FakeMemFree),
+      CUDAFS_FAKE_ENTRY(cuMemAllocPitch, FakeMemAllocPitch),
+      CUDAFS_FAKE_ENTRY(cuMemAllocManaged, FakeMemAllocManaged),
+      CUDAFS_FAKE_ENTRY(cuMemAllocAsync, FakeMemAllocAsync),
+      CUDAFS_FAKE_ENTRY(cuMemFreeAsync, FakeMemFreeAsync),
+      CUDAFS_FAKE_ENTRY(cuMemAllocFromPoolAsync, FakeMemAllocFromPoolAsync),
+      CUDAFS_FAKE_ENTRY(cuDeviceGetDefaultMemPool, FakeDeviceGetDefaultMemPool),
   };
   for (const EntryPoint& entry : kEntryPoints) {
     if (name == entry.name) return &entry;
@@ -1371,6 +1608,14 @@ cu::cuGetProcAddress_t FakeCudaDriver::get_proc_address() {
   return fake_cuda_internal::FakeGetProcAddress;
 }
 
+void FakeCudaDriver::ShareMemory(std::unique_ptr<FakeCudaSharedBudget> budget) {
+  if (budget->gpus() != state_->DeviceCount()) {
+    fake_cuda_internal::Die("a shared state made for another number of GPUs");
+  }
+  absl::MutexLock lock(&state_->mu);
+  state_->budget = std::move(budget);
+}
+
 void FakeCudaDriver::set_vram_limit(uint64_t bytes) { set_vram_limit(0, bytes); }
 
 void FakeCudaDriver::set_vram_limit(int device, uint64_t bytes) {
@@ -1400,6 +1645,8 @@ FakeCudaDriver::Stats FakeCudaDriver::stats() const {
     sum.reserved_bytes += one.reserved_bytes;
     sum.pinned_host_bytes += one.pinned_host_bytes;
     sum.registered_host_bytes += one.registered_host_bytes;
+    sum.live_linear_allocations += one.live_linear_allocations;
+    sum.linear_bytes += one.linear_bytes;
     sum.leaked_at_destroy += one.leaked_at_destroy;
     sum.largest_create = std::max(sum.largest_create, one.largest_create);
     sum.pageable_host_copies += one.pageable_host_copies;

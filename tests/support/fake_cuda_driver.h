@@ -41,6 +41,25 @@
 //    them; host memory registered or allocated without the PORTABLE flag is
 //    addressable by kernels only there; host ranges are registered once for
 //    the whole process, as in the driver.
+//
+// Besides what the daemon uses, it serves what the client library adds
+// (cuCtxGetCurrent, cuCtxGetDevice, cuDeviceCanAccessPeer: any two devices
+// reach each other) and the calls a GPU program allocates
+// with (fake_cuda_program_api.h: cuMemAlloc, cuMemAllocPitch,
+// cuMemAllocManaged, cuMemAllocAsync, cuMemAllocFromPoolAsync with the
+// device's default pool, their frees; cuCtxSynchronize). That memory is
+// host memory at its device address,
+// counts against its device's memory like cuMemCreate's (managed memory
+// included, as if all of it were on the GPU), is freed at once by the
+// asynchronous frees, and belongs to the context of its device. There is
+// one context a device, the primary one: no cuCtxCreate.
+//
+// With ShareMemory, the devices' memory is shared with other processes
+// that use the same state file (fake_cuda_shared_budget.h): what any of
+// them holds is not free for the others. Exported memory is a memfd named
+// for its device, which another process's fake imports too (the daemon's
+// and its clients', each with the fake as libcuda.so.1), counted on the
+// exporter's side only.
 #ifndef CUDAFS_TESTS_SUPPORT_FAKE_CUDA_DRIVER_H_
 #define CUDAFS_TESTS_SUPPORT_FAKE_CUDA_DRIVER_H_
 
@@ -52,6 +71,7 @@
 
 #include "absl/strings/string_view.h"
 #include "alloc/devices/cuda_driver.h"
+#include "tests/support/fake_cuda_shared_budget.h"
 
 namespace cudafs {
 
@@ -59,9 +79,10 @@ struct FakeGpuOptions {
   std::string name = "Fake GPU";
   std::string pci_bus_id = "0000:65:00.0";  // as cuDeviceGetPCIBusId writes it
   uint64_t total_bytes = uint64_t{8} << 30;
-  // cuMemCreate fails with CUDA_ERROR_OUT_OF_MEMORY beyond this many bytes
-  // live on the device (or total_bytes, whichever is less), other
-  // programs' included (set_used_by_others).
+  // Allocations (cuMemCreate, cuMemAlloc...) fail with
+  // CUDA_ERROR_OUT_OF_MEMORY beyond this many bytes live on the device (or
+  // total_bytes, whichever is less), other programs' included
+  // (set_used_by_others, ShareMemory).
   uint64_t vram_limit = UINT64_MAX;
 };
 
@@ -96,8 +117,14 @@ class FakeCudaDriver {
   // it (another version dies: a real driver would hand out another ABI),
   // fails with CUDA_ERROR_INVALID_VALUE for a version beyond the driver's,
   // as the driver documents, and says CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
-  // for a name it does not know.
+  // for a name it does not know. It serves fake_cuda_program_api.h's entry
+  // points too, at their versions there.
   static cu::cuGetProcAddress_t get_proc_address();
+
+  // Counts the devices' memory in `budget` from now on (made for as many
+  // devices as this fake has), with every process sharing it. Before any
+  // memory is made.
+  void ShareMemory(std::unique_ptr<FakeCudaSharedBudget> budget);
 
   // What cuDriverGetVersion says and get_proc_address() serves up to, as
   // an older driver would (driver() stays as it was resolved).
@@ -121,7 +148,7 @@ class FakeCudaDriver {
   void set_vram_limit(uint64_t bytes);
   void set_vram_limit(int device, uint64_t bytes);
   // Simulates other programs holding `bytes` of the device: they count
-  // against cuMemCreate's limit and are not free for cuMemGetInfo.
+  // against the allocations' limit and are not free for cuMemGetInfo.
   void set_used_by_others(int device, uint64_t bytes);
 
   // For one device, physical allocations are those on it (the location
@@ -138,6 +165,10 @@ class FakeCudaDriver {
     uint64_t reserved_bytes = 0;
     uint64_t pinned_host_bytes = 0;      // cuMemHostAlloc
     uint64_t registered_host_bytes = 0;  // cuMemHostRegister
+    // cuMemAlloc and the other allocations of fake_cuda_program_api.h on
+    // the device, not yet freed.
+    int live_linear_allocations = 0;
+    uint64_t linear_bytes = 0;
     // Streams, modules, physical allocations, reservations, pinned and
     // registered host memory still alive when a context was destroyed.
     int leaked_at_destroy = 0;

@@ -1,6 +1,7 @@
 // FakeCudaDriver through its entry points, as CudaDevice calls them.
 #include "tests/support/fake_cuda_driver.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,9 @@
 
 #include "alloc/devices/scatter_kernel.h"
 #include "gtest/gtest.h"
+#include "tests/support/fake_cuda_program_api.h"
+#include "tests/support/fake_cuda_shared_budget.h"
+#include "tests/support/temp_dir.h"
 
 namespace cudafs {
 namespace {
@@ -769,6 +773,141 @@ TEST_F(FakeCudaDriverTwoGpusTest, CopiesFromHostMemoryNotPinnedForTheirContextAr
             cu::CUDA_SUCCESS);
   EXPECT_EQ(fake_.stats(1).pageable_host_copies, 3);
   ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(1), cu::CUDA_SUCCESS);
+}
+
+// An entry point of fake_cuda_program_api.h, as a program finds it.
+template <typename Function>
+Function ProgramEntryPoint(const char* name, int version) {
+  void* function = nullptr;
+  cu::CUdriverProcAddressQueryResult found = cu::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  EXPECT_EQ(FakeCudaDriver::get_proc_address()(name, &function, version,
+                                               cu::CU_GET_PROC_ADDRESS_DEFAULT, &found),
+            cu::CUDA_SUCCESS);
+  EXPECT_EQ(found, cu::CU_GET_PROC_ADDRESS_SUCCESS) << name;
+  return reinterpret_cast<Function>(function);
+}
+#define CUDAFS_PROGRAM_ENTRY_POINT(name) ProgramEntryPoint<cu::name##_t>(#name, cu::name##_version)
+
+TEST_F(SmallFakeCudaDriverTest, ProgramAllocationsCountAgainstTheDevice) {
+  const auto mem_alloc = CUDAFS_PROGRAM_ENTRY_POINT(cuMemAlloc);
+  const auto mem_free = CUDAFS_PROGRAM_ENTRY_POINT(cuMemFree);
+  const auto alloc_pitch = CUDAFS_PROGRAM_ENTRY_POINT(cuMemAllocPitch);
+  const auto alloc_managed = CUDAFS_PROGRAM_ENTRY_POINT(cuMemAllocManaged);
+  const auto alloc_async = CUDAFS_PROGRAM_ENTRY_POINT(cuMemAllocAsync);
+  const auto free_async = CUDAFS_PROGRAM_ENTRY_POINT(cuMemFreeAsync);
+  const auto alloc_from_pool = CUDAFS_PROGRAM_ENTRY_POINT(cuMemAllocFromPoolAsync);
+  const auto default_pool = CUDAFS_PROGRAM_ENTRY_POINT(cuDeviceGetDefaultMemPool);
+  const auto get_device =
+      ProgramEntryPoint<cu::cuCtxGetDevice_t>("cuCtxGetDevice", cu::cuCtxGetDevice_version);
+  const auto get_current =
+      ProgramEntryPoint<cu::cuCtxGetCurrent_t>("cuCtxGetCurrent", cu::cuCtxGetCurrent_version);
+  const auto synchronize = CUDAFS_PROGRAM_ENTRY_POINT(cuCtxSynchronize);
+
+  cu::CUdeviceptr pointer = 0;
+  EXPECT_EQ(mem_alloc(&pointer, kGranule), cu::CUDA_ERROR_INVALID_CONTEXT);
+  cu::CUcontext current = reinterpret_cast<cu::CUcontext>(1);
+  ASSERT_EQ(get_current(&current), cu::CUDA_SUCCESS);
+  EXPECT_EQ(current, nullptr);
+  const cu::CUcontext context = Enter();
+  ASSERT_EQ(get_current(&current), cu::CUDA_SUCCESS);
+  EXPECT_EQ(current, context);
+  cu::CUdevice device = -1;
+  ASSERT_EQ(get_device(&device), cu::CUDA_SUCCESS);
+  EXPECT_EQ(device, 0);
+  EXPECT_EQ(synchronize(), cu::CUDA_SUCCESS);
+
+  ASSERT_EQ(mem_alloc(&pointer, kGranule), cu::CUDA_SUCCESS);
+  cu::CUdeviceptr managed = 0;
+  EXPECT_EQ(alloc_managed(&managed, kGranule, 0), cu::CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(alloc_managed(&managed, kGranule, cu::CU_MEM_ATTACH_GLOBAL), cu::CUDA_SUCCESS);
+  cu::CUdeviceptr pitched = 0;
+  size_t pitch = 0;
+  EXPECT_EQ(alloc_pitch(&pitched, &pitch, 1000, 100, 3), cu::CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(alloc_pitch(&pitched, &pitch, 1000, 100, 4), cu::CUDA_SUCCESS);
+  EXPECT_EQ(pitch, 1024u);
+  EXPECT_EQ(fake_.stats().live_linear_allocations, 3);
+  EXPECT_EQ(fake_.stats().linear_bytes, 2 * kGranule + 1024 * 100);
+  // All of it is memory, and device memory for copies and kernels.
+  cu::CUstream stream = nullptr;
+  ASSERT_EQ(cu_.cuStreamCreate(&stream, 0), cu::CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuMemsetD8Async(pointer, 7, kGranule, stream), cu::CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuMemcpyAsync(managed, pointer, kGranule, stream), cu::CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<const char*>(managed)[kGranule - 1], 7);
+
+  // The device's limit counts them with cuMemCreate's memory.
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cu_.cuMemGetInfo(&free, &total), cu::CUDA_SUCCESS);
+  EXPECT_EQ(free, kGranule - 1024 * 100);
+  cu::CUdeviceptr more = 0;
+  EXPECT_EQ(alloc_async(&more, kGranule, stream), cu::CUDA_ERROR_OUT_OF_MEMORY);
+  const cu::CUmemAllocationProp prop = DeviceProp();
+  cu::CUmemGenericAllocationHandle handle = 0;
+  EXPECT_EQ(cu_.cuMemCreate(&handle, kGranule, &prop, 0), cu::CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(mem_free(pointer + 1), cu::CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(mem_free(pointer), cu::CUDA_SUCCESS);
+  EXPECT_EQ(mem_free(pointer), cu::CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(alloc_async(&more, kGranule / 2, stream), cu::CUDA_SUCCESS);
+  ASSERT_EQ(free_async(more, stream), cu::CUDA_SUCCESS);
+
+  cu::CUmemoryPool pool = nullptr;
+  EXPECT_EQ(default_pool(&pool, 1), cu::CUDA_ERROR_INVALID_DEVICE);
+  ASSERT_EQ(default_pool(&pool, 0), cu::CUDA_SUCCESS);
+  EXPECT_EQ(alloc_from_pool(&more, kGranule, reinterpret_cast<cu::CUmemoryPool>(8), stream),
+            cu::CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(alloc_from_pool(&more, kGranule, pool, stream), cu::CUDA_SUCCESS);
+  EXPECT_EQ(alloc_from_pool(&more, kGranule, pool, stream), cu::CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(cu_.cuStreamDestroy(stream), cu::CUDA_SUCCESS);
+
+  // What is left goes with the context: the managed, pitched and pooled.
+  ASSERT_EQ(cu_.cuDevicePrimaryCtxRelease(0), cu::CUDA_SUCCESS);
+  EXPECT_EQ(fake_.stats().leaked_at_destroy, 3);
+  EXPECT_EQ(fake_.stats().linear_bytes, 0u);
+}
+
+// Memory another process takes through the same state is not free here.
+TEST_F(SmallFakeCudaDriverTest, SharedMemoryCountsOtherProcesses) {
+  cudafs_test::TempDir dir;
+  const std::string state = dir.path() + "/state";
+  absl::StatusOr<std::unique_ptr<FakeCudaSharedBudget>> budget =
+      FakeCudaSharedBudget::Open(state, {uint64_t{8} << 30});
+  ASSERT_TRUE(budget.ok()) << budget.status();
+  fake_.ShareMemory(*std::move(budget));
+  Enter();
+  const cu::CUmemGenericAllocationHandle mine = Create();
+  int to_child[2], from_child[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(from_child), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    absl::StatusOr<std::unique_ptr<FakeCudaSharedBudget>> theirs =
+        FakeCudaSharedBudget::Open(state, {uint64_t{8} << 30});
+    // This process's granule is in use: one of the limit's three is left.
+    const bool ok = theirs.ok() && (*theirs)->Used(0) == kGranule &&
+                    !(*theirs)->Take(0, 3 * kGranule, 3 * kGranule) &&
+                    (*theirs)->Take(0, kGranule, 3 * kGranule);
+    char byte = ok ? 'y' : 'n';
+    if (write(from_child[1], &byte, 1) != 1 || read(to_child[0], &byte, 1) != 1) _exit(1);
+    _exit(0);  // holding it: gone with the process
+  }
+  char answer = 0;
+  ASSERT_EQ(read(from_child[0], &answer, 1), 1);
+  EXPECT_EQ(answer, 'y');
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cu_.cuMemGetInfo(&free, &total), cu::CUDA_SUCCESS);
+  EXPECT_EQ(free, kGranule);
+  const cu::CUmemGenericAllocationHandle last = Create();
+  cu::CUmemGenericAllocationHandle more = 0;
+  const cu::CUmemAllocationProp prop = DeviceProp();
+  EXPECT_EQ(cu_.cuMemCreate(&more, kGranule, &prop, 0), cu::CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(write(to_child[1], "g", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(status, 0);
+  more = Create();
+  for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) close(fd);
+  for (auto handle : {mine, last, more}) EXPECT_EQ(cu_.cuMemRelease(handle), cu::CUDA_SUCCESS);
+  ASSERT_EQ(cu_.cuMemGetInfo(&free, &total), cu::CUDA_SUCCESS);
+  EXPECT_EQ(free, 3 * kGranule);
 }
 
 }  // namespace
