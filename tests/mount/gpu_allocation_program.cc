@@ -2,7 +2,8 @@
 // driver at run time (libcuda.so.1, the fake one in CI) and allocates
 // once, without retrying, reaching cuMemAlloc_v2 as MODE says: "dlsym"
 // (dlsym on libcuda's handle) or "proc" (cuGetProcAddress, as the CUDA
-// runtime does).
+// runtime does; at the version of its _v2 ABI, the one the fake driver
+// hands out).
 //
 //   gpu_allocation_program MODE BYTES
 //
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
     void* found = nullptr;
     cu::CUdriverProcAddressQueryResult status = cu::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (get_proc == nullptr ||
-        get_proc("cuMemAlloc", &found, 12000, cu::CU_GET_PROC_ADDRESS_DEFAULT, &status) !=
+        get_proc("cuMemAlloc", &found, 3020, cu::CU_GET_PROC_ADDRESS_DEFAULT, &status) !=
             cu::CUDA_SUCCESS) {
       return Fail("cuGetProcAddress(cuMemAlloc) failed");
     }
