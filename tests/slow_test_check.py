@@ -45,8 +45,12 @@ def main():
     log = os.path.join(args.build_dir, "Testing", "Temporary", "LastTest.log")
     if not os.path.exists(log):
         sys.exit("slow_test_check: no %s: run ctest first" % log)
-    times = test_times(log)  # first: ctest -N writes a log of its own
+    times = test_times(log)
+    with open(log, "rb") as f:
+        kept = f.read()
     labelled = slow_labelled(args.build_dir)
+    with open(log, "wb") as f:  # ctest -N wrote a log of its own over it
+        f.write(kept)
     over = sorted(((t, n) for n, t in times.items()
                    if t > args.bound and n not in labelled), reverse=True)
     for seconds, name in over:

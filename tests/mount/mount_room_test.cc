@@ -57,10 +57,12 @@ class RoomTest : public BackendTest {
   std::string File(int i) const { return mount_.path() + "/f" + std::to_string(i); }
 
   // The program's allocation of `bytes` (reached as `mode` says), with
-  // the interposer preloaded when `interposed`, and `environment` more.
+  // the interposer preloaded when `interposed`, asking this test's mount
+  // only (tests running beside it mount, and stop daemons, too), and
+  // `environment` more.
   CommandResult Allocate(const std::string& mode, uint64_t bytes, bool interposed,
                          const std::vector<std::string>& environment = {}) {
-    std::vector<std::string> argv = {"env"};
+    std::vector<std::string> argv = {"env", "CUDAFS_ROOM_MOUNTS=" + mount_.path()};
     if (interposed) argv.push_back(std::string("LD_PRELOAD=") + CUDAFS_PRELOAD_LIBRARY);
     argv.insert(argv.end(), environment.begin(), environment.end());
     argv.insert(argv.end(), {CUDAFS_ALLOCATION_PROGRAM, mode, std::to_string(bytes)});

@@ -19,13 +19,14 @@ std::vector<CudafsMount> TableMounts() {
   return ChosenMounts(CudafsMounts(mountinfo));
 }
 
-// What the asking thread and the waiting one share: the waiter may be
-// gone when the asker finishes.
+// What the askers and the waiting thread share: the waiter may be gone
+// when an asker finishes.
 struct Outcome {
   std::mutex mu;
   std::condition_variable done_cv;
-  bool done = false;
+  size_t remaining = 0;   // mounts not answered yet
   bool answered = false;  // some mount made room, or what it could
+  std::set<dev_t> done;   // mounts that answered
 };
 
 }  // namespace
@@ -100,44 +101,36 @@ bool RoomAsker::MakeRoomFor(const std::string& pci_bus_id, uint64_t bytes,
       bound.count() > 0 ? bound : std::chrono::seconds(RoomBoundSeconds(request.bytes));
   request.bound_seconds = static_cast<int>(wait.count());
   auto outcome = std::make_shared<Outcome>();
-  // Reaching a daemon reads its mount's root through FUSE, which a hung
-  // daemon never answers: the asking has a thread of its own.
-  std::thread asker([this, outcome, mounts, request, pci_bus_id] {
-    RoomRequest on_gpu = request;
-    on_gpu.gpu = pci_bus_id.c_str();
-    bool answered = false;
-    for (const CudafsMount& mount : mounts) {
+  outcome->remaining = mounts.size();
+  // Each mount on a thread of its own: reaching a daemon reads its
+  // mount's root through FUSE, which a hung daemon never answers, and one
+  // hung daemon (another user's mount) must not keep the others from
+  // being asked.
+  for (const CudafsMount& mount : mounts) {
+    std::thread([this, outcome, mount, request, pci_bus_id] {
+      RoomRequest on_gpu = request;
+      on_gpu.gpu = pci_bus_id.c_str();
       const int result = ask_(mount, on_gpu);
+      std::lock_guard<std::mutex> lock(outcome->mu);
       // ENOSPC: the daemon moved what it could; a try may still fit.
-      if (result == 0 || result == -ENOSPC) answered = true;
-    }
-    std::lock_guard<std::mutex> lock(outcome->mu);
-    outcome->done = true;
-    outcome->answered = answered;
-    outcome->done_cv.notify_all();
-  });
+      if (result == 0 || result == -ENOSPC) outcome->answered = true;
+      outcome->done.insert(mount.device);
+      if (--outcome->remaining == 0) outcome->done_cv.notify_all();
+      // One that was given up on may be asked again from now on.
+      std::lock_guard<std::mutex> stuck_lock(mu_);
+      stuck_.erase(mount.device);
+    }).detach();
+  }
   std::unique_lock<std::mutex> lock(outcome->mu);
-  if (outcome->done_cv.wait_for(lock, wait + std::chrono::seconds(1),
-                                [&] { return outcome->done; })) {
-    lock.unlock();
-    asker.join();
-    return outcome->answered;
-  }
-  lock.unlock();
-  {
+  outcome->done_cv.wait_for(lock, wait + std::chrono::seconds(1),
+                            [&] { return outcome->remaining == 0; });
+  if (outcome->remaining > 0) {
     std::lock_guard<std::mutex> stuck_lock(mu_);
-    for (const CudafsMount& mount : mounts) stuck_.insert(mount.device);
+    for (const CudafsMount& mount : mounts) {
+      if (outcome->done.count(mount.device) == 0) stuck_.insert(mount.device);
+    }
   }
-  // Left to finish on its own: it holds only the outcome and copies. Once
-  // it does, the mounts may be asked again.
-  asker.detach();
-  std::thread([this, outcome, mounts] {
-    std::unique_lock<std::mutex> wait_lock(outcome->mu);
-    outcome->done_cv.wait(wait_lock, [&] { return outcome->done; });
-    std::lock_guard<std::mutex> stuck_lock(mu_);
-    for (const CudafsMount& mount : mounts) stuck_.erase(mount.device);
-  }).detach();
-  return false;
+  return outcome->answered;
 }
 
 }  // namespace cudafs::client

@@ -3,9 +3,11 @@
 // those CUDAFS_ROOM_MOUNTS names) to make the room on that GPU, and says
 // whether the allocation is worth trying again.
 //
-// It never hangs the program: the asking runs on a thread of its own and
-// is waited for at most `bound`; a daemon that does not answer in time is
-// not asked again while its earlier request is still out. It never
+// It never hangs the program: each mount is asked on a thread of its own,
+// waited for at most `bound`, so that a hung daemon keeps neither the
+// program nor the other mounts waiting longer; a daemon that does not
+// answer in time is not asked again while its earlier request is still
+// out. It never
 // touches a process without a cudafs mount beyond reading its mount table.
 //
 // Thread-safe. It must outlive every request it sent, answered or not

@@ -54,6 +54,9 @@ TEST(RoomAskerTest, AsksEveryMountForTheRoomOnThatGpu) {
     EXPECT_EQ(one.gpu, "0000:65:00.0");
     EXPECT_FALSE(one.hold);  // a program's room is never held
   }
+  // Each on a thread of its own: in any order.
+  std::sort(asked.begin(), asked.end(),
+            [](const Asked& a, const Asked& b) { return a.mountpoint < b.mountpoint; });
   EXPECT_EQ(asked[0].mountpoint, "/mnt/a");
   EXPECT_EQ(asked[1].mountpoint, "/mnt/b");
 }
@@ -148,6 +151,33 @@ TEST(RoomAskerTest, ASilentDaemonHoldsTheProgramOnlyForTheBound) {
     if (!retried) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(retried);
+}
+
+// A hung daemon (another user's mount) keeps no other mount from making
+// the room: the program tries again once the bound is over.
+TEST(RoomAskerTest, AHungDaemonKeepsNoOtherMountFromMakingRoom) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  RoomAsker asker(
+      [&](const CudafsMount& mount, const RoomRequest&) {
+        if (mount.mountpoint == "/mnt/b") return 0;
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return released; });
+        return -EIO;
+      },
+      TwoMounts);
+  const auto start = steady_clock::now();
+  EXPECT_TRUE(asker.MakeRoomFor("0000:65:00.0", 4096, seconds(1)));
+  EXPECT_LT(steady_clock::now() - start, seconds(4));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  // The hung one answers (EIO) and is asked again: both are then asked.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(asker.MakeRoomFor("0000:65:00.0", 4096, seconds(1)));
 }
 
 TEST(RoomAskerTest, OnlyTheMountsNamedAreAsked) {
