@@ -329,8 +329,6 @@ bool Arena::AnyFailed(Block block) const {
   return false;
 }
 
-uint64_t Arena::LargestFree() const { return Stats().blocks.largest_free; }
-
 ArenaStats Arena::Stats() const {
   absl::MutexLock lock(&mu_);
   ArenaStats stats;

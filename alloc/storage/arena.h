@@ -85,9 +85,6 @@ class Arena {
   // then freed on its own: {lower, upper}.
   std::pair<Block, Block> Split(Block block);
 
-  // Largest block worth asking for right now (0 when the arena is full).
-  uint64_t LargestFree() const;
-
   size_t part_count() const { return part_offsets_.size(); }
   // The part holding arena offset `offset`.
   size_t PartOf(uint64_t offset) const;

@@ -99,8 +99,8 @@ TEST_F(ArenaTest, ManagesTheWholeDeviceArena) {
   EXPECT_EQ(stats.blocks.capacity, device_->arena_size());
   EXPECT_EQ(stats.blocks.used, 0u);
   EXPECT_EQ(stats.committed_bytes, 0u) << "an empty arena must hold no memory";
-  EXPECT_EQ(arena_->LargestFree(), stats.blocks.largest_free);
-  EXPECT_EQ(arena_->LargestFree(), kGranules * kGranule);
+  EXPECT_EQ(arena_->Stats().blocks.largest_free, stats.blocks.largest_free);
+  EXPECT_EQ(arena_->Stats().blocks.largest_free, kGranules * kGranule);
   EXPECT_TRUE(device_->committed_granules().empty());
 }
 
@@ -117,7 +117,7 @@ TEST(ArenaCapacityTest, CapacityBelowTheDeviceArenaIsAHardLimit) {
   EXPECT_EQ(arena.capacity(), capacity);
   EXPECT_EQ(arena.Stats().blocks.capacity, capacity);
   EXPECT_EQ(arena.Stats().blocks.free, capacity);
-  EXPECT_EQ(arena.LargestFree(), 2 * kGranule);
+  EXPECT_EQ(arena.Stats().blocks.largest_free, 2 * kGranule);
 
   // Largest blocks first, down to min_block: exactly the capacity fits.
   std::vector<Block> blocks;
@@ -132,12 +132,12 @@ TEST(ArenaCapacityTest, CapacityBelowTheDeviceArenaIsAHardLimit) {
   }
   EXPECT_EQ(allocated, capacity);
   EXPECT_EQ(arena.Stats().blocks.free, 0u);
-  EXPECT_EQ(arena.LargestFree(), 0u);
+  EXPECT_EQ(arena.Stats().blocks.largest_free, 0u);
   EXPECT_TRUE(absl::IsResourceExhausted(arena.Allocate(kMinBlock).status()));
   EXPECT_EQ(device.committed_granules(), (std::set<uint64_t>{0, 1, 2}));
   for (const Block& block : blocks) arena.Free(block);
   EXPECT_TRUE(device.committed_granules().empty());
-  EXPECT_EQ(arena.LargestFree(), 2 * kGranule);
+  EXPECT_EQ(arena.Stats().blocks.largest_free, 2 * kGranule);
 }
 
 TEST(ArenaCapacityTest, CapacityIsRoundedToMinBlockAndCappedAtTheDeviceArena) {
@@ -149,7 +149,7 @@ TEST(ArenaCapacityTest, CapacityIsRoundedToMinBlockAndCappedAtTheDeviceArena) {
   EXPECT_EQ(Arena(&device, kMinBlock, 3 * kGranule).capacity(), kGranule);
   EXPECT_EQ(Arena(&device, kMinBlock).capacity(), kGranule) << "the default: the whole arena";
   Arena small(&device, kMinBlock, 12 * 1024);
-  EXPECT_EQ(small.LargestFree(), 8 * 1024u);
+  EXPECT_EQ(small.Stats().blocks.largest_free, 8 * 1024u);
   EXPECT_TRUE(absl::IsResourceExhausted(small.Allocate(16 * 1024).status()));
 }
 
@@ -245,7 +245,7 @@ TEST_F(ArenaTest, FailedCommitOfASingleGranuleFailsTheAllocation) {
   EXPECT_TRUE(device_->committed_granules().empty());
   EXPECT_EQ(arena_->Stats().blocks.used, 0u);
   EXPECT_EQ(arena_->Stats().blocks.allocated_blocks, 0u);
-  EXPECT_EQ(arena_->LargestFree(), kGranules * kGranule);
+  EXPECT_EQ(arena_->Stats().blocks.largest_free, kGranules * kGranule);
 }
 
 TEST_F(ArenaTest, BlocksInCommittedGranulesNeedNoCommit) {
@@ -274,7 +274,7 @@ TEST_F(ArenaTest, BlocksInCommittedGranulesNeedNoCommit) {
 
 TEST_F(ArenaTest, ExhaustionIsResourceExhaustedAndChangesNothing) {
   MustAllocate(kGranules * kGranule);
-  EXPECT_EQ(arena_->LargestFree(), 0u);
+  EXPECT_EQ(arena_->Stats().blocks.largest_free, 0u);
   const ArenaStats before = arena_->Stats();
   EXPECT_EQ(before.blocks.free, 0u);
   for (uint64_t size = kMinBlock; size <= kGranules * kGranule; size *= 2) {
@@ -285,7 +285,7 @@ TEST_F(ArenaTest, ExhaustionIsResourceExhaustedAndChangesNothing) {
   ExpectSameBlockStats(after.blocks, before.blocks);
   EXPECT_EQ(after.committed_bytes, before.committed_bytes);
   FreeLive(0);
-  EXPECT_EQ(arena_->LargestFree(), kGranules * kGranule);
+  EXPECT_EQ(arena_->Stats().blocks.largest_free, kGranules * kGranule);
 }
 
 TEST_F(ArenaTest, DataRoundTripsThroughBlocks) {
@@ -390,7 +390,7 @@ TEST_F(ArenaTest, RandomWorkloadKeepsCommitmentAndDataConsistent) {
         tag_block(*block, tag);
       } else {
         ASSERT_TRUE(absl::IsResourceExhausted(block.status())) << block.status();
-        ASSERT_LT(arena_->LargestFree(), size) << "op " << op;
+        ASSERT_LT(arena_->Stats().blocks.largest_free, size) << "op " << op;
       }
     } else {
       const size_t index = std::uniform_int_distribution<size_t>(0, live_.size() - 1)(rng);
@@ -724,7 +724,7 @@ TEST_F(SpillArenaTest, AllocateForMoveGoesPastTheCapacityForAMoment) {
   EXPECT_EQ(during.parts[0].used, 2 * kGranule);
   EXPECT_EQ(during.parts[kSpill].used, 2 * kGranule);
   EXPECT_EQ(during.committed_bytes, 4 * kGranule);
-  EXPECT_EQ(arena_->LargestFree(), 0u);
+  EXPECT_EQ(arena_->Stats().blocks.largest_free, 0u);
   EXPECT_TRUE(absl::IsResourceExhausted(arena_->Allocate(kMinBlock, 1).status()))
       << "an allocation past the capacity while the move holds both";
   // A second move on top of the first.
@@ -745,7 +745,7 @@ TEST_F(SpillArenaTest, AllocateForMoveGoesPastTheCapacityForAMoment) {
   arena_->Free(*moved);
   live_.clear();
   EXPECT_EQ(arena_->Stats().blocks.free, 2 * kGranule);
-  EXPECT_EQ(arena_->LargestFree(), 2 * kGranule);
+  EXPECT_EQ(arena_->Stats().blocks.largest_free, 2 * kGranule);
 }
 
 TEST_F(SpillArenaTest, AllocateForMoveTriesThePartsInTheOrderGiven) {

@@ -77,7 +77,7 @@ class ExtentMapTest : public ::testing::Test {
         held_.push_back(block);
       }
     }
-    ASSERT_EQ(arena_->LargestFree(), kMinBlock);
+    ASSERT_EQ(arena_->Stats().blocks.largest_free, kMinBlock);
   }
 
   static std::string ReadAll(const ExtentMap& map, uint64_t offset, size_t length) {
@@ -368,7 +368,7 @@ TEST_F(ExtentMapTest, FreedBlocksComeBack) {
   EXPECT_EQ(Used(), 0u);
   EXPECT_EQ(arena_->Stats().blocks.allocated_blocks, 0u);
   EXPECT_EQ(arena_->Stats().committed_bytes, 0u);
-  EXPECT_EQ(arena_->LargestFree(), arena_->Stats().blocks.free);
+  EXPECT_EQ(arena_->Stats().blocks.largest_free, arena_->Stats().blocks.free);
 }
 
 TEST_F(ExtentMapTest, TruncateFreesAndZeroes) {

@@ -84,9 +84,9 @@ TEST_F(PlacementTest, TheCapacityBoundsTheSumOfTheParts) {
     held.push_back(*block);
   }
   EXPECT_TRUE(absl::IsResourceExhausted(arena_->Allocate(kMinBlock, 0).status()));
-  EXPECT_EQ(arena_->LargestFree(), 0u);
+  EXPECT_EQ(arena_->Stats().blocks.largest_free, 0u);
   arena_->Free(held.back());
-  EXPECT_EQ(arena_->LargestFree(), 4 * kMiB);
+  EXPECT_EQ(arena_->Stats().blocks.largest_free, 4 * kMiB);
   EXPECT_TRUE(arena_->Allocate(4 * kMiB, 0).ok());
 }
 
