@@ -89,12 +89,16 @@ print(json.dumps({"steps": steps, "warmup": warmup, "batch": batch, "width": wid
 
 def runs(args):
     """(kind, variant, repeat) in the order they run: one of each first, so
-    that a deadline leaves both variants of each."""
-    kinds = ["dlsym", "torch", "proc"]
+    that a deadline leaves both variants of each. With --abba, every other
+    repeat runs the interposer first, so that a drift over the runs falls
+    on both variants alike."""
     order = []
     for repeat in range(args.repeats):
-        for kind in kinds:
-            for variant in ip.VARIANTS:
+        variants = list(ip.VARIANTS)
+        if args.abba and repeat % 2 == 1:
+            variants.reverse()
+        for kind in args.kinds.split(","):
+            for variant in variants:
                 order.append((kind, variant, repeat))
     return order
 
@@ -213,8 +217,14 @@ def main():
                         help="runs of each kind and variant, alternating")
     parser.add_argument("--deadline", type=float, default=300,
                         help="seconds after the start by which the last run must end")
+    parser.add_argument("--kinds", default="dlsym,torch,proc",
+                        help="what to time: dlsym, proc (the C probe's pairs), torch (the MLP)")
+    parser.add_argument("--abba", action="store_true",
+                        help="every other repeat runs the interposer first")
     parser.add_argument("--plan-only", action="store_true")
     args = parser.parse_args()
+    if not set(args.kinds.split(",")) <= {"dlsym", "torch", "proc"}:
+        parser.error("--kinds takes dlsym, torch and proc")
     began = time.monotonic()
     if args.cudafs:
         args.cudafs = os.path.abspath(args.cudafs)
