@@ -37,17 +37,31 @@ struct Asked {
   bool hold;
 };
 
+// An Ask that records what each mount was asked and answers 0.
+class Recorder {
+ public:
+  RoomAsker::Ask ask() {
+    return [this](const CudafsMount& mount, const RoomRequest& request) {
+      std::lock_guard<std::mutex> lock(mu_);
+      asked_.push_back({mount.mountpoint, request.bytes.value_or(0), request.gpu, request.hold});
+      return 0;
+    };
+  }
+  std::vector<Asked> asked() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return asked_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Asked> asked_;
+};
+
 TEST(RoomAskerTest, AsksEveryMountForTheRoomOnThatGpu) {
-  std::mutex mu;
-  std::vector<Asked> asked;
-  RoomAsker asker(
-      [&](const CudafsMount& mount, const RoomRequest& request) {
-        std::lock_guard<std::mutex> lock(mu);
-        asked.push_back({mount.mountpoint, request.bytes.value_or(0), request.gpu, request.hold});
-        return 0;
-      },
-      TwoMounts);
+  Recorder recorder;
+  RoomAsker asker(recorder.ask(), TwoMounts);
   EXPECT_TRUE(asker.MakeRoomFor("0000:65:00.0", uint64_t{1} << 30));
+  std::vector<Asked> asked = recorder.asked();
   ASSERT_EQ(asked.size(), 2u);
   for (const Asked& one : asked) {
     EXPECT_EQ(one.bytes, RoomAsker::RoomFor(uint64_t{1} << 30));
@@ -64,20 +78,15 @@ TEST(RoomAskerTest, AsksEveryMountForTheRoomOnThatGpu) {
 // Failures that follow each other on one GPU ask for twice the room each
 // time; another GPU starts from its own allocation.
 TEST(RoomAskerTest, ABurstOfFailuresAsksForMoreEachTime) {
-  std::mutex mu;
-  std::vector<Asked> asked;
-  RoomAsker asker(
-      [&](const CudafsMount& mount, const RoomRequest& request) {
-        std::lock_guard<std::mutex> lock(mu);
-        asked.push_back({mount.mountpoint, request.bytes.value_or(0), request.gpu, request.hold});
-        return 0;
-      },
-      [] { return std::vector<CudafsMount>{{"/mnt/a", 0, makedev(0, 50)}}; });
+  Recorder recorder;
+  RoomAsker asker(recorder.ask(),
+                  [] { return std::vector<CudafsMount>{{"/mnt/a", 0, makedev(0, 50)}}; });
   const uint64_t step = uint64_t{1} << 30;
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(asker.MakeRoomFor("0000:65:00.0", step));
   EXPECT_TRUE(asker.MakeRoomFor("0000:66:00.0", step));
   // A large allocation amid the burst asks for at least its own room.
   EXPECT_TRUE(asker.MakeRoomFor("0000:65:00.0", 40 * step));
+  const std::vector<Asked> asked = recorder.asked();
   ASSERT_EQ(asked.size(), 6u);
   const uint64_t first = RoomAsker::RoomFor(step);
   EXPECT_EQ(asked[0].bytes, first);
