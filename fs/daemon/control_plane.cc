@@ -51,6 +51,7 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
                     shared.refused, "\nshare_copies ", shared.copies, "\nshare_copied_bytes ",
                     shared.copied_bytes, "\nshare_mappings ", shared.shared,
                     "\nshare_mapped_bytes ", shared.shared_bytes, "\nshare_syncs ", shared.syncs,
+                    "\nshare_rooms ", shared.rooms,
                     "\nshare_closed ", server.closed, "\nshare_closing ", server.closing, "\n");
   }
   // This very request is among those counted.
