@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <optional>
-#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -67,9 +67,8 @@ absl::StatusOr<Block> Arena::Allocate(uint64_t size, size_t part) {
 absl::StatusOr<Block> Arena::AllocateExclusive(uint64_t size, size_t part) {
   // Free ranges where a piece of memory still backing a neighbour lingers
   // (a block split off a larger one) are passed over.
-  return AllocateWhere(size, part, [this, size](uint64_t offset) {
-    return !spill_[PartOf(offset)] && device_->Exclusive({offset, size});
-  });
+  return AllocateWhere(size, part,
+                       [this, size](uint64_t offset) { return Exclusive({offset, size}); });
 }
 
 absl::StatusOr<Block> Arena::AllocateForMove(uint64_t size, absl::Span<const size_t> parts) {
@@ -104,21 +103,12 @@ absl::StatusOr<Block> Arena::AllocateWhere(uint64_t size, size_t preferred,
     block = AllocateIn(preferred, size, accept);
     if (block.ok() || part_offsets_.size() == 1) return block;
   }
-  // The other parts, the emptiest first, then spill parts, then parts held
-  // back. A part whose device failed or is full (reserve=) refuses; the
-  // caller hears ENOSPC if any part was full, else the preferred part's
-  // error.
-  std::vector<std::tuple<int, uint64_t, size_t>> others;  // rank, free bytes, part
-  {
-    absl::MutexLock lock(&mu_);
-    for (size_t p = 0; p < parts_.size(); ++p) {
-      if (p == preferred && !preferred_held_back) continue;
-      const int rank = held_back_[p].load(std::memory_order_relaxed) ? 0 : spill_[p] ? 1 : 2;
-      others.emplace_back(rank, parts_[p]->allocator.Stats().free, p);
-    }
-  }
-  std::sort(others.rbegin(), others.rend());
-  for (const auto& [rank, free, part] : others) {
+  // The others in the placement rules' order. A part whose device failed
+  // or is full (reserve=) refuses; the caller hears ENOSPC if any part was
+  // full, else the preferred part's error.
+  const std::vector<size_t> others = placement::Fallbacks(
+      Places(), preferred_held_back ? std::nullopt : std::optional<size_t>(preferred));
+  for (const size_t part : others) {
     absl::StatusOr<Block> other = AllocateIn(part, size, accept);
     if (other.ok()) return other;
     if (absl::IsResourceExhausted(other.status())) block = other;
@@ -230,18 +220,21 @@ size_t Arena::leading_parts() const {
   return static_cast<size_t>(std::find(spill_.begin(), spill_.end(), true) - spill_.begin());
 }
 
-size_t Arena::EmptiestPart() const {
-  if (part_offsets_.size() == 1) return 0;
+std::vector<PlaceState> Arena::Places() const {
   absl::MutexLock lock(&mu_);
-  size_t emptiest = 0;
-  uint64_t most = 0;
+  std::vector<PlaceState> places(parts_.size());
   for (size_t p = 0; p < parts_.size(); ++p) {
-    const uint64_t free = parts_[p]->allocator.Stats().free;
-    if (!spill_[p] && !held_back_[p].load(std::memory_order_relaxed) && free > most) {
-      most = free, emptiest = p;
-    }
+    const BuddyStats blocks = parts_[p]->allocator.Stats();
+    places[p].spill = spill_[p];
+    places[p].held_back = held_back_[p].load(std::memory_order_relaxed);
+    places[p].free = blocks.free;
+    places[p].used = blocks.used;
   }
-  return emptiest;
+  return places;
+}
+
+bool Arena::Exclusive(Block block) const {
+  return !spill_[PartOf(block.offset)] && device_->Exclusive({block.offset, block.size});
 }
 
 void Arena::Release(const std::vector<uint64_t>& granules) {

@@ -28,6 +28,7 @@
 #include "absl/types/span.h"
 #include "alloc/devices/device.h"
 #include "alloc/storage/buddy_allocator.h"
+#include "alloc/storage/placement_rules.h"
 
 namespace cudafs {
 
@@ -92,9 +93,14 @@ class Arena {
   // How many parts come before the first spill part (Device: spill parts
   // are last).
   size_t leading_parts() const;
-  // The part with the most free bytes but spill parts and parts held back:
-  // where a new file starts.
-  size_t EmptiestPart() const;
+  // Each part's state for the placement rules (placement_rules.h), without
+  // its GPU's memory.
+  std::vector<PlaceState> Places() const;
+  // Whether `block` may be handed out whole to another process: GPU memory
+  // backing nothing outside it (Device::Exclusive). The one place that
+  // decides it, for new blocks (AllocateExclusive) and for a file's blocks
+  // as they are (ExtentMap::Share).
+  bool Exclusive(Block block) const;
   // A part held back is offered after every other one, spill parts
   // included: room made on it for another program (RoomKeeper::MakeRoom)
   // stays free while that program starts. Exclusive blocks still come from

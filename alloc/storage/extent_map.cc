@@ -103,12 +103,9 @@ size_t ExtentMap::PartFor(uint64_t offset, uint64_t size) {
   if (arena()->part_count() == 1) return 0;
   if (home_ == kNoHome) {
     assert(arena()->part_count() < kNoHome);
-    home_ = static_cast<uint16_t>(arena()->EmptiestPart());
+    home_ = static_cast<uint16_t>(placement::Home(arena()->Places()));
   }
-  // Round the GPUs only: spill parts come after them, and last.
-  const size_t gpus = arena()->leading_parts();
-  if (size < max_extent() || home_ >= gpus) return home_;
-  return (home_ + offset / max_extent()) % gpus;
+  return placement::Stripe(home_, offset, size, max_extent(), arena()->leading_parts());
 }
 
 void ExtentMap::Release(ExtentSet::iterator it) {
@@ -345,8 +342,7 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
     auto it = extents_.find(at);
     uint64_t window = granule;
     if (it != extents_.end() && it->block.size >= granule) {
-      if (!arena()->IsSpillPart(arena()->PartOf(it->block.offset)) &&
-          device.Exclusive({it->block.offset, it->block.size})) {
+      if (arena()->Exclusive(it->block)) {
         windows.push_back({at, it->block, false});
         at += it->block.size;
         continue;
@@ -475,13 +471,8 @@ absl::StatusOr<uint64_t> ExtentMap::Move(absl::FunctionRef<bool(size_t part)> le
 }
 
 absl::Status ExtentMap::LeaveSpill() {
-  const size_t gpus = arena()->leading_parts();
-  if (gpus == arena()->part_count() || shared_) return absl::OkStatus();
-  std::vector<size_t> to;
-  if (home_ < gpus) to.push_back(home_);
-  for (size_t part = 0; part < gpus; ++part) {
-    if (part != home_) to.push_back(part);
-  }
+  if (arena()->leading_parts() == arena()->part_count() || shared_) return absl::OkStatus();
+  const std::vector<size_t> to = placement::ReturnDestinations(arena()->Places(), home_);
   const auto spill = [this](size_t part) { return arena()->IsSpillPart(part); };
   for (;;) {
     CUDAFS_ASSIGN_OR_RETURN(const uint64_t moved,

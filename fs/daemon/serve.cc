@@ -227,7 +227,8 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   FuseKernelNotifier notifier;
   config.notifier = &notifier;
   Filesystem filesystem(&arena, config);
-  RoomKeeper keeper(&filesystem, &arena, RoomKeeper::Options{.ready = options.spill_ready});
+  Placement placement(&arena);
+  RoomKeeper keeper(&filesystem, &placement, RoomKeeper::Options{.ready = options.spill_ready});
   UringBuffers uring_buffers(device.get());
   FuseContext context(&filesystem, device.get(), plan.FuseSettingsFor(backend), &uring_buffers);
   ControlPlane control(&context, &arena, getuid(), faults, &keeper, plan.WhyNoRoom(backend));

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
-#include <tuple>
+#include <vector>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_format.h"
@@ -13,12 +13,6 @@ namespace cudafs {
 
 namespace {
 
-// How far past its reserve a GPU under pressure is freed, and how much room
-// past it must stay when data comes back: half the reserve each, so that a
-// program taking memory step by step does not make the keeper move data for
-// every step, and data that came back is not sent out again at once.
-uint64_t Margin(const Device::GpuMemory& memory) { return memory.reserve / 2; }
-
 // How long to wait before trying again to bring data back to a GPU on which
 // this process holds no context (whose free memory it cannot see without
 // taking one).
@@ -26,36 +20,16 @@ constexpr absl::Duration kBlindRetry = absl::Seconds(30);
 
 }  // namespace
 
-RoomKeeper::RoomKeeper(Filesystem* filesystem, Arena* arena, Options options)
-    : filesystem_(filesystem), arena_(arena), options_(std::move(options)) {
-  for (size_t part = 0; part < arena_->part_count(); ++part) {
-    (arena_->IsSpillPart(part) ? spill_parts_ : gpu_parts_).push_back(part);
+RoomKeeper::RoomKeeper(Filesystem* filesystem, Placement* placement, Options options)
+    : filesystem_(filesystem), placement_(placement), options_(std::move(options)) {
+  const std::vector<PlaceState> places = placement_->Places();
+  for (size_t part = 0; part < places.size(); ++part) {
+    (places[part].spill ? spill_parts_ : gpu_parts_).push_back(part);
   }
   absl::MutexLock lock(&mu_);
-  room_since_.assign(arena_->part_count(), absl::InfinitePast());
-  next_look_.assign(arena_->part_count(), absl::InfinitePast());
-  ready_for_.assign(arena_->part_count(), 0);
-}
-
-std::vector<size_t> RoomKeeper::Destinations(size_t from) const {
-  const Device& device = arena_->device();
-  std::vector<std::tuple<bool, uint64_t, size_t>> gpus;  // seen, room, part
-  for (const size_t part : gpu_parts_) {
-    if (part == from) continue;
-    const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
-    if (!memory) {
-      // Nothing of ours there: room unless another program took it, which
-      // its reserve= check at commit finds.
-      gpus.emplace_back(false, 0, part);
-    } else if (memory->free > memory->reserve + Margin(*memory)) {
-      gpus.emplace_back(true, memory->free - memory->reserve, part);
-    }
-  }
-  std::sort(gpus.rbegin(), gpus.rend());
-  std::vector<size_t> parts;
-  for (const auto& [seen, room, part] : gpus) parts.push_back(part);
-  parts.insert(parts.end(), spill_parts_.begin(), spill_parts_.end());
-  return parts;
+  room_since_.assign(places.size(), absl::InfinitePast());
+  next_look_.assign(places.size(), absl::InfinitePast());
+  seen_.assign(places.size(), std::nullopt);
 }
 
 absl::Duration RoomKeeper::Round() {
@@ -63,34 +37,36 @@ absl::Duration RoomKeeper::Round() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = options_.clock();
   EndHold(now);
-  Device& device = arena_->device();
-  const ArenaStats arena = arena_->Stats();
+  std::vector<PlaceState> places = placement_->Places();
   bool spilled = false;
-  for (const size_t part : spill_parts_) spilled |= arena.parts[part].used > 0;
+  for (const size_t part : spill_parts_) spilled |= places[part].used > 0;
   uint64_t on_gpus = 0;
   absl::Time next = now + options_.calm_interval;
   for (const size_t part : gpu_parts_) {
-    on_gpus += arena.parts[part].used;
+    on_gpus += places[part].used;
     if (now < next_look_[part]) {
       next = std::min(next, next_look_[part]);
       continue;
     }
-    const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
-    const bool near = memory && memory->free < 2 * memory->reserve;
-    ready_for_[part] = near ? memory->reserve : 0;
+    const std::optional<Device::GpuMemory> memory = seen_[part] = placement_->LookAt(part);
     // A GPU with twice its reserve free is asked again only after the calm
     // interval: a program allocating that fast fills the reserve before
     // any move could help, and asking the driver is the daemon's only
     // work at rest.
-    if (memory && !spilled && memory->free >= 2 * memory->reserve) {
+    if (memory && !spilled && !placement::Near(*memory)) {
       next_look_[part] = now + options_.calm_interval;
     } else {
       next = now + options_.interval;
     }
-    if (memory && memory->free < memory->reserve) {
+    if (memory && placement::Excess(*memory) > 0) {
       room_since_[part] = absl::InfinitePast();
-      const uint64_t moved = filesystem_->MoveData(part, Destinations(part),
-                                                   memory->reserve - memory->free + Margin(*memory),
+      // Where it goes, by each other GPU's memory now.
+      for (const size_t other : gpu_parts_) {
+        if (other != part) seen_[other] = placement_->LookAt(other);
+      }
+      for (size_t p = 0; p < places.size(); ++p) places[p].gpu = seen_[p];
+      const uint64_t moved = filesystem_->MoveData(part, placement::MoveDestinations(places, part),
+                                                   placement::Excess(*memory),
                                                    Filesystem::MoveOrder::kLeastRecentlyUsed);
       absl::MutexLock stats_lock(&stats_mu_);
       stats_.moved_out_bytes += moved;
@@ -99,12 +75,11 @@ absl::Duration RoomKeeper::Round() {
     if (!spilled) continue;
     uint64_t budget = options_.return_per_round;
     if (memory) {
-      const uint64_t room = memory->free - memory->reserve;
-      if (room <= Margin(*memory)) {
+      if (placement::Room(*memory) == 0) {
         room_since_[part] = absl::InfinitePast();
         continue;
       }
-      budget = std::min(budget, room - Margin(*memory));
+      budget = std::min(budget, placement::Room(*memory));
     }
     if (room_since_[part] == absl::InfinitePast()) room_since_[part] = now;
     if (now - room_since_[part] < options_.settle || now < hold_until_) continue;
@@ -120,24 +95,21 @@ absl::Duration RoomKeeper::Round() {
     // much later rather than take a context every round.
     if (moved == 0 && !memory) room_since_[part] = now + kBlindRetry;
   }
-  uint64_t ready_for = 0;
-  for (const size_t part : gpu_parts_) ready_for += ready_for_[part];
+  for (size_t p = 0; p < places.size(); ++p) places[p].gpu = seen_[p];
   // More only while the GPUs' data stands still (committing host memory
   // takes memory bandwidth and a core that writes in progress want); less
   // at once.
-  const uint64_t target =
-      std::min(options_.ready.value_or(std::min(ready_for, kNearReady)), on_gpus);
+  const uint64_t target = placement::ReadyTarget(places, options_.ready, on_gpus);
   const bool quiet = on_gpus == last_on_gpus_;
   last_on_gpus_ = on_gpus;
   if (quiet || target < ready_target_) {
     ready_target_ = target;
-    if (device.KeepSpillReady(target) && quiet) next = now + options_.interval;
+    if (placement_->KeepReady(target) && quiet) next = now + options_.interval;
   }
   return std::max(next - now, absl::ZeroDuration());
 }
 
-absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold,
-                                  absl::string_view gpu) {
+absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold, absl::string_view gpu) {
   absl::MutexLock lock(&mu_);
   {
     absl::MutexLock stats_lock(&stats_mu_);
@@ -148,7 +120,6 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold,
         "this mount has no host memory to move its data to (spill=0, or no GPU)");
   }
   absl::c_fill(next_look_, absl::InfinitePast());
-  const Device& device = arena_->device();
   std::vector<size_t> parts;
   for (const size_t part : gpu_parts_) {
     if (gpu.empty()) {
@@ -156,12 +127,12 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold,
       continue;
     }
     // A GPU holding no context of ours holds none of our data either.
-    const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
+    const std::optional<Device::GpuMemory> memory = placement_->LookAt(part);
     if (memory && memory->pci_bus_id == gpu) parts.push_back(part);
   }
   if (hold) {
     hold_until_ = options_.clock() + options_.hold;
-    for (const size_t part : parts) arena_->HoldBack(part, true);
+    for (const size_t part : parts) placement_->HoldBack(part, true);
     holding_ = true;
   }
   for (const size_t part : parts) {
@@ -170,19 +141,20 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold,
     const auto log = [&] {
       if (moved_here == 0) return;
       LogInfo(absl::StrFormat("make-room: moved %d MiB off %s in %d ms", moved_here >> 20,
-                              device.DescribePart(part),
+                              placement_->Describe(part),
                               absl::ToInt64Milliseconds(absl::Now() - start)));
     };
     for (;;) {
-      const std::optional<Device::GpuMemory> memory = device.PartMemory(part);
+      const std::optional<Device::GpuMemory> memory = placement_->LookAt(part);
       if (!memory || (bytes && memory->free >= *bytes)) {  // done, or nothing of ours is there
         log();
         break;
       }
       const uint64_t wanted = bytes ? *bytes - memory->free : std::numeric_limits<uint64_t>::max();
       bool out_of_room = false;
-      const uint64_t moved = filesystem_->MoveData(
-          part, spill_parts_, wanted, Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
+      const uint64_t moved =
+          filesystem_->MoveData(part, placement::RoomDestinations(placement_->Places()), wanted,
+                                Filesystem::MoveOrder::kLeastRecentlyUsed, &out_of_room);
       moved_here += moved;
       {
         absl::MutexLock stats_lock(&stats_mu_);
@@ -193,15 +165,15 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold,
       if (out_of_room) {
         return absl::ResourceExhaustedError(
             absl::StrFormat("%s: host memory (spill=) is full, and files are left on the GPU",
-                            device.DescribePart(part)));
+                            placement_->Describe(part)));
       }
       if (!bytes) break;  // all that can move has: the rest is mapped by other programs
-      const std::optional<Device::GpuMemory> now = device.PartMemory(part);
+      const std::optional<Device::GpuMemory> now = placement_->LookAt(part);
       if (!now || now->free >= *bytes) break;
       return absl::ResourceExhaustedError(absl::StrFormat(
           "%s: %d bytes free of the %d asked for, and no more of this mount's data can move "
           "off it (the rest is other programs' memory, or files they map)",
-          device.DescribePart(part), now->free, *bytes));
+          placement_->Describe(part), now->free, *bytes));
     }
   }
   return absl::OkStatus();
@@ -209,7 +181,7 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold,
 
 void RoomKeeper::EndHold(absl::Time now) {
   if (!holding_ || now < hold_until_) return;
-  for (const size_t part : gpu_parts_) arena_->HoldBack(part, false);
+  for (const size_t part : gpu_parts_) placement_->HoldBack(part, false);
   holding_ = false;
 }
 

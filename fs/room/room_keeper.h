@@ -13,7 +13,7 @@
 //    `return_per_round` at most a round, so that bringing it back never
 //    crowds a running program's transfers. While a GPU holding data has
 //    less than twice its reserve free, a little host memory is kept ready
-//    (pinned ahead, Device::KeepSpillReady, in rounds where the
+//    (pinned ahead, Placement::KeepReady, in rounds where the
 //    GPUs' data stood still), so that the first move starts at link speed
 //    while the spill part pins more ahead of it; Options::ready sets
 //    another amount, kept whenever the GPUs hold data.
@@ -21,7 +21,7 @@
 //    each (for a job launcher, before a program that sizes itself from free
 //    memory starts), and, when asked to, holds that room for `hold`:
 //    nothing comes back, and new data goes to host memory first
-//    (Arena::HoldBack). Without a hold, data comes back as after any
+//    (Placement::HoldBack). Without a hold, data comes back as after any
 //    pressure, once a GPU has had room for `settle`.
 //
 // Thread-safe; a Round and a MakeRoom never run at once.
@@ -40,20 +40,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "alloc/base/sizes.h"
-#include "alloc/storage/arena.h"
+#include "alloc/storage/placement.h"
 #include "fs/core/filesystem.h"
 
 namespace cudafs {
 
 class RoomKeeper {
  public:
-  // Ready memory kept by default while GPUs are near their reserves, for
-  // all of them (host memory is one part): enough for the first chunks
-  // of a move, by which time the spill part pins ahead of the copies
-  // (SpillDevice); more would be host memory held for a move that may
-  // never come.
-  static constexpr uint64_t kNearReady = kGiB;
-
   struct Options {
     // Between rounds while anything may need doing (pressure, data to
     // bring back), and while every GPU is calm (twice its reserve free).
@@ -64,7 +57,8 @@ class RoomKeeper {
     absl::Duration hold = absl::Seconds(60);
     // Host memory kept ready (pinned ahead) while the GPUs hold data, no
     // more than they hold; nullopt: while GPUs have less than twice their
-    // reserve free, their reserves up to kNearReady in all, else none.
+    // reserve free, their reserves up to placement::kNearReady in all,
+    // else none.
     std::optional<uint64_t> ready = std::nullopt;
     std::function<absl::Time()> clock = [] { return absl::Now(); };
   };
@@ -74,8 +68,8 @@ class RoomKeeper {
     uint64_t make_room_calls = 0;
   };
 
-  // `filesystem` and `arena` (its arena) must outlive the keeper.
-  RoomKeeper(Filesystem* filesystem, Arena* arena, Options options);
+  // `filesystem` and `placement` (of its arena) must outlive the keeper.
+  RoomKeeper(Filesystem* filesystem, Placement* placement, Options options);
 
   // Whether the mount has anything to keep: GPUs and host memory to move
   // their data to.
@@ -98,15 +92,11 @@ class RoomKeeper {
   Stats stats() const;
 
  private:
-  // Where data leaving GPU part `from` goes: the other GPUs with the most
-  // room first, then host memory.
-  std::vector<size_t> Destinations(size_t from) const;
-
   // Ends a hold that is over: the GPUs take new data again.
   void EndHold(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Filesystem* const filesystem_;
-  Arena* const arena_;
+  Placement* const placement_;
   const Options options_;
   std::vector<size_t> gpu_parts_;
   std::vector<size_t> spill_parts_;
@@ -118,10 +108,9 @@ class RoomKeeper {
   std::vector<absl::Time> next_look_ ABSL_GUARDED_BY(mu_);
   absl::Time hold_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool holding_ ABSL_GUARDED_BY(mu_) = false;  // GPU parts held back
-  // By part: the host memory a GPU asks to keep ready by default (its
-  // reserve while it has less than twice that free), as of when it was
-  // last looked at (0 without a context: nothing of ours is there).
-  std::vector<uint64_t> ready_for_ ABSL_GUARDED_BY(mu_);
+  // By part: its GPU's memory when it was last looked at (nullopt without
+  // a context: nothing of ours is there).
+  std::vector<std::optional<Device::GpuMemory>> seen_ ABSL_GUARDED_BY(mu_);
   // The bytes on the GPUs at the last round, and the host memory asked to
   // be kept ready then.
   uint64_t last_on_gpus_ ABSL_GUARDED_BY(mu_) = 0;

@@ -657,7 +657,7 @@ TEST_F(SpillArenaTest, AllocateOffersTheSpillOnlyWhenEveryGpuIsFull) {
 TEST_F(SpillArenaTest, APartHeldBackIsOfferedLast) {
   arena_->HoldBack(0, true);
   EXPECT_EQ(arena_->PartOf(MustAllocate(kGranule, 0).offset), 1u) << "named, but held back";
-  EXPECT_EQ(arena_->EmptiestPart(), 1u);
+  EXPECT_EQ(placement::Home(arena_->Places()), 1u);
   arena_->HoldBack(1, true);
   EXPECT_EQ(arena_->PartOf(MustAllocate(kGranule, 0).offset), kSpill);
   ASSERT_NO_FATAL_FAILURE(Fill(kSpill));
@@ -669,15 +669,15 @@ TEST_F(SpillArenaTest, APartHeldBackIsOfferedLast) {
 }
 
 TEST_F(SpillArenaTest, AFileStartsInTheEmptiestGpuNeverTheSpill) {
-  EXPECT_NE(arena_->EmptiestPart(), kSpill);
+  EXPECT_NE(placement::Home(arena_->Places()), kSpill);
   MustAllocate(2 * kGranule, 0);
   MustAllocate(kGranule, 1);
-  EXPECT_EQ(arena_->EmptiestPart(), 1u) << "the spill is emptier still";
+  EXPECT_EQ(placement::Home(arena_->Places()), 1u) << "the spill is emptier still";
   MustAllocate(2 * kGranule, 1);
-  EXPECT_EQ(arena_->EmptiestPart(), 0u);
+  EXPECT_EQ(placement::Home(arena_->Places()), 0u);
   ASSERT_NO_FATAL_FAILURE(Fill(0));
   ASSERT_NO_FATAL_FAILURE(Fill(1));
-  EXPECT_FALSE(arena_->IsSpillPart(arena_->EmptiestPart())) << "both GPUs are full";
+  EXPECT_FALSE(arena_->IsSpillPart(placement::Home(arena_->Places()))) << "both GPUs are full";
 }
 
 TEST_F(SpillArenaTest, AllocateExclusiveNeverUsesTheSpill) {

@@ -63,7 +63,7 @@ TEST_F(PlacementTest, BlocksComeFromThePartAskedForWhileItHasRoom) {
   absl::StatusOr<Block> spill = arena_->Allocate(4 * kMiB, 1);
   ASSERT_TRUE(spill.ok()) << spill.status();
   EXPECT_EQ(PartOf(*spill), 0u);
-  EXPECT_EQ(arena_->EmptiestPart(), 0u);
+  EXPECT_EQ(placement::Home(arena_->Places()), 0u);
   const ArenaStats stats = arena_->Stats();
   ASSERT_EQ(stats.parts.size(), 2u);
   EXPECT_EQ(stats.parts[0].used, 4 * kMiB);
@@ -118,7 +118,7 @@ TEST_F(PlacementTest, LargeFilesAreStripedSmallOnesStayWholeAtHome) {
   EXPECT_EQ(back, std::string(32 * kMiB, 'L'));
 
   // A small file made now lives whole in the emptiest part.
-  const size_t emptiest = arena_->EmptiestPart();
+  const size_t emptiest = placement::Home(arena_->Places());
   const uint64_t before = arena_->Stats().parts[emptiest].used;
   ExtentMap small(&space);
   const std::string bytes(3 * kMiB, 's');

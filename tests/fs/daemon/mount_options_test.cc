@@ -281,7 +281,7 @@ TEST(MountOptionTest, SpillReady) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->spill_ready, 0u);
   EXPECT_EQ(MountOptions().spill_ready, std::nullopt)
-      << "unset: the room keeper's default (RoomKeeper::kNearReady)";
+      << "unset: the room keeper's default (placement::kNearReady)";
   EXPECT_TRUE(Contains(OptionError("spill_ready=10%"), "bad value for spill_ready=:"));
   EXPECT_TRUE(Contains(OptionError("spill_ready=-1"), "bad value for spill_ready=:"));
   EXPECT_TRUE(Contains(OptionError("spill_ready"), "spill_ready"));

@@ -87,6 +87,7 @@ class Mount {
  public:
   Mount(std::unique_ptr<PooledDevice> pool, uint64_t cache_bytes) : pool_(std::move(pool)) {
     arena_ = std::make_unique<Arena>(pool_.get(), kMinBlock);
+    placement_ = std::make_unique<Placement>(arena_.get());
     FilesystemConfig config;
     config.cache_bytes = cache_bytes;
     fs_ = std::make_unique<Filesystem>(arena_.get(), config);
@@ -94,6 +95,7 @@ class Mount {
 
   Filesystem& fs() { return *fs_; }
   Arena& arena() { return *arena_; }
+  Placement& placement() { return *placement_; }
   PooledDevice& pool() { return *pool_; }
 
   // A new file of `size` bytes, written in one large write and then a
@@ -194,6 +196,7 @@ class Mount {
  private:
   std::unique_ptr<PooledDevice> pool_;
   std::unique_ptr<Arena> arena_;
+  std::unique_ptr<Placement> placement_;
   std::unique_ptr<Filesystem> fs_;
   std::map<InodeNumber, std::string> files_;
 };
@@ -228,7 +231,7 @@ TEST(RoomKeeperOnHostMemoryTest, AMountWithoutHostMemoryToMoveToKeepsNothingAndR
   ASSERT_NE(pool, nullptr);
   Mount mount(std::move(pool), 0);
   const InodeNumber ino = mount.Write("f", 3 * kMiB);
-  RoomKeeper keeper(&mount.fs(), &mount.arena(), RoomKeeper::Options{});
+  RoomKeeper keeper(&mount.fs(), &mount.placement(), RoomKeeper::Options{});
   EXPECT_FALSE(keeper.active());
   keeper.Round();
   EXPECT_TRUE(absl::IsFailedPrecondition(keeper.MakeRoom(kMiB, /*hold=*/true)));
@@ -254,7 +257,7 @@ TEST(RoomKeeperOnHostMemoryTest, DataInHostMemoryComesBackAfterSettleToAGpuWhose
   EXPECT_EQ(mount.PartUsed(0), 0u);
 
   absl::Time now = absl::FromUnixSeconds(1'000'000);
-  RoomKeeper keeper(&mount.fs(), &mount.arena(),
+  RoomKeeper keeper(&mount.fs(), &mount.placement(),
                     {.settle = absl::Seconds(2),
                      .return_per_round = 4 * kMiB,
                      .hold = absl::Seconds(10),
@@ -323,7 +326,7 @@ class RoomKeeperTest : public testing::TestWithParam<uint64_t> {
         PooledDevice::Create(std::move(members), std::move(spill));
     ASSERT_TRUE(pool.ok()) << pool.status();
     mount_ = std::make_unique<Mount>(std::move(*pool), GetParam());
-    keeper_ = std::make_unique<RoomKeeper>(&mount_->fs(), &mount_->arena(),
+    keeper_ = std::make_unique<RoomKeeper>(&mount_->fs(), &mount_->placement(),
                                            RoomKeeper::Options{.settle = kSettle,
                                                                .return_per_round = kReturnPerRound,
                                                                .hold = kHold,
@@ -470,7 +473,7 @@ TEST_P(RoomKeeperTest, HostMemoryKeptReadyIsWhatReadyAsksFor) {
   Build(1);
   const auto keeper = [this](uint64_t ready) {
     return std::make_unique<RoomKeeper>(
-        &mount_->fs(), &mount_->arena(),
+        &mount_->fs(), &mount_->placement(),
         RoomKeeper::Options{.settle = kSettle, .ready = ready, .clock = [this] { return now_; }});
   };
   const auto& spill = dynamic_cast<const SpillDevice&>(mount_->pool().member(SpillPart()));
