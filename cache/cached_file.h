@@ -80,7 +80,6 @@ class CachedFile {
   // change under any cache.
   absl::StatusOr<std::vector<DeviceRange>> Share(uint64_t size);
   uint64_t allocated_bytes() const { return extents_.allocated_bytes(); }
-  size_t extent_count() const { return extents_.extent_count(); }
   bool shared() const { return extents_.shared(); }
 
   // As ExtentMap's. Cached pages stay as they are: they are the file's

@@ -5,7 +5,8 @@
 // page (only its file's Flush makes it clean). When no frame can be had a
 // write goes straight to the arena, so nothing needs the cache to be
 // correct. A file (CachedFile, the only user) names its pages by its
-// FileId. Why, and how it is sharded: docs/DESIGN.md, *Write-back cache*.
+// inode number. Why, and how it is sharded: docs/DESIGN.md, *Write-back
+// cache*.
 //
 // Thread-safe. A shard's `mu` guards its frames, their contents, its page
 // maps and counters; it is taken inside a file's inode lock, never two at
@@ -87,7 +88,6 @@ class PageCache {
   PageCache& operator=(const PageCache&) = delete;
 
   bool enabled() const { return frame_count_ > 0; }
-  uint32_t shard_count() const { return shard_count_; }
   PageCacheStats Stats() const;
 
   // Inode numbers of the files with a page dirty for at least `age`.

@@ -259,11 +259,6 @@ uint64_t SpillDevice::SpillReadyBytes() const {
   return pinned_ - committed_;
 }
 
-uint64_t SpillDevice::pinned_bytes() const {
-  absl::MutexLock lock(&mu_);
-  return pinned_;
-}
-
 int SpillDevice::ahead_chunks() const {
   absl::MutexLock lock(&mu_);
   return ahead_;

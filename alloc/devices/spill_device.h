@@ -74,8 +74,6 @@ class SpillDevice final : public DeviceWrapper {
 
   // Registered memory not committed.
   uint64_t SpillReadyBytes() const override;
-  // Registered memory in all.
-  uint64_t pinned_bytes() const;
   // Chunks pinned ahead (or being pinned ahead) and holding no data yet.
   int ahead_chunks() const;
 

@@ -102,7 +102,8 @@ class ExtentMap {
   void TrimTail(uint64_t size);
 
   // Device copies that put the bytes of the first `size` bytes of the file
-  // at the same offsets of another memory (ExportCopy): one per mapped run,
+  // at the same offsets of another memory (a private copy for another
+  // process, Filesystem::PlanCopy): one per mapped run,
   // up to the end of the data (beyond it bytes read as zeros). Holes, and
   // what lies past the data, are left to the destination's zeros.
   std::vector<DeviceToDevice> CopiesOut(uint64_t size) const;
@@ -145,7 +146,6 @@ class ExtentMap {
 
   // Bytes of arena held (st_blocks).
   uint64_t allocated_bytes() const { return extents_.bytes(); }
-  size_t extent_count() const { return extents_.size(); }
 
   const Space& space() const { return *space_; }
 

@@ -54,7 +54,8 @@ uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t
                    });
   const auto leave = [from](size_t part) { return part == from; };
   // Files move on several threads: most of a move is committing host
-  // memory and copying into it, which one core does at a few GB/s. The
+  // memory and copying into it, which one core alone does far below the
+  // link's speed (docs/DESIGN.md, *Giving memory back*). The
   // files a round moves are the first in order whose bytes make up what is
   // left to move, so threads keep the order but for files moving at once.
   std::atomic<uint64_t> moved{0};

@@ -118,10 +118,10 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_
 // in a READDIR reply whenever it arrives, checking the directory's version
 // at that moment, not when the request was sent. A listing answered before
 // an unlink and delivered after another lister restarted the cache stays
-// in it, and the unlinker's next listing shows the name it removed (75 of
-// 12,477 rounds; DirectoryListingTest). No notification from here can be
-// ordered after a reply's delivery. docs/MEASUREMENTS.md has what it cost
-// ("The kernel's readdir cache turned off").
+// in it, and the unlinker's next listing shows the name it removed. No
+// notification from here can be ordered after a reply's delivery.
+// docs/MEASUREMENTS.md, "The kernel's readdir cache turned off", has how
+// often that was seen and what leaving the cache off costs.
 void OpenDirectory(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   absl::StatusOr<struct stat> st = Fs(req).GetAttributes(ino);
   if (!st.ok()) return ReplyError(req, st.status());
