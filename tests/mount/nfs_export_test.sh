@@ -109,8 +109,8 @@ stop_ganesha() {
 }
 
 started=$SECONDS
-# Every check with the README's Root_Squash; with No_Root_Squash the files
-# (the handles' checks are cudafs's alone, whoever the client is).
+# Every check with the README's Root_Squash; with No_Root_Squash the small
+# files (the rest checks cudafs alone, whoever the client is).
 for squash in Root_Squash No_Root_Squash; do
   echo "nfs_export_test: Squash = $squash, a client of uid 1000"
   start_ganesha "$squash"
