@@ -356,7 +356,9 @@ package_test() {
   in_root cudafs run -o /mnt/gpu -- sh -c 'test "$LD_PRELOAD" = /usr/lib/cudafs/libcudafs_preload.so && test "$CUDAFS_ROOM_MOUNTS" = /mnt/gpu && cat /mnt/gpu/f' >/dev/null
   # The module where the system's python3 looks, with its metadata.
   in_root apt-get install -y -qq --no-install-recommends python3 > /dev/null
-  in_root python3 -c 'import cudafs, importlib.metadata as m; assert m.version("cudafs") == cudafs.__version__; print("package-test: python3 imports cudafs", cudafs.__version__, "with its metadata")'
+  in_root python3 -c 'import cudafs, importlib.metadata as m
+assert m.version("cudafs") == cudafs.__version__
+print("package-test: python3 imports cudafs", cudafs.__version__, "with its metadata")'
   in_root umount /mnt/gpu
   if grep -q " $root/mnt/gpu " /proc/mounts; then echo "package-test: still mounted"; exit 1; fi
   # auto_unmount with no setuid helper: a killed daemon's mount goes.
@@ -369,8 +371,9 @@ package_test() {
     if ((waited++ > 100)); then echo "package-test: auto_unmount left the mount"; exit 1; fi
     sleep 0.1
   done
-  # A remove leaves the administrator's fstab line, and says what it does.
-  said=$(in_root apt-get remove -y -qq cudafs 2>&1 >/dev/null)
+  # A remove leaves the administrator's fstab line, and says what it does
+  # (on stdout too: apt runs dpkg, and so postrm, on a terminal of its own).
+  said=$(in_root apt-get remove -y -qq cudafs 2>&1)
   if [[ $said != *"/etc/fstab still has lines of type fuse.cudafs"* ]]; then
     echo "package-test: apt remove with an fstab line said: $said"; exit 1
   fi

@@ -77,7 +77,8 @@ done
 readme_conf=$(awk '/^\*\*NFS-Ganesha\*\*/ { found = 1 }
   found && /^```/ { if (inside) exit; inside = 1; next }
   inside { print }' "$readme")
-for anchor in '^NFS_CORE_PARAM \{' '^NFSV4 \{' '^EXPORT \{' 'Path = /mnt/gpu;' 'Squash = Root_Squash;'; do
+for anchor in '^NFS_CORE_PARAM \{' '^NFSV4 \{' '^EXPORT \{' 'Path = /mnt/gpu;' \
+  'Squash = Root_Squash;'; do
   grep -qE "$anchor" <<<"$readme_conf" ||
     { echo "README.md's ganesha.conf has no line matching '$anchor': adapt the test"; exit 1; }
 done
