@@ -15,8 +15,9 @@
 #                                                     (build-notoolkit): it still drives GPUs
 #   ./build.sh package                                the Debian package, built alone
 #                                                     (no tests): build-package/cudafs_VERSION_ARCH.deb
-#   ./build.sh package-test                           the package installed, mounted from
-#                                                     fstab and purged in a fresh Debian root
+#   ./build.sh package-test                           lintian, then the package installed,
+#                                                     mounted from fstab, removed and purged
+#                                                     in a fresh Debian root
 # Installing packages needs root (or sudo). The build goes to ./build.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -298,22 +299,30 @@ command=${1:-}
 package() {
   install_packages dpkg-dev file
   install_dependencies
-  cmake -S . -B build-package -DCMAKE_BUILD_TYPE=Release -DCUDAFS_BUILD_TESTS=OFF \
-    -DCUDAFS_BUILD_BENCHMARKS=OFF -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" \
-    "${compiler_launcher[@]}" ${CMAKE_ARGS:-}
+  # Prefix /usr, where the package installs: the Python module's folder
+  # follows it (fs/client/CMakeLists.txt).
+  cmake -S . -B build-package -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+    -DCUDAFS_BUILD_TESTS=OFF -DCUDAFS_BUILD_BENCHMARKS=OFF \
+    -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" "${compiler_launcher[@]}" ${CMAKE_ARGS:-}
   cmake --build build-package -j "$(nproc)"
   (cd build-package && cpack -G DEB)
 }
 
-# The package in a fresh Debian root, debootstrapped from the mirror apt
-# uses (about a minute): installed with apt, mounted from the root's
-# /etc/fstab, a file written and read, unmounted, purged; then no file of
-# cudafs may be left.
+# The package checked by lintian, then in a fresh Debian root,
+# debootstrapped from the mirror apt uses (about a minute): installed with
+# apt, mounted from the root's /etc/fstab, a file written and read, the
+# Python module imported by the system's python3, unmounted, removed with
+# the fstab line still there (which the removal must mention), purged;
+# then no file of cudafs may be left.
 package_test() {
   package
-  install_packages debootstrap procps
+  install_packages debootstrap procps lintian
   local deb mirror
   deb=$(realpath build-package/cudafs_*.deb)
+  # Debian's checks: no error or warning but those the package explains
+  # (packaging/cudafs.lintian-overrides).
+  lintian --fail-on error,warning "$deb"
+  echo "package-test: lintian finds nothing to say"
   mirror=$(debian_mirror) || { echo "build.sh: no Debian mirror to debootstrap from"; exit 1; }
   (
   set -euo pipefail
@@ -337,7 +346,7 @@ package_test() {
   cp "$deb" "$root/tmp/"
   in_root apt-get install -y -qq "/tmp/$(basename "$deb")" > /dev/null
   in_root cudafs --version
-  in_root sh -c 'man -w cudafs 2>/dev/null || test -f /usr/share/man/man8/cudafs.8'
+  in_root sh -c 'man -w cudafs 2>/dev/null || test -f /usr/share/man/man8/cudafs.8.gz'
   mkdir -p "$root/mnt/gpu"
   echo "cudafs  /mnt/gpu  fuse.cudafs  size=64m,backend=host,mode=1777,nofail  0  0" >> "$root/etc/fstab"
   in_root mount /mnt/gpu
@@ -345,7 +354,11 @@ package_test() {
   in_root cudafs --stats /mnt/gpu
   # cudafs run finds the installed interposer, and a program runs with it.
   in_root cudafs run -o /mnt/gpu -- sh -c 'test "$LD_PRELOAD" = /usr/lib/cudafs/libcudafs_preload.so && test "$CUDAFS_ROOM_MOUNTS" = /mnt/gpu && cat /mnt/gpu/f' >/dev/null
-  in_root python3 -c 'import cudafs' 2>/dev/null && echo "package-test: python3 imports cudafs" || true
+  # The module where the system's python3 looks, with its metadata.
+  in_root apt-get install -y -qq --no-install-recommends python3 > /dev/null
+  in_root python3 -c 'import cudafs, importlib.metadata as m
+assert m.version("cudafs") == cudafs.__version__
+print("package-test: python3 imports cudafs", cudafs.__version__, "with its metadata")'
   in_root umount /mnt/gpu
   if grep -q " $root/mnt/gpu " /proc/mounts; then echo "package-test: still mounted"; exit 1; fi
   # auto_unmount with no setuid helper: a killed daemon's mount goes.
@@ -358,6 +371,13 @@ package_test() {
     if ((waited++ > 100)); then echo "package-test: auto_unmount left the mount"; exit 1; fi
     sleep 0.1
   done
+  # A remove leaves the administrator's fstab line, and says what it does
+  # (on stdout too: apt runs dpkg, and so postrm, on a terminal of its own).
+  said=$(in_root apt-get remove -y -qq cudafs 2>&1)
+  if [[ $said != *"/etc/fstab still has lines of type fuse.cudafs"* ]]; then
+    echo "package-test: apt remove with an fstab line said: $said"; exit 1
+  fi
+  grep -q fuse.cudafs "$root/etc/fstab"
   sed -i '/fuse.cudafs/d' "$root/etc/fstab"
   rmdir "$root/mnt/gpu"
   in_root apt-get purge -y -qq cudafs > /dev/null
@@ -367,7 +387,7 @@ package_test() {
   left=$(comm -13 <(echo "$before") <(echo "$after") | grep -i cudafs || true)
   if [ -n "$left" ]; then echo "package-test: left behind:"; echo "$left"; exit 1; fi
   echo "package-test: installed, mounted from fstab, unmounted, auto_unmount after SIGKILL," \
-       "purged, nothing left ($((SECONDS - started)) s)"
+       "removed (the fstab line said), purged, nothing left ($((SECONDS - started)) s)"
   )
 }
 

@@ -12,6 +12,9 @@ Without a checkpoint at hand, --make-data writes a small one (a few MiB)
 from a toy model first and checks every tensor loaded against it:
 
     python3 docs/examples/load_safetensors.py --mount /mnt/gpu --make-data
+
+Needs PyTorch 2.1 or later (load_state_dict's assign=): `pip install
+torch`; Debian's python3-torch is 1.13 in Debian 12.
 """
 
 import argparse
@@ -22,7 +25,10 @@ import struct
 import sys
 import time
 
-import torch
+try:
+    import torch
+except ImportError:  # said in main(), after --help
+    torch = None
 
 import cudafs
 
@@ -62,6 +68,9 @@ def main():
     parser.add_argument("--writable", action="store_true",
                         help="tensors of the files' own memory (no copy; writes reach the files)")
     args = parser.parse_args()
+    if torch is None or tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 1):
+        sys.exit("load_safetensors.py needs PyTorch 2.1 or later (pip install torch); "
+                 "this Python has %s" % ("none" if torch is None else torch.__version__))
     folder = os.path.join(args.mount, args.model)
 
     expected = None

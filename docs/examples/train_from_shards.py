@@ -7,6 +7,8 @@ and one target); a real dataset would keep tokens or images the same way.
 --make-data first writes small synthetic shards (a noisy linear function):
 
     python3 docs/examples/train_from_shards.py --mount /mnt/gpu --make-data
+
+Needs PyTorch (`pip install torch`).
 """
 
 import argparse
@@ -15,7 +17,10 @@ import os
 import sys
 import time
 
-import torch
+try:
+    import torch
+except ImportError:  # said in main(), after --help
+    torch = None
 
 import cudafs
 
@@ -68,6 +73,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=1024)
     args = parser.parse_args()
+    if torch is None:
+        sys.exit("train_from_shards.py needs PyTorch (pip install torch)")
     folder = os.path.join(args.mount, args.data)
     if args.make_data:
         make_shards(folder, args.shards, args.records)

@@ -4,8 +4,13 @@
 // machines have no kernel NFS client), checks each against the mount and
 // the other way round, drops the kernel's caches so that the server must
 // reopen files by handle, and checks that a handle of a removed file gives
-// NFS4ERR_STALE (or ENOENT), never another file's bytes.
-//   nfs_export_client SERVER PORT EXPORT MOUNTPOINT
+// NFS4ERR_STALE (or ENOENT), never another file's bytes. With UID and GID
+// it speaks as that user (AUTH_SYS), as a non-root client of the export
+// does, and checks that the files it creates are that user's on the mount.
+// --files-only writes files of up to 64 KiB and stops after the first
+// comparison: the large files' and the handles' checks depend on cudafs
+// alone, not on how the server maps users.
+//   nfs_export_client SERVER PORT EXPORT MOUNTPOINT [UID GID [--files-only]]
 // Prints each check; exit status 0 when all hold, 1 otherwise.
 
 // libnfs.h first: the raw headers use what it defines.
@@ -48,6 +53,12 @@ void Check(bool ok, const std::string& what) {
   std::printf("%s: %s\n", ok ? "ok" : "FAILED", what.c_str());
   std::fflush(stdout);
   if (!ok) ++failures;
+}
+
+// The exit status, with the count of failed checks printed.
+int Verdict() {
+  std::printf("%s: %d failed checks\n", failures == 0 ? "PASSED" : "FAILED", failures);
+  return failures == 0 ? 0 : 1;
 }
 
 [[noreturn]] void Die(const std::string& what) {
@@ -96,10 +107,13 @@ class NfsClient {
   // 319, in 5.0): writes go in pieces that fit.
   static constexpr size_t kWriteChunk = 2048;
 
-  NfsClient(const std::string& server, const std::string& port, const std::string& export_path) {
+  // `credentials`: "" (root) or "&uid=N&gid=N", the user the client speaks as.
+  NfsClient(const std::string& server, const std::string& port, const std::string& export_path,
+            const std::string& credentials) {
     nfs_ = nfs_init_context();
     if (nfs_ == nullptr) Die("nfs_init_context failed");
-    const std::string url = "nfs://" + server + export_path + "?version=4&nfsport=" + port;
+    const std::string url =
+        "nfs://" + server + export_path + "?version=4&nfsport=" + port + credentials;
     struct nfs_url* parsed = nfs_parse_url_dir(nfs_, url.c_str());
     if (parsed == nullptr) Die("bad URL " + url + ": " + nfs_get_error(nfs_));
     if (nfs_mount(nfs_, parsed->server, parsed->path) != 0) {
@@ -326,17 +340,23 @@ std::string Describe(const std::optional<Bytes>& got, const Bytes& want) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: nfs_export_client SERVER PORT EXPORT MOUNTPOINT\n");
+  const bool files_only = argc == 8 && std::string(argv[7]) == "--files-only";
+  if (argc != 5 && argc != 7 && !files_only) {
+    std::fprintf(
+        stderr,
+        "usage: nfs_export_client SERVER PORT EXPORT MOUNTPOINT [UID GID [--files-only]]\n");
     return 2;
   }
   const std::string mount = argv[4];
-  NfsClient nfs(argv[1], argv[2], argv[3]);
+  const uid_t uid = argc >= 7 ? static_cast<uid_t>(std::atoi(argv[5])) : 0;
+  const std::string credentials =
+      argc >= 7 ? std::string("&uid=") + argv[5] + "&gid=" + argv[6] : std::string();
+  NfsClient nfs(argv[1], argv[2], argv[3], credentials);
 
   // Files of several sizes, across block and request boundaries, and a
   // tree of directories, each written on one side and read on both.
-  const std::vector<size_t> sizes = {0,     1,           4095,         4096,
-                                     65537, 1024 * 1024, 1048576 + 13, 3 * 1048576 + 7};
+  std::vector<size_t> sizes = {0, 1, 4095, 4096, 65537};
+  if (!files_only) sizes.insert(sizes.end(), {1024 * 1024, 1048576 + 13, 3 * 1048576 + 7});
   struct File {
     std::string path;
     Bytes bytes;
@@ -365,6 +385,17 @@ int main(int argc, char** argv) {
     }
   }
 
+  // The server acts as the client's user (Ganesha takes the uid as its
+  // thread's own for each request), so the files it made are that user's.
+  std::string others;
+  for (const File& file : files) {
+    struct stat st;
+    if (file.path.find("/nfs-") == std::string::npos) continue;
+    if (stat((mount + file.path).c_str(), &st) != 0 || st.st_uid != uid) others += " " + file.path;
+  }
+  Check(others.empty(), "the files written through NFS are uid " + std::to_string(uid) +
+                            "'s on the mount" + (others.empty() ? "" : "; not:" + others));
+
   auto compare_all = [&](const std::string& when) {
     for (const File& file : files) {
       const std::optional<Bytes> by_nfs = nfs.Read(file.path);
@@ -382,6 +413,9 @@ int main(int argc, char** argv) {
     }
   };
   compare_all("");
+  if (files_only) {
+    return Verdict();
+  }
   DropCaches();
   compare_all("after drop_caches: ");
 
@@ -428,6 +462,5 @@ int main(int argc, char** argv) {
                                     : ""));
   Check(nfs.Read("/victim") == successor, "NFS reads the new victim by name");
 
-  std::printf("%s: %d failed checks\n", failures == 0 ? "PASSED" : "FAILED", failures);
-  return failures == 0 ? 0 : 1;
+  return Verdict();
 }

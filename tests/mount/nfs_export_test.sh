@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# A cudafs mount served over NFS: mounts cudafs (host backend), exports it
-# with NFS-Ganesha's VFS FSAL over NFSv4 on loopback (a config, pid file,
-# log and port of its own), and runs nfs_export_client against it: files of
-# several sizes and a directory tree written and read through NFS and on
-# the mount, again after drop_caches (the server then reopens files by
-# handle), and a removed file's handle, which must be stale.
+# A cudafs mount served over NFS: mounts cudafs (host backend) as root,
+# exports it with NFS-Ganesha's VFS FSAL over NFSv4 on loopback, with the
+# ganesha.conf README.md gives (taken from it, so that the two cannot
+# differ; only a port, an address and a recovery folder of the test's own
+# added, and Attr_Expiration_Time = 0), and runs nfs_export_client against
+# it as a client of uid 1000: files of several sizes and a directory tree
+# written and read through NFS and on the mount, again after drop_caches
+# (the server then reopens files by handle), and a removed file's handle,
+# which must be stale. Twice: with the README's Root_Squash, then with
+# No_Root_Squash (a second start of Ganesha, served at once: Graceless).
 #   tests/mount/nfs_export_test.sh CUDAFS_BINARY NFS_EXPORT_CLIENT
 # CUDAFS_TEST_BINARY replaces the binary, CUDAFS_TEST_MOUNT_OPTIONS adds
 # mount options (as for the other mount tests). Exit 77 (ctest: skipped)
@@ -15,6 +19,7 @@
 set -euo pipefail
 binary=${CUDAFS_TEST_BINARY:-${1:?usage: nfs_export_test.sh CUDAFS_BINARY NFS_EXPORT_CLIENT}}
 client=${2:-}
+readme=$(cd "$(dirname "$0")/../.." && pwd)/README.md
 
 skip() {
   if [[ ${CUDAFS_TEST_REQUIRE_NFS:-0} == 1 ]]; then
@@ -68,46 +73,52 @@ for _ in $(seq 20); do
   port_in_use "$port" || break
 done
 
-cat >"$work/ganesha.conf" <<EOF
-NFS_CORE_PARAM {
-  Protocols = 4;
-  NFS_Port = $port;
-  Bind_addr = 127.0.0.1;
-  Enable_NLM = false;
-  Enable_RQUOTA = false;
-  Enable_UDP = false;
-}
-NFSV4 {
-  Graceless = true;
-  RecoveryRoot = "$work/recovery";
-}
-NFS_KRB5 { Active_krb5 = false; }
-EXPORT {
-  Export_Id = 1;
-  Path = "$mountpoint";
-  Pseudo = /cudafs;
-  Access_Type = RW;
-  Squash = No_Root_Squash;
-  SecType = sys;
-  Protocols = 4;
-  Transports = TCP;
-  # Every GETATTR asks the filesystem: a handle of a removed file must be
-  # found stale, not answered from Ganesha's attribute cache.
-  Attr_Expiration_Time = 0;
-  FSAL { Name = VFS; }
-}
-EOF
-ganesha.nfsd -F -f "$work/ganesha.conf" -L "$work/ganesha.log" -p "$work/ganesha.pid" \
-  -N NIV_EVENT &
-ganesha_pid=$!
-for _ in $(seq 200); do
-  kill -0 "$ganesha_pid" 2>/dev/null || { echo "Ganesha exited at start"; exit 1; }
-  port_in_use "$port" && break
-  sleep 0.1
+# README's block: the first fenced block after "**NFS-Ganesha**".
+readme_conf=$(awk '/^\*\*NFS-Ganesha\*\*/ { found = 1 }
+  found && /^```/ { if (inside) exit; inside = 1; next }
+  inside { print }' "$readme")
+for anchor in '^NFS_CORE_PARAM \{' '^NFSV4 \{' '^EXPORT \{' 'Path = /mnt/gpu;' \
+  'Squash = Root_Squash;'; do
+  grep -qE "$anchor" <<<"$readme_conf" ||
+    { echo "README.md's ganesha.conf has no line matching '$anchor': adapt the test"; exit 1; }
 done
-port_in_use "$port" || { echo "Ganesha does not listen on port $port after 20 s"; exit 1; }
+
+# Ganesha with the README's config, Squash as asked, on a port of its own.
+start_ganesha() {
+  local squash=$1
+  sed -e "s|^NFS_CORE_PARAM {|&\n  NFS_Port = $port;\n  Bind_addr = 127.0.0.1;|" \
+    -e "s|^NFSV4 {|&\n  RecoveryRoot = \"$work/recovery\";|" \
+    -e "s|Path = /mnt/gpu;|Path = \"$mountpoint\";|" \
+    -e "s|Squash = Root_Squash;|Squash = $squash;|" \
+    -e "s|^EXPORT {|&\n  Attr_Expiration_Time = 0;  # a removed file's handle: stale at once|" \
+    <<<"$readme_conf" >"$work/ganesha.conf"
+  ganesha.nfsd -F -f "$work/ganesha.conf" -L "$work/ganesha.log" -p "$work/ganesha.pid" \
+    -N NIV_EVENT &
+  ganesha_pid=$!
+  for _ in $(seq 200); do
+    kill -0 "$ganesha_pid" 2>/dev/null || { echo "Ganesha exited at start"; exit 1; }
+    port_in_use "$port" && return
+    sleep 0.1
+  done
+  echo "Ganesha does not listen on port $port after 20 s"
+  exit 1
+}
+stop_ganesha() {
+  kill -TERM "$ganesha_pid"
+  wait "$ganesha_pid" || true
+  ganesha_pid=
+}
 
 started=$SECONDS
-"$client" 127.0.0.1 "$port" /cudafs "$mountpoint"
-kill -0 "$ganesha_pid" || { echo "Ganesha died during the test"; exit 1; }
+# Every check with the README's Root_Squash; with No_Root_Squash the small
+# files (the rest checks cudafs alone, whoever the client is).
+for squash in Root_Squash No_Root_Squash; do
+  echo "nfs_export_test: Squash = $squash, a client of uid 1000"
+  start_ganesha "$squash"
+  "$client" 127.0.0.1 "$port" /gpu "$mountpoint" 1000 1000 \
+    $([[ $squash == No_Root_Squash ]] && echo --files-only)
+  kill -0 "$ganesha_pid" || { echo "Ganesha died during the test"; exit 1; }
+  stop_ganesha
+  find "$mountpoint" -mindepth 1 -delete
+done
 echo "nfs_export_test: passed ($((SECONDS - started)) s of NFS checks)"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The Python package as a user installs it: pip, with no package index,
-# into fresh virtual environments (with and without build isolation); then,
-# from outside the tree, `import cudafs` (which must load the library pip
-# built into the package), `python -m cudafs --help`, the examples in
-# docs/examples compiled, and mount_share_test's Python cases (host memory)
-# run by the installed package instead of this tree's module.
+# into fresh virtual environments (a wheel with build isolation, an
+# editable install, `pip install -e`, without); then, from outside the
+# tree, `import cudafs` (which must load the library pip built into the
+# package; the editable one the checkout's module), `python -m cudafs
+# --help`, the examples in docs/examples compiled, their --help and what
+# they say without PyTorch, or with one too old, and mount_share_test's
+# Python cases (host memory) run by the editable install.
 #   python_package_test.sh SOURCE_DIR MOUNT_SHARE_TEST
 # Exit status 77 (a skip, for ctest) when the share tests could not mount.
 set -euo pipefail
@@ -22,21 +24,29 @@ started=$SECONDS
 python3 -m venv isolated
 isolated/bin/pip install --quiet --no-index "$source_dir/fs/client/python"
 python3 -m venv venv
-venv/bin/pip install --quiet --no-index --no-build-isolation "$source_dir/fs/client/python"
+venv/bin/pip install --quiet --no-index --no-build-isolation -e "$source_dir/fs/client/python"
 echo "python_package_test: two venvs made and installed in $((SECONDS - started)) s"
 
 # The package's version is the project's (CMakeLists.txt), in its
-# metadata and as cudafs.__version__.
+# metadata and as cudafs.__version__; the editable install runs the
+# checkout's module.
 version=$(sed -n 's/^project(cudafs VERSION \([0-9.]*\).*/\1/p' "$source_dir/CMakeLists.txt")
 for python in isolated/bin/python venv/bin/python; do
-  "$python" - "$version" <<'EOF'
+  checkout=
+  [[ $python == venv/* ]] && checkout=$source_dir/fs/client/python
+  "$python" - "$version" "$checkout" <<'EOF'
 import importlib.metadata, os, sys, cudafs
 assert cudafs.__version__ == importlib.metadata.version("cudafs") == sys.argv[1], (
     cudafs.__version__, importlib.metadata.version("cudafs"), sys.argv[1])
 here = os.path.dirname(cudafs.__file__)
 assert here.startswith(sys.prefix + os.sep), "not the installed module: " + here
 assert cudafs._lib()._name == os.path.join(here, "libcudafs_client.so"), cudafs._lib()._name
-assert os.path.exists(os.path.join(here, "py.typed"))
+code = cudafs.map.__code__.co_filename
+if sys.argv[2]:
+    assert code == os.path.join(sys.argv[2], "cudafs", "__init__.py"), code
+else:
+    assert code == cudafs.__file__, code
+    assert os.path.exists(os.path.join(here, "py.typed"))
 assert set(cudafs.__all__) <= set(dir(cudafs))
 EOF
   "$python" -m cudafs --help >/dev/null
@@ -64,6 +74,27 @@ for path in sys.argv[1:]:
         compile(f.read(), path, "exec")
 print("python_package_test: %d examples compile" % len(sys.argv[1:]))
 EOF
+# Without PyTorch (the venv has none) each example's --help works, and a
+# run says what it needs instead of a traceback; so does one with a
+# PyTorch older than load_safetensors.py's 2.1.
+for example in "$source_dir"/docs/examples/*.py; do
+  venv/bin/python "$example" --help >/dev/null
+done
+expect_refusal() {
+  local said
+  if said=$(venv/bin/python "$1" --mount "$work" 2>&1); then
+    echo "python_package_test: $1 ran: $said"
+    exit 1
+  fi
+  [[ $said == *"needs PyTorch"* && $said != *Traceback* ]] ||
+    { echo "python_package_test: $1 said: $said"; exit 1; }
+  echo "python_package_test: $(basename "$1"): $said"
+}
+expect_refusal "$source_dir/docs/examples/load_safetensors.py"
+expect_refusal "$source_dir/docs/examples/train_from_shards.py"
+mkdir -p old-torch/torch
+echo '__version__ = "1.13.1"' >old-torch/torch/__init__.py
+PYTHONPATH=$work/old-torch expect_refusal "$source_dir/docs/examples/load_safetensors.py"
 
 # The daemon is this build's; the Python side, the package's.
 CUDAFS_TEST_PYTHON=$work/venv/bin/python "$share_test" \

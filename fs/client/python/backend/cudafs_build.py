@@ -97,9 +97,40 @@ def _record_line(name, data):
     return "%s,sha256=%s,%d" % (name, digest, len(data))
 
 
+def _dist_info(version):
+    # The wheel's metadata, and what prepare_metadata_for_build_wheel
+    # writes: fs/client/CMakeLists.txt installs that beside the .deb's
+    # module, so that pip and importlib.metadata see it there too.
+    info = "%s-%s.dist-info" % (_NAME, version)
+    return info, [(info + "/METADATA", _metadata(version).encode()),
+                  (info + "/WHEEL", ("Wheel-Version: 1.0\nGenerator: cudafs_build\n"
+                                     "Root-Is-Purelib: false\nTag: %s\n" % _wheel_tag()).encode())]
+
+
+def _built_library():
+    with tempfile.TemporaryDirectory() as work:
+        library = os.path.join(work, _LIBRARY)
+        _compile_library(_source_root(), library)
+        with open(library, "rb") as f:
+            return f.read()
+
+
+def _write_wheel(wheel_directory, version, files):
+    info, metadata = _dist_info(version)
+    files = files + metadata
+    record = [_record_line(name, data) for name, data in files] + [info + "/RECORD,,"]
+    files.append((info + "/RECORD", ("\n".join(record) + "\n").encode()))
+    wheel = "%s-%s-%s.whl" % (_NAME, version, _wheel_tag())
+    with zipfile.ZipFile(os.path.join(wheel_directory, wheel), "w", zipfile.ZIP_DEFLATED) as out:
+        for name, data in files:
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.external_attr = (0o755 if name.endswith(".so") else 0o644) << 16
+            out.writestr(entry, data, zipfile.ZIP_DEFLATED)
+    return wheel
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    root = _source_root()
-    version = _version(root)
+    version = _version(_source_root())
     files = []
     package = os.path.join(_HERE, _NAME)
     for name in sorted(os.listdir(package)):
@@ -107,25 +138,42 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             with open(os.path.join(package, name), "rb") as f:
                 files.append((_NAME + "/" + name, f.read()))
     files.append((_NAME + "/_version.py", _version_module(version)))
-    with tempfile.TemporaryDirectory() as work:
-        library = os.path.join(work, _LIBRARY)
-        _compile_library(root, library)
-        with open(library, "rb") as f:
-            files.append((_NAME + "/" + _LIBRARY, f.read()))
-    tag = _wheel_tag()
-    info = "%s-%s.dist-info" % (_NAME, version)
-    files.append((info + "/METADATA", _metadata(version).encode()))
-    files.append((info + "/WHEEL", ("Wheel-Version: 1.0\nGenerator: cudafs_build\n"
-                                    "Root-Is-Purelib: false\nTag: %s\n" % tag).encode()))
-    record = [_record_line(name, data) for name, data in files] + [info + "/RECORD,,"]
-    files.append((info + "/RECORD", ("\n".join(record) + "\n").encode()))
-    wheel = "%s-%s-%s.whl" % (_NAME, version, tag)
-    with zipfile.ZipFile(os.path.join(wheel_directory, wheel), "w", zipfile.ZIP_DEFLATED) as out:
-        for name, data in files:
-            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-            entry.external_attr = (0o755 if name.endswith(".so") else 0o644) << 16
-            out.writestr(entry, data, zipfile.ZIP_DEFLATED)
-    return wheel
+    files.append((_NAME + "/" + _LIBRARY, _built_library()))
+    return _write_wheel(wheel_directory, version, files)
+
+
+# PEP 660, `pip install -e`: the checkout's module, changes to it seen at
+# the next import, and the library and version built for it, which the
+# checkout does not hold (nothing is written into it). The installed
+# package's __init__ runs the checkout's in its own place, so that the
+# module finds the library beside __file__ as in a wheel, and looks up its
+# submodules (__main__, _version) in the checkout first.
+_EDITABLE_INIT = """# cudafs installed editable (pip install -e) from %(source)r:
+# the module is the checkout's; this folder holds what pip built for it.
+__path__.insert(0, %(source)r)
+with open(%(init)r) as _source:
+    exec(compile(_source.read(), %(init)r, "exec"))
+del _source
+"""
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    version = _version(_source_root())
+    source = os.path.join(_HERE, _NAME)
+    init = _EDITABLE_INIT % {"source": source, "init": os.path.join(source, "__init__.py")}
+    files = [(_NAME + "/__init__.py", init.encode()),
+             (_NAME + "/_version.py", _version_module(version)),
+             (_NAME + "/" + _LIBRARY, _built_library())]
+    return _write_wheel(wheel_directory, version, files)
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    info, files = _dist_info(_version(_source_root()))
+    for name, data in files:
+        os.makedirs(os.path.join(metadata_directory, os.path.dirname(name)), exist_ok=True)
+        with open(os.path.join(metadata_directory, name), "wb") as f:
+            f.write(data)
+    return info
 
 
 def _headers(root):
