@@ -8,7 +8,7 @@
 #   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DCUDAFS_LIBFUSE_PREFIX=$PWD/build/libfuse
 #   cmake --build build-cuda -j
 #   bench/bundle-tools.sh build-gpu/tools     # fio and its libraries
-#   ../shared/gpu/bundle-libs build-cuda .device-libs
+#   bench/bundle-libs.sh build-cuda .device-libs   # the libraries it loads
 # then on the GPU machine, carrying build-cuda, build-gpu/tools.tar.gz and
 # .device-libs (the unpacked bundle is too big to carry), in calls of at most
 # 10 minutes each, for example:

@@ -3,9 +3,9 @@
 # calls of at most 9 minutes each. Built beforehand on the development
 # machine (no compiler is needed on the GPU machine):
 #   cmake --build build -j2 --target cudafs cudafs_preload cuda_alloc_probe
-#   ../shared/gpu/bundle-libs build .device-libs
 #   mkdir -p build-interposer
 #   cp build/cudafs build/libcudafs_preload.so build/cuda_alloc_probe build-interposer/
+#   bench/bundle-libs.sh build-interposer .device-libs
 # then on the GPU machine, as root, carrying build-interposer and .device-libs
 # (3 MiB in all):
 #   export LD_LIBRARY_PATH=$PWD/.device-libs:$LD_LIBRARY_PATH
