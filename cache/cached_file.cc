@@ -126,9 +126,20 @@ absl::Status CachedFile::FlushAndDrop(uint64_t offset, uint64_t end) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<DeviceRange>> CachedFile::Share(uint64_t size) {
+absl::StatusOr<std::unique_ptr<ExportedMemory>> CachedFile::Export(uint64_t size) {
   CUDAFS_RETURN_IF_ERROR(FlushAndDrop(0, std::numeric_limits<uint64_t>::max()));
-  return extents_.Share(size);
+  return extents_.Export(size);
+}
+
+absl::StatusOr<std::vector<Device::CopyPiece>> CachedFile::PlanCopy(uint64_t size) {
+  CUDAFS_RETURN_IF_ERROR(Flush());
+  CUDAFS_RETURN_IF_ERROR(extents_.LeaveSpill());
+  return extents_.PlanCopy(size);
+}
+
+absl::Status CachedFile::CopyInto(absl::Span<const Device::CopyMemory> memory, uint64_t size) {
+  CUDAFS_RETURN_IF_ERROR(Flush());
+  return extents_.CopyInto(memory, size);
 }
 
 absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* data,

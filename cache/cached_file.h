@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -73,12 +74,15 @@ class CachedFile {
   void TrimTail(uint64_t size) { extents_.TrimTail(size); }
   std::optional<uint64_t> NextData(uint64_t offset) const { return extents_.NextData(offset); }
   uint64_t NextHole(uint64_t offset) const { return extents_.NextHole(offset); }
-  // As ExtentMap's: the arena's bytes, so Flush first.
-  std::vector<DeviceToDevice> CopiesOut(uint64_t size) const { return extents_.CopiesOut(size); }
   // As ExtentMap's, after writing back and dropping the file's pages: from
   // then on every read and write goes to the arena, which a mapping may
   // change under any cache.
-  absl::StatusOr<std::vector<DeviceRange>> Share(uint64_t size);
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> Export(uint64_t size);
+  // As ExtentMap's, after writing the file's dirty pages back; PlanCopy
+  // also brings its bytes back from host memory first (a copy is GPU
+  // memory), ResourceExhausted when no GPU has room for them.
+  absl::StatusOr<std::vector<Device::CopyPiece>> PlanCopy(uint64_t size);
+  absl::Status CopyInto(absl::Span<const Device::CopyMemory> memory, uint64_t size);
   uint64_t allocated_bytes() const { return extents_.allocated_bytes(); }
   bool shared() const { return extents_.shared(); }
 
@@ -90,7 +94,6 @@ class CachedFile {
     return extents_.Move(leave, to, budget);
   }
   uint64_t BytesIn(size_t part) const { return extents_.BytesIn(part); }
-  absl::Status LeaveSpill() { return extents_.LeaveSpill(); }
 
   // When the file was last read or written here, in seconds since the
   // epoch: data moves out of a GPU least recently used first.

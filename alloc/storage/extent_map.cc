@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "alloc/base/status_macros.h"
 
 namespace cudafs {
@@ -442,6 +444,29 @@ absl::Status ExtentMap::Relocate(absl::Span<const Window> windows, uint64_t zero
     extents_.emplace(w.start, w.block);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ExportedMemory>> ExtentMap::Export(uint64_t size) {
+  Device& device = arena()->device();
+  if (!device.can_share()) {
+    return absl::UnimplementedError(absl::StrCat(device.Describe(), " cannot share memory"));
+  }
+  if (size < device.granule_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("files under %d KiB are copied, never shared: map it without writing",
+                        device.granule_size() / 1024));
+  }
+  CUDAFS_ASSIGN_OR_RETURN(std::vector<DeviceRange> ranges, Share(size));
+  return device.ExportShared(size, ranges);
+}
+
+absl::StatusOr<std::vector<Device::CopyPiece>> ExtentMap::PlanCopy(uint64_t size) const {
+  return arena()->device().PlanCopy(size, CopiesOut(size));
+}
+
+absl::Status ExtentMap::CopyInto(absl::Span<const Device::CopyMemory> memory,
+                                 uint64_t size) const {
+  return arena()->device().FillCopy(memory, CopiesOut(size));
 }
 
 absl::StatusOr<uint64_t> ExtentMap::Move(absl::FunctionRef<bool(size_t part)> leave,

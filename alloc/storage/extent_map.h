@@ -14,12 +14,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "alloc/storage/arena.h"
 #include "alloc/storage/extent_set.h"
@@ -122,6 +124,21 @@ class ExtentMap {
   // memory.
   absl::StatusOr<std::vector<DeviceRange>> Share(uint64_t size);
   bool shared() const { return shared_; }
+
+  // The file exports itself: the memory another process maps to share the
+  // first `size` bytes (> 0), laid out by Share and handed out by the
+  // device (Device::ExportShared) in one step. Unimplemented where the
+  // device cannot hand its memory out; InvalidArgument for a file under a
+  // granule (whose memory would show its neighbours': such files are
+  // copied).
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> Export(uint64_t size);
+  // A private copy of the first `size` bytes (> 0) for another process:
+  // the pieces of memory it goes into (Device::PlanCopy), and those pieces
+  // filled with it (Device::FillCopy; FailedPrecondition when the pieces no
+  // longer fit where the bytes lie). Unimplemented where the device cannot
+  // fill another process's memory.
+  absl::StatusOr<std::vector<Device::CopyPiece>> PlanCopy(uint64_t size) const;
+  absl::Status CopyInto(absl::Span<const Device::CopyMemory> memory, uint64_t size) const;
 
   // Moves the bytes of blocks in parts `leave` accepts, in file order and
   // until at least `budget` bytes of blocks have moved, into blocks of the

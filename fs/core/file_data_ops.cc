@@ -79,17 +79,6 @@ absl::Status AllocateLocked(FilesystemState& state, Inode& inode, int operation,
   return absl::OkStatus();
 }
 
-// A private copy on a mount with GPUs is GPU memory, as a mapping is:
-// bytes the file keeps in host memory come back to a GPU first.
-absl::Status BringBackFromHostMemory(CachedFile& data) {
-  absl::Status status = data.LeaveSpill();
-  if (absl::IsResourceExhausted(status)) {
-    return PosixError(ENOSPC, "the file's bytes are in host memory and no GPU has room for "
-                              "them: make room (cudafs --make-room), or read the file");
-  }
-  return status;
-}
-
 }  // namespace
 
 absl::StatusOr<uint64_t> Filesystem::Open(InodeNumber ino, int flags, const Caller& caller) {
@@ -208,14 +197,12 @@ absl::StatusOr<Filesystem::CopyPlan> Filesystem::PlanCopy(InodeNumber ino) {
   absl::MutexLock lock(&inode.mu);
   if (inode.is_directory()) return PosixError(EISDIR);
   if (!inode.is_regular() || inode.size == 0) return PosixError(EINVAL, "nothing to map");
-  std::vector<DeviceToDevice> copies;
-  if (CachedFile* data = inode.data()) {
-    CUDAFS_RETURN_IF_ERROR(data->Flush());
-    CUDAFS_RETURN_IF_ERROR(BringBackFromHostMemory(*data));
-    copies = data->CopiesOut(inode.size);
-  }
   absl::StatusOr<std::vector<Device::CopyPiece>> pieces =
-      state_->arena->device().PlanCopy(inode.size, copies);
+      DataOf(*state_, inode).PlanCopy(inode.size);
+  if (absl::IsResourceExhausted(pieces.status())) {
+    return PosixError(ENOSPC, "the file's bytes are in host memory and no GPU has room for "
+                              "them: make room (cudafs --make-room), or read the file");
+  }
   if (absl::IsUnimplemented(pieces.status())) {
     return PosixError(EOPNOTSUPP, pieces.status().message());
   }
@@ -236,12 +223,7 @@ absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino,
   // A file that grew since PlanCopy is copied as far as the memory goes,
   // as a read(2) into a buffer of that size would be.
   const uint64_t size = std::min<uint64_t>(inode.size, memory_bytes);
-  std::vector<DeviceToDevice> copies;
-  if (CachedFile* data = inode.data()) {
-    CUDAFS_RETURN_IF_ERROR(data->Flush());
-    copies = data->CopiesOut(size);
-  }
-  absl::Status status = state_->arena->device().FillCopy(memory, copies);
+  absl::Status status = DataOf(*state_, inode).CopyInto(memory, size);
   if (absl::IsUnimplemented(status)) return PosixError(EOPNOTSUPP, status.message());
   if (absl::IsFailedPrecondition(status)) {
     return PosixError(EAGAIN, absl::StrCat("the file changed while it was copied (",
@@ -254,26 +236,18 @@ absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino,
 absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportShared(InodeNumber ino) {
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
-  Device& device = state_->arena->device();
-  if (!device.can_share()) {
-    return PosixError(EOPNOTSUPP, absl::StrCat(device.Describe(), " cannot share memory"));
-  }
   // Exclusive: the layout may change, and no write may come between that
   // and the export.
   absl::MutexLock lock(&inode.mu);
   if (inode.is_directory()) return PosixError(EISDIR);
   if (!inode.is_regular()) return PosixError(EINVAL, "only regular files can be mapped");
-  if (inode.size < device.granule_size()) {
-    return PosixError(EINVAL, absl::StrFormat("files under %d KiB are copied, never shared: "
-                                              "map it without writing",
-                                              device.granule_size() / 1024));
-  }
-  CUDAFS_ASSIGN_OR_RETURN(std::vector<DeviceRange> ranges,
-                          DataOf(*state_, inode).Share(inode.size));
   absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
-      device.ExportShared(inode.size, ranges);
+      DataOf(*state_, inode).Export(inode.size);
   if (absl::IsUnimplemented(exported.status())) {
     return PosixError(EOPNOTSUPP, exported.status().message());
+  }
+  if (absl::IsInvalidArgument(exported.status())) {
+    return PosixError(EINVAL, exported.status().message());
   }
   return exported;
 }

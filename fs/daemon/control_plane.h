@@ -31,7 +31,7 @@
 #include "alloc/devices/faulty_device.h"
 #include "alloc/storage/arena.h"
 #include "fs/fuse/control_attributes.h"
-#include "fs/fuse/fuse_ops.h"
+#include "fs/fuse/fuse_context.h"
 #include "fs/room/room_keeper.h"
 #include "fs/share/room_maker.h"
 #include "fs/share/share_server.h"

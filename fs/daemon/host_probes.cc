@@ -18,7 +18,7 @@
 #include "absl/strings/strip.h"
 #include "alloc/base/log.h"
 #include "alloc/base/sizes.h"
-#include "fs/fuse/fuse_ops.h"
+#include "fs/fuse/libfuse.h"
 
 namespace cudafs {
 namespace {

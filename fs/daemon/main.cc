@@ -34,7 +34,7 @@
 #include "fs/daemon/run_command.h"
 #include "fs/daemon/serve.h"
 #include "fs/daemon/stats_command.h"
-#include "fs/fuse/fuse_ops.h"
+#include "fs/fuse/libfuse.h"
 
 namespace cudafs {
 namespace {

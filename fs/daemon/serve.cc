@@ -29,6 +29,7 @@
 #include "fs/daemon/host_probes.h"
 #include "fs/daemon/mount_info.h"
 #include "fs/fuse/fuse_kernel_notifier.h"
+#include "fs/fuse/fuse_context.h"
 #include "fs/fuse/fuse_ops.h"
 #include "fs/fuse/session_loop.h"
 #include "fs/room/room_keeper.h"

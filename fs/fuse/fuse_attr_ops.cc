@@ -2,7 +2,7 @@
 #include <sys/statvfs.h>
 
 #include "fs/fuse/fuse_handlers.h"
-#include "fs/fuse/fuse_request.h"
+#include "fs/fuse/fuse_replies.h"
 
 namespace cudafs::fuse_glue {
 

@@ -4,7 +4,7 @@
 
 #include "alloc/base/errors.h"
 #include "fs/fuse/fuse_handlers.h"
-#include "fs/fuse/fuse_request.h"
+#include "fs/fuse/fuse_replies.h"
 
 namespace cudafs::fuse_glue {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "alloc/devices/pinned_buffer.h"
 #include "fs/fuse/fuse_handlers.h"
-#include "fs/fuse/fuse_request.h"
+#include "fs/fuse/fuse_replies.h"
 #include "fs/fuse/io_mode.h"
 
 namespace cudafs::fuse_glue {

@@ -10,7 +10,7 @@
 
 #include "alloc/base/log.h"
 #include "fs/fuse/fuse_handlers.h"
-#include "fs/fuse/fuse_request.h"
+#include "fs/fuse/fuse_replies.h"
 #include "fs/fuse/negotiation.h"
 
 namespace cudafs {

@@ -1,5 +1,5 @@
 // FuseSettings: what the daemon decided for the FUSE glue before mounting
-// (fs/daemon/mount_plan.h), fixed for the session. Apart from fuse_ops.h so
+// (fs/daemon/mount_plan.h), fixed for the session. Apart from fuse_context.h so
 // that INIT's negotiation (negotiation.h) takes it without libfuse.
 #ifndef CUDAFS_FS_FUSE_FUSE_SETTINGS_H_
 #define CUDAFS_FS_FUSE_FUSE_SETTINGS_H_

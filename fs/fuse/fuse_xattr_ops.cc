@@ -11,7 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "fs/fuse/control_attributes.h"
 #include "fs/fuse/fuse_handlers.h"
-#include "fs/fuse/fuse_request.h"
+#include "fs/fuse/fuse_replies.h"
 
 namespace cudafs::fuse_glue {
 namespace {

@@ -1,7 +1,7 @@
 // What cudafs asks of the kernel at FUSE init and at each open: cache
 // lifetimes, the request size, the direct-I/O threshold (see
 // Negotiated::direct_io_min and ChooseDirectIo in io_mode.h). Apart from
-// fuse_ops.h so that the option parser names them without libfuse.
+// fuse_context.h so that the option parser names them without libfuse.
 #ifndef CUDAFS_FS_FUSE_KERNEL_SETTINGS_H_
 #define CUDAFS_FS_FUSE_KERNEL_SETTINGS_H_
 

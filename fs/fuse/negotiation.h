@@ -36,7 +36,7 @@ struct Negotiated {
   // O_TRUNC open whose caller lacks CAP_FSETID. Without it the kernel
   // clears them itself, with a SETATTR of the mode, for everything but
   // direct-I/O writes, where the uid rule of Caller applies (see
-  // DataChangerOf in fuse_request.h).
+  // DataChangerOf in fuse_replies.h).
   bool kernel_kills_set_id = false;
 
   bool operator==(const Negotiated&) const = default;

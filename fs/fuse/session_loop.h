@@ -21,7 +21,7 @@
 #include <string>
 
 #include "alloc/devices/device.h"
-#include "fs/fuse/fuse_ops.h"
+#include "fs/fuse/libfuse.h"
 
 namespace cudafs {
 

@@ -236,7 +236,7 @@ TEST_P(PrivilegeTest, TrustedNamesAreListedToCapSysAdmin) {
 // with group execute) unless the writer has CAP_FSETID, whatever its uid;
 // the next stat(2) shows it at once. (Against libfuse 3.14, without
 // HANDLE_KILLPRIV_V2, the kernel clears them with a SETATTR of its own:
-// see DataChangerOf in fs/fuse/fuse_request.h.)
+// see DataChangerOf in fs/fuse/fuse_replies.h.)
 TEST_P(PrivilegeTest, DataChangesClearSetIdBitsWithoutCapFsetid) {
   ASSERT_TRUE(WriteFile(Path("f"), "data"));
   const std::string path = Path("f");

@@ -1,8 +1,8 @@
 // What every FUSE handler uses: the session's context, who sent the
 // request, and the replies that carry a Status or an entry. Private to the
 // glue (fs/fuse).
-#ifndef CUDAFS_FS_FUSE_FUSE_REQUEST_H_
-#define CUDAFS_FS_FUSE_FUSE_REQUEST_H_
+#ifndef CUDAFS_FS_FUSE_FUSE_REPLIES_H_
+#define CUDAFS_FS_FUSE_FUSE_REPLIES_H_
 
 #include <sys/stat.h>
 
@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/permissions.h"
-#include "fs/fuse/fuse_ops.h"
+#include "fs/fuse/fuse_context.h"
 #include "fs/fuse/libfuse.h"
 
 namespace cudafs::fuse_glue {
@@ -57,4 +57,4 @@ void ReplyEntry(fuse_req_t req, const absl::StatusOr<struct stat>& st);
 
 }  // namespace cudafs::fuse_glue
 
-#endif  // CUDAFS_FS_FUSE_FUSE_REQUEST_H_
+#endif  // CUDAFS_FS_FUSE_FUSE_REPLIES_H_

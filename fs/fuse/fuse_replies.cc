@@ -1,4 +1,4 @@
-#include "fs/fuse/fuse_request.h"
+#include "fs/fuse/fuse_replies.h"
 
 #include <cerrno>
 #include <vector>
