@@ -1,15 +1,17 @@
 // HostDevice: the arena in host memory. Used by the tests, by CI, and as the
 // fallback on machines without a usable GPU.
 //
-// The arena is one anonymous mapping reserved without backing
-// (MAP_NORESERVE); Commit faults granules in and Decommit hands them back to
-// the kernel, so resident memory follows what is stored, like tmpfs.
+// The arena is a memfd as large as the arena, holding no memory at first;
+// Commit allocates granules in it (fallocate) and Decommit punches them out,
+// so the memory held follows what is stored, like tmpfs. Transfers are
+// pwrite, pread and copy_file_range on it, the kernel copying as it does for
+// tmpfs; HostView is the memfd mapped shared, which sees the same bytes.
 // FillCopy writes into another process's memfd, only where its pages are
 // allocated (the daemon's writes must not be what allocates them).
 // ExportShared moves each range into a memfd of its own, sealed against
 // resizing (importers hold it open for writing), mapped over the arena in
-// place of the anonymous pages (once; later exports hand out the same memfd),
-// and the range goes back to anonymous memory when it is decommitted: the
+// place of the arena's memfd (once; later exports hand out the same memfd),
+// and the range goes back to the arena's memfd when it is decommitted: the
 // memfd's pages are released then (importers read zeros), and the memfd
 // lives on only in the importers' mappings.
 #ifndef CUDAFS_ALLOC_DEVICES_HOST_DEVICE_H_
@@ -61,16 +63,20 @@ class HostDevice final : public Device {
     uint64_t committed = 0;  // bytes of it not yet decommitted
   };
 
-  HostDevice(char* base, uint64_t size) : base_(base), size_(size) {}
+  HostDevice(int memory, char* base, uint64_t size) : memory_(memory), base_(base), size_(size) {}
 
   bool WholeGranules(DeviceRange range) const;
   // Whether no shared range overlaps `range` but one equal to it.
-  bool NotSharedOtherwise(DeviceRange range) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_mu_);
+  bool NotSharedOtherwise(DeviceRange range) const ABSL_SHARED_LOCKS_REQUIRED(shared_mu_);
+  // Whether no shared range overlaps [offset, offset + length): its bytes
+  // are in memory_ at the same offsets.
+  bool Plain(uint64_t offset, uint64_t length) const ABSL_SHARED_LOCKS_REQUIRED(shared_mu_);
   // The memfd holding [offset, offset + length), made on first use.
   absl::StatusOr<int> SharedMemory(uint64_t offset, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_mu_);
 
-  char* const base_;
+  const int memory_;  // the memfd holding the arena's bytes, owned
+  char* const base_;  // memory_, mapped shared
   const uint64_t size_;
   mutable absl::Mutex shared_mu_;
   // Arena offset -> the shared range starting there.

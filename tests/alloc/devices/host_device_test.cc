@@ -8,9 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -41,28 +40,25 @@ std::vector<char> ReadBack(HostDevice& device, uint64_t offset, size_t length) {
   return bytes;
 }
 
-// Resident bytes of the one mapping of exactly `mapping_size` bytes, from
-// /proc/self/smaps: HostDevice exposes no accounting of its own, and the
-// kernel's is the one that matters (resident memory should follow what is
-// committed). nullopt unless exactly one mapping has that size.
-std::optional<uint64_t> ResidentBytesOfMapping(uint64_t mapping_size) {
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  bool in_mapping = false;
-  int matches = 0;
-  std::optional<uint64_t> resident;
-  while (std::getline(smaps, line)) {
-    uint64_t start, end;
-    if (std::sscanf(line.c_str(), "%lx-%lx ", &start, &end) == 2 &&
-        line.find('-') < line.find(' ')) {
-      in_mapping = end - start == mapping_size;
-      if (in_mapping) ++matches;
+// Bytes of memory the one live arena holds: the blocks of its memfd, found
+// among this process's descriptors. HostDevice exposes no accounting of its
+// own, and the kernel's is the one that matters (the memory held should
+// follow what is committed). Nullopt unless exactly one arena is found.
+std::optional<uint64_t> ArenaMemoryBytes() {
+  std::optional<uint64_t> bytes;
+  int found = 0;
+  for (const std::filesystem::directory_entry& fd :
+       std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
+    struct stat st;
+    if (error || target.rfind("/memfd:cudafs-arena", 0) != 0 || stat(fd.path().c_str(), &st) != 0) {
       continue;
     }
-    uint64_t kib;
-    if (in_mapping && std::sscanf(line.c_str(), "Rss: %lu kB", &kib) == 1) resident = kib * 1024;
+    ++found;
+    bytes = static_cast<uint64_t>(st.st_blocks) * 512;
   }
-  return matches == 1 ? resident : std::nullopt;
+  return found == 1 ? bytes : std::nullopt;
 }
 
 TEST(HostDeviceTest, CreateRoundsTheArenaUpToAGranule) {
@@ -87,32 +83,29 @@ TEST(HostDeviceTest, CreateRejectsAnEmptyArena) {
 }
 
 TEST(HostDeviceTest, CommitMakesGranulesResidentAndDecommitGivesThemBack) {
-  // An odd size, so that the arena's mapping is the only one that size.
   constexpr uint64_t kGranules = 13;
   std::unique_ptr<HostDevice> device = MakeDevice(kGranules * kGranule);
   ASSERT_NE(device, nullptr);
-  std::optional<uint64_t> resident = ResidentBytesOfMapping(kGranules * kGranule);
-  ASSERT_TRUE(resident.has_value()) << "arena mapping not found in /proc/self/smaps";
-  EXPECT_EQ(*resident, 0u) << "a reserved arena must not hold memory";
+  std::optional<uint64_t> held = ArenaMemoryBytes();
+  ASSERT_TRUE(held.has_value()) << "the arena's memfd is not among the descriptors";
+  EXPECT_EQ(*held, 0u) << "a reserved arena must not hold memory";
 
   ASSERT_TRUE(device->Commit(2 * kGranule, 4 * kGranule).ok());
   ASSERT_TRUE(device->Commit(9 * kGranule, kGranule).ok());
-  resident = ResidentBytesOfMapping(kGranules * kGranule);
-  ASSERT_TRUE(resident.has_value());
   // At least what was committed (transparent huge pages may round up).
-  EXPECT_GE(*resident, 5 * kGranule);
+  held = ArenaMemoryBytes();
+  ASSERT_TRUE(held.has_value());
+  const uint64_t before = *held;
+  EXPECT_GE(before, 5 * kGranule);
 
-  const uint64_t before = *resident;
   ASSERT_TRUE(device->Decommit(3 * kGranule, 2 * kGranule).ok());
-  resident = ResidentBytesOfMapping(kGranules * kGranule);
-  ASSERT_TRUE(resident.has_value());
-  EXPECT_LE(*resident, before - 2 * kGranule);
-  EXPECT_GE(*resident, 3 * kGranule);
+  held = ArenaMemoryBytes();
+  ASSERT_TRUE(held.has_value());
+  EXPECT_LE(*held, before - 2 * kGranule);
+  EXPECT_GE(*held, 3 * kGranule);
 
   ASSERT_TRUE(device->Decommit(0, kGranules * kGranule).ok());
-  resident = ResidentBytesOfMapping(kGranules * kGranule);
-  ASSERT_TRUE(resident.has_value());
-  EXPECT_EQ(*resident, 0u);
+  EXPECT_EQ(ArenaMemoryBytes(), 0u);
 }
 
 TEST(HostDeviceTest, DecommittedMemoryReadsBackAsZerosAfterRecommit) {
@@ -132,6 +125,33 @@ TEST(HostDeviceTest, DecommittedMemoryReadsBackAsZerosAfterRecommit) {
   // ...and the recommitted ones are fresh memory: the old bytes are gone.
   const std::vector<char> zeros(2 * kGranule, 0);
   EXPECT_EQ(std::memcmp(after.data() + kGranule, zeros.data(), zeros.size()), 0);
+}
+
+// HostView (a pool copies through it) and the transfers reach the same
+// bytes, in the arena's memory as in a range shared and then taken back.
+TEST(HostDeviceTest, TheViewAndTransfersSeeTheSameBytes) {
+  std::unique_ptr<HostDevice> device = MakeDevice(4 * kGranule);
+  ASSERT_NE(device, nullptr);
+  ASSERT_TRUE(device->Commit(0, 4 * kGranule).ok());
+  const std::vector<char> data = Pattern(3 * kGranule, 9);
+  for (int shared = 0; shared < 2; ++shared) {
+    SCOPED_TRACE(shared ? "a range shared, decommitted and committed again" : "fresh");
+    ASSERT_TRUE(device->Write({{kGranule + 1, data.data(), data.size() - 1}}).ok());
+    EXPECT_EQ(std::memcmp(device->HostView(kGranule + 1), data.data(), data.size() - 1), 0);
+    std::memcpy(device->HostView(5), "view", 4);
+    EXPECT_EQ(ReadBack(*device, 5, 4), std::vector<char>({'v', 'i', 'e', 'w'}));
+    ASSERT_TRUE(device->Copy({{2 * kGranule, 5, 4}}).ok());
+    EXPECT_EQ(std::string_view(device->HostView(2 * kGranule), 4), "view");
+    ASSERT_TRUE(device->Zero({{2 * kGranule + 1, 2}}).ok());
+    EXPECT_EQ(std::string_view(device->HostView(2 * kGranule), 4), std::string_view("v\0\0w", 4));
+
+    absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
+        device->ExportShared(kGranule, {{2 * kGranule, kGranule}});
+    ASSERT_TRUE(exported.ok()) << exported.status();
+    ASSERT_TRUE(device->Decommit(2 * kGranule, kGranule).ok());
+    ASSERT_TRUE(device->Commit(2 * kGranule, kGranule).ok());
+    EXPECT_EQ(ReadBack(*device, 2 * kGranule, 4), std::vector<char>(4, 0)) << "fresh memory";
+  }
 }
 
 class HostDeviceCopyTest : public ::testing::Test {
@@ -338,8 +358,8 @@ TEST(HostDeviceTest, ExportSharedHandsOutTheMemoryItselfUntilDecommitted) {
   ASSERT_EQ((*exported)->pieces().size(), 1u);
   const ExportedPiece piece = (*exported)->pieces()[0];
   ASSERT_EQ(piece.size, kLength);
-  char* view = static_cast<char*>(
-      mmap(nullptr, kLength, PROT_READ | PROT_WRITE, MAP_SHARED, piece.fd, 0));
+  char* view =
+      static_cast<char*>(mmap(nullptr, kLength, PROT_READ | PROT_WRITE, MAP_SHARED, piece.fd, 0));
   ASSERT_NE(view, MAP_FAILED);
   EXPECT_EQ(std::string_view(view + 4096, data.size()), data);
   std::memcpy(view, "importer", 8);
@@ -357,8 +377,8 @@ TEST(HostDeviceTest, ExportSharedHandsOutTheMemoryItselfUntilDecommitted) {
   absl::StatusOr<std::unique_ptr<ExportedMemory>> again =
       device->ExportShared(kLength, {{offset, kLength}});
   ASSERT_TRUE(again.ok()) << again.status();
-  char* second = static_cast<char*>(mmap(nullptr, kLength, PROT_READ, MAP_SHARED,
-                                         (*again)->pieces()[0].fd, 0));
+  char* second = static_cast<char*>(
+      mmap(nullptr, kLength, PROT_READ, MAP_SHARED, (*again)->pieces()[0].fd, 0));
   ASSERT_NE(second, MAP_FAILED);
   EXPECT_EQ(std::string_view(second, 8), "importer");
   munmap(second, kLength);
