@@ -18,6 +18,10 @@
 #include "alloc/base/errors.h"
 #include "alloc/base/file_pages.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 namespace cudafs {
 namespace {
 
@@ -99,30 +103,42 @@ absl::Status CopyBytes(int fd, uint64_t to, uint64_t from, uint64_t length) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HostDevice>> HostDevice::Create(uint64_t arena_size) {
+absl::StatusOr<std::unique_ptr<HostDevice>> HostDevice::Create(uint64_t arena_size,
+                                                               Backing backing) {
   const uint64_t size = (arena_size + kGranule - 1) / kGranule * kGranule;
   if (size == 0) return absl::InvalidArgumentError("arena size must be > 0");
-  const int memory = memfd_create("cudafs-arena", MFD_CLOEXEC);
-  if (memory < 0) return DescriptorError(errno, "memfd_create for the arena");
-  absl::Cleanup close_memory = [memory] { close(memory); };
-  if (ftruncate(memory, static_cast<off_t>(size)) != 0) {
+  int memory = -1;
+  if (backing == Backing::kMemfd) {
+    memory = memfd_create("cudafs-arena", MFD_CLOEXEC);
+    if (memory < 0) return DescriptorError(errno, "memfd_create for the arena");
+  }
+  absl::Cleanup close_memory = [memory] {
+    if (memory >= 0) close(memory);
+  };
+  if (memory >= 0 && ftruncate(memory, static_cast<off_t>(size)) != 0) {
     return absl::ErrnoToStatus(
         errno, absl::StrFormat("cannot make %d bytes of host memory for the arena", size));
   }
-  // Mapped at a granule's alignment, so that a kernel giving shared memory
-  // huge pages (transparent_hugepage/shmem_enabled) maps each one whole.
-  void* reserved =
-      mmap(nullptr, size + kGranule, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // Aligned to a granule, so that each granule can be one huge page: for
+  // anonymous memory one page to fault in and zero, not 512 (committing
+  // host memory is most of what moving data off a GPU costs), and for the
+  // memfd where the kernel gives shared memory huge pages (shmem_enabled).
+  // A granule is committed whole anyway, so huge pages cost no memory.
+  void* reserved = mmap(nullptr, size + kGranule, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reserved == MAP_FAILED) {
     return absl::ErrnoToStatus(errno,
-                               absl::StrFormat("cannot reserve %d bytes of address space", size));
+                               absl::StrFormat("cannot reserve %d bytes of host memory", size));
   }
   const uintptr_t start = reinterpret_cast<uintptr_t>(reserved);
   const uintptr_t aligned = (start + kGranule - 1) / kGranule * kGranule;
   if (aligned > start) munmap(reserved, aligned - start);
   munmap(reinterpret_cast<void*>(aligned + size), start + kGranule - aligned);
   char* base = reinterpret_cast<char*>(aligned);
-  if (mmap(base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, memory, 0) == MAP_FAILED) {
+  if (memory < 0) {
+    madvise(base, size, MADV_HUGEPAGE);  // best effort: 4 KiB pages work too
+  } else if (mmap(base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, memory, 0) ==
+             MAP_FAILED) {
     const int error = errno;
     munmap(base, size);
     return absl::ErrnoToStatus(error, "cannot map the arena's host memory");
@@ -133,7 +149,7 @@ absl::StatusOr<std::unique_ptr<HostDevice>> HostDevice::Create(uint64_t arena_si
 
 HostDevice::~HostDevice() {
   munmap(base_, size_);
-  close(memory_);
+  if (memory_ >= 0) close(memory_);
 }
 
 std::string HostDevice::Describe() const { return "host memory"; }
@@ -141,15 +157,27 @@ std::string HostDevice::Describe() const { return "host memory"; }
 absl::Status HostDevice::Commit(uint64_t offset, uint64_t length) {
   if (absl::Status s = InRange(offset, length, size_); !s.ok()) return s;
   // Allocated now, so that a shortage shows up as ENOSPC on the write that
-  // needed the memory, not as the OOM killer later; a failed fallocate
-  // keeps none of the pages it added. The kernel allocates and zeroes them
-  // without mapping them into this process, whose first touch of a page is
-  // what costs (docs/BENCHMARKS.md, writes to host memory).
-  int result;
-  do {
-    result = fallocate(memory_, 0, static_cast<off_t>(offset), static_cast<off_t>(length));
-  } while (result != 0 && errno == EINTR);
-  if (result != 0) return OutOfMemoryOr(errno, "committing host memory");
+  // needed the memory, not as the OOM killer later.
+  if (memory_ >= 0) {
+    // The kernel allocates and zeroes the pages without mapping them into
+    // this process; a failed fallocate keeps none of those it added.
+    int result;
+    do {
+      result = fallocate(memory_, 0, static_cast<off_t>(offset), static_cast<off_t>(length));
+    } while (result != 0 && errno == EINTR);
+    if (result != 0) return OutOfMemoryOr(errno, "committing host memory");
+    return absl::OkStatus();
+  }
+  // Kernels before 5.14 lack MADV_POPULATE_WRITE (EINVAL); they fault on
+  // first touch instead.
+  if (madvise(base_ + offset, length, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) {
+    const int error = errno;
+    madvise(base_ + offset, length, MADV_DONTNEED);
+    if (error == ENOMEM || error == EFAULT) {
+      return absl::ResourceExhaustedError("out of host memory");
+    }
+    return absl::ErrnoToStatus(error, "madvise(MADV_POPULATE_WRITE)");
+  }
   return absl::OkStatus();
 }
 
@@ -176,8 +204,11 @@ absl::Status HostDevice::Decommit(uint64_t offset, uint64_t length) {
                     static_cast<off_t>(from - it->first), static_cast<off_t>(to - from)) != 0) {
         return absl::ErrnoToStatus(errno, "fallocate(FALLOC_FL_PUNCH_HOLE) of a shared range");
       }
-      if (mmap(base_ + from, to - from, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, memory_,
-               static_cast<off_t>(from)) == MAP_FAILED) {
+      const bool anonymous = memory_ < 0;
+      if (mmap(base_ + from, to - from, PROT_READ | PROT_WRITE,
+               anonymous ? MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED
+                         : MAP_SHARED | MAP_FIXED,
+               memory_, anonymous ? 0 : static_cast<off_t>(from)) == MAP_FAILED) {
         return absl::ErrnoToStatus(errno, "mmap over a shared range");
       }
       it->second.committed -= to - from;
@@ -189,25 +220,30 @@ absl::Status HostDevice::Decommit(uint64_t offset, uint64_t length) {
       }
     }
   }
-  if (fallocate(memory_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-                static_cast<off_t>(length)) != 0) {
+  if (memory_ < 0) {
+    if (madvise(base_ + offset, length, MADV_DONTNEED) != 0) {
+      return absl::ErrnoToStatus(errno, "madvise(MADV_DONTNEED)");
+    }
+  } else if (fallocate(memory_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                       static_cast<off_t>(offset), static_cast<off_t>(length)) != 0) {
     return absl::ErrnoToStatus(errno, "fallocate(FALLOC_FL_PUNCH_HOLE)");
   }
   return absl::OkStatus();
 }
 
-// Bytes move with pwrite, pread and copy_file_range, the kernel copying, as
-// into tmpfs: a memcpy would first fault each page into this process.
-// Shared ranges live in memfds of their own, reached through the arena's
-// mapping. The lock, held across the copies, keeps a range from becoming
-// shared (its bytes moving to another memfd) while they run.
+// In the arena's memfd bytes move with pwrite, pread and copy_file_range,
+// the kernel copying, as into tmpfs: a memcpy would first fault each page
+// into this process. Anonymous memory, and shared ranges (memfds of their
+// own), are reached through the arena's mapping. The lock, held across the
+// copies, keeps a range from becoming shared (its bytes moving to another
+// memfd) while they run.
 absl::Status HostDevice::Write(absl::Span<const HostToDevice> copies) {
   for (const HostToDevice& c : copies) {
     if (absl::Status s = InRange(c.device_offset, c.length, size_); !s.ok()) return s;
   }
   absl::ReaderMutexLock lock(&shared_mu_);
   for (const HostToDevice& c : copies) {
-    if (!Plain(c.device_offset, c.length)) {
+    if (!ByKernel(c.device_offset, c.length)) {
       std::memcpy(base_ + c.device_offset, c.source, c.length);
     } else if (absl::Status s = PutBytes(memory_, static_cast<const char*>(c.source),
                                          c.device_offset, c.length, false);
@@ -224,7 +260,7 @@ absl::Status HostDevice::Read(absl::Span<const DeviceToHost> copies) {
   }
   absl::ReaderMutexLock lock(&shared_mu_);
   for (const DeviceToHost& c : copies) {
-    if (!Plain(c.device_offset, c.length)) {
+    if (!ByKernel(c.device_offset, c.length)) {
       std::memcpy(c.destination, base_ + c.device_offset, c.length);
     } else if (absl::Status s =
                    GetBytes(memory_, static_cast<char*>(c.destination), c.device_offset, c.length);
@@ -244,7 +280,8 @@ absl::Status HostDevice::Copy(absl::Span<const DeviceToDevice> copies) {
   for (const DeviceToDevice& c : copies) {
     const bool overlap = c.source_offset < c.destination_offset + c.length &&
                          c.destination_offset < c.source_offset + c.length;
-    if (overlap || !Plain(c.source_offset, c.length) || !Plain(c.destination_offset, c.length)) {
+    if (overlap || !ByKernel(c.source_offset, c.length) ||
+        !ByKernel(c.destination_offset, c.length)) {
       std::memmove(base_ + c.destination_offset, base_ + c.source_offset, c.length);
     } else if (absl::Status s = CopyBytes(memory_, c.destination_offset, c.source_offset, c.length);
                !s.ok()) {
@@ -260,7 +297,7 @@ absl::Status HostDevice::Zero(absl::Span<const DeviceRange> ranges) {
   }
   absl::ReaderMutexLock lock(&shared_mu_);
   for (const DeviceRange& r : ranges) {
-    if (!Plain(r.offset, r.length)) {
+    if (!ByKernel(r.offset, r.length)) {
       std::memset(base_ + r.offset, 0, r.length);
     } else if (absl::Status s = PutBytes(memory_, kZeros, r.offset, r.length, true); !s.ok()) {
       return s;
@@ -343,6 +380,10 @@ bool HostDevice::NotSharedOtherwise(DeviceRange range) const {
   return Plain(range.offset, range.length);
 }
 
+bool HostDevice::ByKernel(uint64_t offset, uint64_t length) const {
+  return memory_ >= 0 && Plain(offset, length);
+}
+
 bool HostDevice::Plain(uint64_t offset, uint64_t length) const {
   auto it = shared_.upper_bound(offset);
   if (it != shared_.begin() && std::prev(it)->first + std::prev(it)->second.length > offset) {
@@ -378,8 +419,10 @@ absl::StatusOr<int> HostDevice::SharedMemory(uint64_t offset, uint64_t length) {
   }
   // The arena's own copy is no longer mapped: its pages go. Should that
   // fail, they go when the range is decommitted.
-  fallocate(memory_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-            static_cast<off_t>(length));
+  if (memory_ >= 0) {
+    fallocate(memory_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+              static_cast<off_t>(length));
+  }
   shared_[offset] = Shared{fd, length, length};
   return fd;
 }

@@ -27,8 +27,9 @@ namespace {
 
 constexpr uint64_t kGranule = HostDevice::kGranule;
 
-std::unique_ptr<HostDevice> MakeDevice(uint64_t size) {
-  absl::StatusOr<std::unique_ptr<HostDevice>> device = HostDevice::Create(size);
+std::unique_ptr<HostDevice> MakeDevice(uint64_t size,
+                                       HostDevice::Backing backing = HostDevice::Backing::kMemfd) {
+  absl::StatusOr<std::unique_ptr<HostDevice>> device = HostDevice::Create(size, backing);
   EXPECT_TRUE(device.ok()) << device.status();
   return device.ok() ? std::move(*device) : nullptr;
 }
@@ -40,11 +41,19 @@ std::vector<char> ReadBack(HostDevice& device, uint64_t offset, size_t length) {
   return bytes;
 }
 
-// Bytes of memory the one live arena holds: the blocks of its memfd, found
-// among this process's descriptors. HostDevice exposes no accounting of its
-// own, and the kernel's is the one that matters (the memory held should
-// follow what is committed). Nullopt unless exactly one arena is found.
-std::optional<uint64_t> ArenaMemoryBytes() {
+// Bytes of memory the one live arena holds, as the kernel counts them
+// (HostDevice exposes no accounting of its own, and the kernel's is the one
+// that matters: the memory held should follow what is committed). A memfd:
+// its blocks, found among this process's descriptors (nullopt unless
+// exactly one arena's is there). Anonymous memory: its pages in memory.
+std::optional<uint64_t> HeldBytes(HostDevice& device, HostDevice::Backing backing) {
+  if (backing == HostDevice::Backing::kHugePages) {
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> pages(device.arena_size() / page);
+    if (mincore(device.HostView(0), device.arena_size(), pages.data()) != 0) return std::nullopt;
+    return page * static_cast<uint64_t>(std::count_if(pages.begin(), pages.end(),
+                                                      [](unsigned char p) { return p & 1; }));
+  }
   std::optional<uint64_t> bytes;
   int found = 0;
   for (const std::filesystem::directory_entry& fd :
@@ -60,6 +69,12 @@ std::optional<uint64_t> ArenaMemoryBytes() {
   }
   return found == 1 ? bytes : std::nullopt;
 }
+
+// The tests every backing must pass.
+class HostDeviceBackingTest : public ::testing::TestWithParam<HostDevice::Backing> {
+ protected:
+  std::unique_ptr<HostDevice> Make(uint64_t size) { return MakeDevice(size, GetParam()); }
+};
 
 TEST(HostDeviceTest, CreateRoundsTheArenaUpToAGranule) {
   std::unique_ptr<HostDevice> device = MakeDevice(1);
@@ -82,34 +97,34 @@ TEST(HostDeviceTest, CreateRejectsAnEmptyArena) {
   EXPECT_TRUE(absl::IsInvalidArgument(device.status())) << device.status();
 }
 
-TEST(HostDeviceTest, CommitMakesGranulesResidentAndDecommitGivesThemBack) {
+TEST_P(HostDeviceBackingTest, CommitMakesGranulesResidentAndDecommitGivesThemBack) {
   constexpr uint64_t kGranules = 13;
-  std::unique_ptr<HostDevice> device = MakeDevice(kGranules * kGranule);
+  std::unique_ptr<HostDevice> device = Make(kGranules * kGranule);
   ASSERT_NE(device, nullptr);
-  std::optional<uint64_t> held = ArenaMemoryBytes();
-  ASSERT_TRUE(held.has_value()) << "the arena's memfd is not among the descriptors";
+  std::optional<uint64_t> held = HeldBytes(*device, GetParam());
+  ASSERT_TRUE(held.has_value()) << "the arena's memory is not found";
   EXPECT_EQ(*held, 0u) << "a reserved arena must not hold memory";
 
   ASSERT_TRUE(device->Commit(2 * kGranule, 4 * kGranule).ok());
   ASSERT_TRUE(device->Commit(9 * kGranule, kGranule).ok());
   // At least what was committed (transparent huge pages may round up).
-  held = ArenaMemoryBytes();
+  held = HeldBytes(*device, GetParam());
   ASSERT_TRUE(held.has_value());
   const uint64_t before = *held;
   EXPECT_GE(before, 5 * kGranule);
 
   ASSERT_TRUE(device->Decommit(3 * kGranule, 2 * kGranule).ok());
-  held = ArenaMemoryBytes();
+  held = HeldBytes(*device, GetParam());
   ASSERT_TRUE(held.has_value());
   EXPECT_LE(*held, before - 2 * kGranule);
   EXPECT_GE(*held, 3 * kGranule);
 
   ASSERT_TRUE(device->Decommit(0, kGranules * kGranule).ok());
-  EXPECT_EQ(ArenaMemoryBytes(), 0u);
+  EXPECT_EQ(HeldBytes(*device, GetParam()), 0u);
 }
 
-TEST(HostDeviceTest, DecommittedMemoryReadsBackAsZerosAfterRecommit) {
-  std::unique_ptr<HostDevice> device = MakeDevice(4 * kGranule);
+TEST_P(HostDeviceBackingTest, DecommittedMemoryReadsBackAsZerosAfterRecommit) {
+  std::unique_ptr<HostDevice> device = Make(4 * kGranule);
   ASSERT_NE(device, nullptr);
   ASSERT_TRUE(device->Commit(0, 4 * kGranule).ok());
   const std::vector<char> data = Pattern(4 * kGranule, 1);
@@ -129,8 +144,8 @@ TEST(HostDeviceTest, DecommittedMemoryReadsBackAsZerosAfterRecommit) {
 
 // HostView (a pool copies through it) and the transfers reach the same
 // bytes, in the arena's memory as in a range shared and then taken back.
-TEST(HostDeviceTest, TheViewAndTransfersSeeTheSameBytes) {
-  std::unique_ptr<HostDevice> device = MakeDevice(4 * kGranule);
+TEST_P(HostDeviceBackingTest, TheViewAndTransfersSeeTheSameBytes) {
+  std::unique_ptr<HostDevice> device = Make(4 * kGranule);
   ASSERT_NE(device, nullptr);
   ASSERT_TRUE(device->Commit(0, 4 * kGranule).ok());
   const std::vector<char> data = Pattern(3 * kGranule, 9);
@@ -154,12 +169,12 @@ TEST(HostDeviceTest, TheViewAndTransfersSeeTheSameBytes) {
   }
 }
 
-class HostDeviceCopyTest : public ::testing::Test {
+class HostDeviceCopyTest : public HostDeviceBackingTest {
  protected:
   static constexpr uint64_t kArena = 4 * kGranule;
 
   void SetUp() override {
-    device_ = MakeDevice(kArena);
+    device_ = Make(kArena);
     ASSERT_NE(device_, nullptr);
     ASSERT_TRUE(device_->Commit(0, kArena).ok());
     // Known content everywhere, so that a copy touching bytes outside its
@@ -183,7 +198,7 @@ class HostDeviceCopyTest : public ::testing::Test {
   std::vector<char> mirror_;  // what the arena should hold
 };
 
-TEST_F(HostDeviceCopyTest, HostToDeviceAtUnalignedOffsetsAcrossGranules) {
+TEST_P(HostDeviceCopyTest, HostToDeviceAtUnalignedOffsetsAcrossGranules) {
   // Ends in the next granule, starts and ends off any page boundary.
   const uint64_t offset = kGranule - 4097;
   const std::vector<char> data = Pattern(10'001, 2);
@@ -192,7 +207,7 @@ TEST_F(HostDeviceCopyTest, HostToDeviceAtUnalignedOffsetsAcrossGranules) {
   ExpectArenaMatchesMirror();
 }
 
-TEST_F(HostDeviceCopyTest, DeviceToHostAtUnalignedOffsetsIntoAHostBufferOffset) {
+TEST_P(HostDeviceCopyTest, DeviceToHostAtUnalignedOffsetsIntoAHostBufferOffset) {
   const uint64_t offset = 2 * kGranule - 3;
   constexpr size_t kLength = 7'777;
   constexpr size_t kHostOffset = 13;
@@ -204,7 +219,7 @@ TEST_F(HostDeviceCopyTest, DeviceToHostAtUnalignedOffsetsIntoAHostBufferOffset) 
   for (size_t i = kHostOffset + kLength; i < host.size(); ++i) EXPECT_EQ(host[i], 'x');
 }
 
-TEST_F(HostDeviceCopyTest, DeviceToDeviceAtUnalignedOffsets) {
+TEST_P(HostDeviceCopyTest, DeviceToDeviceAtUnalignedOffsets) {
   const uint64_t source = 5;
   const uint64_t destination = 3 * kGranule - 1000;
   constexpr size_t kLength = 5'000;
@@ -213,13 +228,13 @@ TEST_F(HostDeviceCopyTest, DeviceToDeviceAtUnalignedOffsets) {
   ExpectArenaMatchesMirror();
 }
 
-TEST_F(HostDeviceCopyTest, ZeroClearsExactlyItsRange) {
+TEST_P(HostDeviceCopyTest, ZeroClearsExactlyItsRange) {
   ASSERT_TRUE(device_->Zero({DeviceRange{kGranule + 17, 3 * 4096}}).ok());
   std::fill_n(mirror_.begin() + kGranule + 17, 3 * 4096, 0);
   ExpectArenaMatchesMirror();
 }
 
-TEST_F(HostDeviceCopyTest, BatchesCompleteEveryRequest) {
+TEST_P(HostDeviceCopyTest, BatchesCompleteEveryRequest) {
   // Disjoint ranges, in no particular order, of assorted lengths.
   const std::vector<uint64_t> offsets = {3 * kGranule + 100, 17, kGranule - 50,
                                          2 * kGranule + 4096};
@@ -263,7 +278,7 @@ TEST_F(HostDeviceCopyTest, BatchesCompleteEveryRequest) {
   ExpectArenaMatchesMirror();
 }
 
-TEST_F(HostDeviceCopyTest, EmptyBatchesAndEmptyCopiesSucceed) {
+TEST_P(HostDeviceCopyTest, EmptyBatchesAndEmptyCopiesSucceed) {
   EXPECT_TRUE(device_->Write({}).ok());
   EXPECT_TRUE(device_->Read({}).ok());
   EXPECT_TRUE(device_->Copy({}).ok());
@@ -275,7 +290,7 @@ TEST_F(HostDeviceCopyTest, EmptyBatchesAndEmptyCopiesSucceed) {
   ExpectArenaMatchesMirror();
 }
 
-TEST_F(HostDeviceCopyTest, OutOfRangeRequestsAreRejected) {
+TEST_P(HostDeviceCopyTest, OutOfRangeRequestsAreRejected) {
   constexpr uint64_t kHuge = std::numeric_limits<uint64_t>::max();
   std::vector<char> buffer(8192, 'b');
   struct Range {
@@ -339,8 +354,8 @@ TEST(HostDeviceHostBufferTest, HostBuffersAreUsableForTransfers) {
 // ExportShared hands out the range's memory itself: writes on either side
 // show on the other, until the range is decommitted; then the arena gets
 // fresh memory, never the importer's.
-TEST(HostDeviceTest, ExportSharedHandsOutTheMemoryItselfUntilDecommitted) {
-  std::unique_ptr<HostDevice> device = MakeDevice(8 * kGranule);
+TEST_P(HostDeviceBackingTest, ExportSharedHandsOutTheMemoryItselfUntilDecommitted) {
+  std::unique_ptr<HostDevice> device = Make(8 * kGranule);
   constexpr uint64_t kLength = 2 * kGranule;
   const uint64_t offset = 2 * kGranule;
   ASSERT_TRUE(device->Commit(offset, kLength).ok());
@@ -398,8 +413,8 @@ TEST(HostDeviceTest, ExportSharedHandsOutTheMemoryItselfUntilDecommitted) {
 // releases its memory though an importer still maps it: left to the
 // importer, it would be memory the mount no longer counts. The importer
 // reads zeros there.
-TEST(HostDeviceTest, DecommitReleasesASharedRangesMemoryFromImporters) {
-  std::unique_ptr<HostDevice> device = MakeDevice(4 * kGranule);
+TEST_P(HostDeviceBackingTest, DecommitReleasesASharedRangesMemoryFromImporters) {
+  std::unique_ptr<HostDevice> device = Make(4 * kGranule);
   constexpr uint64_t kLength = 2 * kGranule;
   ASSERT_TRUE(device->Commit(0, kLength).ok());
   const std::string data(kLength, 'd');
@@ -445,6 +460,19 @@ TEST(HostDeviceTest, ExportSharedOutOfDescriptorsSaysSo) {
   EXPECT_NE(exported.status().message().find("out of file descriptors"), std::string::npos)
       << exported.status();
 }
+
+std::string BackingName(const ::testing::TestParamInfo<HostDevice::Backing>& info) {
+  return info.param == HostDevice::Backing::kMemfd ? "memfd" : "huge_pages";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backings, HostDeviceBackingTest,
+                         ::testing::Values(HostDevice::Backing::kMemfd,
+                                           HostDevice::Backing::kHugePages),
+                         BackingName);
+INSTANTIATE_TEST_SUITE_P(Backings, HostDeviceCopyTest,
+                         ::testing::Values(HostDevice::Backing::kMemfd,
+                                           HostDevice::Backing::kHugePages),
+                         BackingName);
 
 }  // namespace
 }  // namespace cudafs
