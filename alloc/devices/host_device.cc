@@ -26,8 +26,8 @@ namespace cudafs {
 namespace {
 
 // A bad offset is a caller's bug, but it must come back as an error (as on the
-// CUDA device), not as a memcpy or madvise on whatever the process has mapped
-// next to the arena.
+// CUDA device), not as a copy into whatever the process has mapped next to
+// the arena, or as the arena's memory growing.
 absl::Status InRange(uint64_t offset, uint64_t length, uint64_t arena_size) {
   if (offset > arena_size || length > arena_size - offset) {
     return absl::InternalError(
@@ -60,39 +60,116 @@ absl::Status OutOfMemoryOr(int error, absl::string_view what) {
              : absl::ErrnoToStatus(error, what);
 }
 
+const char kZeros[64 * 1024] = {};
+
+// `length` bytes from `from` into `fd` at `at`, all of them. With `repeat`,
+// `from` is kZeros, written over and over.
+absl::Status PutBytes(int fd, const char* from, uint64_t at, uint64_t length, bool repeat) {
+  for (uint64_t done = 0; done < length;) {
+    const size_t chunk = repeat ? std::min<uint64_t>(sizeof kZeros, length - done) : length - done;
+    const ssize_t wrote =
+        pwrite(fd, repeat ? from : from + done, chunk, static_cast<off_t>(at + done));
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) return OutOfMemoryOr(wrote < 0 ? errno : ENOSPC, "a write to host memory");
+    done += static_cast<uint64_t>(wrote);
+  }
+  return absl::OkStatus();
+}
+
+// `length` bytes of `fd` from `at` into `to`, all of them.
+absl::Status GetBytes(int fd, char* to, uint64_t at, uint64_t length) {
+  for (uint64_t done = 0; done < length;) {
+    const ssize_t got = pread(fd, to + done, length - done, static_cast<off_t>(at + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return absl::ErrnoToStatus(errno, "a read of host memory");
+    if (got == 0) return absl::InternalError("a read of host memory past its end");
+    done += static_cast<uint64_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+// `length` bytes of `fd` from `from` to `to`, ranges that do not overlap.
+absl::Status CopyBytes(int fd, uint64_t to, uint64_t from, uint64_t length) {
+  for (uint64_t done = 0; done < length;) {
+    off_t in = static_cast<off_t>(from + done);
+    off_t out = static_cast<off_t>(to + done);
+    const ssize_t copied = copy_file_range(fd, &in, fd, &out, length - done, 0);
+    if (copied < 0 && errno == EINTR) continue;
+    if (copied <= 0) return OutOfMemoryOr(copied < 0 ? errno : ENOSPC, "a copy in host memory");
+    done += static_cast<uint64_t>(copied);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HostDevice>> HostDevice::Create(uint64_t arena_size) {
+absl::StatusOr<std::unique_ptr<HostDevice>> HostDevice::Create(uint64_t arena_size,
+                                                               Backing backing) {
   const uint64_t size = (arena_size + kGranule - 1) / kGranule * kGranule;
   if (size == 0) return absl::InvalidArgumentError("arena size must be > 0");
-  // Aligned to a granule, and in huge pages where the kernel has them: a
-  // granule is then one page to fault in and zero, not 512 (committing host
-  // memory is most of what moving data off a GPU costs). A granule is
-  // committed whole anyway, so huge pages cost no memory.
+  int memory = -1;
+  if (backing == Backing::kMemfd) {
+    memory = memfd_create("cudafs-arena", MFD_CLOEXEC);
+    if (memory < 0) return DescriptorError(errno, "memfd_create for the arena");
+  }
+  absl::Cleanup close_memory = [memory] {
+    if (memory >= 0) close(memory);
+  };
+  if (memory >= 0 && ftruncate(memory, static_cast<off_t>(size)) != 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrFormat("cannot make %d bytes of host memory for the arena", size));
+  }
+  // Aligned to a granule, so that each granule can be one huge page: for
+  // anonymous memory one page to fault in and zero, not 512 (committing
+  // host memory is most of what moving data off a GPU costs), and for the
+  // memfd where the kernel gives shared memory huge pages (shmem_enabled).
+  // A granule is committed whole anyway, so huge pages cost no memory.
   void* reserved = mmap(nullptr, size + kGranule, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reserved == MAP_FAILED) {
-    return absl::ErrnoToStatus(
-        errno, absl::StrFormat("cannot reserve %d bytes of host memory", size));
+    return absl::ErrnoToStatus(errno,
+                               absl::StrFormat("cannot reserve %d bytes of host memory", size));
   }
   const uintptr_t start = reinterpret_cast<uintptr_t>(reserved);
   const uintptr_t aligned = (start + kGranule - 1) / kGranule * kGranule;
   if (aligned > start) munmap(reserved, aligned - start);
   munmap(reinterpret_cast<void*>(aligned + size), start + kGranule - aligned);
   char* base = reinterpret_cast<char*>(aligned);
-  madvise(base, size, MADV_HUGEPAGE);  // best effort: 4 KiB pages work too
-  return std::unique_ptr<HostDevice>(new HostDevice(base, size));
+  if (memory < 0) {
+    madvise(base, size, MADV_HUGEPAGE);  // best effort: 4 KiB pages work too
+  } else if (mmap(base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, memory, 0) ==
+             MAP_FAILED) {
+    const int error = errno;
+    munmap(base, size);
+    return absl::ErrnoToStatus(error, "cannot map the arena's host memory");
+  }
+  std::move(close_memory).Cancel();
+  return std::unique_ptr<HostDevice>(new HostDevice(memory, base, size));
 }
 
-HostDevice::~HostDevice() { munmap(base_, size_); }
+HostDevice::~HostDevice() {
+  munmap(base_, size_);
+  if (memory_ >= 0) close(memory_);
+}
 
 std::string HostDevice::Describe() const { return "host memory"; }
 
 absl::Status HostDevice::Commit(uint64_t offset, uint64_t length) {
   if (absl::Status s = InRange(offset, length, size_); !s.ok()) return s;
-  // Fault the pages in now so that a shortage shows up as ENOSPC on the
-  // write that needed them, not as the OOM killer later. Kernels before 5.14
-  // lack MADV_POPULATE_WRITE (EINVAL); they fault on first touch instead.
+  // Allocated now, so that a shortage shows up as ENOSPC on the write that
+  // needed the memory, not as the OOM killer later.
+  if (memory_ >= 0) {
+    // The kernel allocates and zeroes the pages without mapping them into
+    // this process; a failed fallocate keeps none of those it added.
+    int result;
+    do {
+      result = fallocate(memory_, 0, static_cast<off_t>(offset), static_cast<off_t>(length));
+    } while (result != 0 && errno == EINTR);
+    if (result != 0) return OutOfMemoryOr(errno, "committing host memory");
+    return absl::OkStatus();
+  }
+  // Kernels before 5.14 lack MADV_POPULATE_WRITE (EINVAL); they fault on
+  // first touch instead.
   if (madvise(base_ + offset, length, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) {
     const int error = errno;
     madvise(base_ + offset, length, MADV_DONTNEED);
@@ -107,7 +184,7 @@ absl::Status HostDevice::Commit(uint64_t offset, uint64_t length) {
 absl::Status HostDevice::Decommit(uint64_t offset, uint64_t length) {
   if (absl::Status s = InRange(offset, length, size_); !s.ok()) return s;
   {
-    // Shared ranges go back to anonymous memory, and their memfd's pages
+    // Shared ranges go back to the arena's memory, and their memfd's pages
     // are released though importers map them: else they are memory outside
     // size= (df shows it free), grown without bound by mapping, truncating
     // and starting again (tmpfs counts a mapped file's pages until the last
@@ -127,8 +204,11 @@ absl::Status HostDevice::Decommit(uint64_t offset, uint64_t length) {
                     static_cast<off_t>(from - it->first), static_cast<off_t>(to - from)) != 0) {
         return absl::ErrnoToStatus(errno, "fallocate(FALLOC_FL_PUNCH_HOLE) of a shared range");
       }
+      const bool anonymous = memory_ < 0;
       if (mmap(base_ + from, to - from, PROT_READ | PROT_WRITE,
-               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
+               anonymous ? MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED
+                         : MAP_SHARED | MAP_FIXED,
+               memory_, anonymous ? 0 : static_cast<off_t>(from)) == MAP_FAILED) {
         return absl::ErrnoToStatus(errno, "mmap over a shared range");
       }
       it->second.committed -= to - from;
@@ -140,17 +220,37 @@ absl::Status HostDevice::Decommit(uint64_t offset, uint64_t length) {
       }
     }
   }
-  if (madvise(base_ + offset, length, MADV_DONTNEED) != 0) {
-    return absl::ErrnoToStatus(errno, "madvise(MADV_DONTNEED)");
+  if (memory_ < 0) {
+    if (madvise(base_ + offset, length, MADV_DONTNEED) != 0) {
+      return absl::ErrnoToStatus(errno, "madvise(MADV_DONTNEED)");
+    }
+  } else if (fallocate(memory_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                       static_cast<off_t>(offset), static_cast<off_t>(length)) != 0) {
+    return absl::ErrnoToStatus(errno, "fallocate(FALLOC_FL_PUNCH_HOLE)");
   }
   return absl::OkStatus();
 }
 
+// In the arena's memfd bytes move with pwrite, pread and copy_file_range,
+// the kernel copying, as into tmpfs: a memcpy would first fault each page
+// into this process. Anonymous memory, and shared ranges (memfds of their
+// own), are reached through the arena's mapping. The lock, held across the
+// copies, keeps a range from becoming shared (its bytes moving to another
+// memfd) while they run.
 absl::Status HostDevice::Write(absl::Span<const HostToDevice> copies) {
   for (const HostToDevice& c : copies) {
     if (absl::Status s = InRange(c.device_offset, c.length, size_); !s.ok()) return s;
   }
-  for (const HostToDevice& c : copies) std::memcpy(base_ + c.device_offset, c.source, c.length);
+  absl::ReaderMutexLock lock(&shared_mu_);
+  for (const HostToDevice& c : copies) {
+    if (!ByKernel(c.device_offset, c.length)) {
+      std::memcpy(base_ + c.device_offset, c.source, c.length);
+    } else if (absl::Status s = PutBytes(memory_, static_cast<const char*>(c.source),
+                                         c.device_offset, c.length, false);
+               !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -158,7 +258,16 @@ absl::Status HostDevice::Read(absl::Span<const DeviceToHost> copies) {
   for (const DeviceToHost& c : copies) {
     if (absl::Status s = InRange(c.device_offset, c.length, size_); !s.ok()) return s;
   }
-  for (const DeviceToHost& c : copies) std::memcpy(c.destination, base_ + c.device_offset, c.length);
+  absl::ReaderMutexLock lock(&shared_mu_);
+  for (const DeviceToHost& c : copies) {
+    if (!ByKernel(c.device_offset, c.length)) {
+      std::memcpy(c.destination, base_ + c.device_offset, c.length);
+    } else if (absl::Status s =
+                   GetBytes(memory_, static_cast<char*>(c.destination), c.device_offset, c.length);
+               !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -167,8 +276,17 @@ absl::Status HostDevice::Copy(absl::Span<const DeviceToDevice> copies) {
     if (absl::Status s = InRange(c.destination_offset, c.length, size_); !s.ok()) return s;
     if (absl::Status s = InRange(c.source_offset, c.length, size_); !s.ok()) return s;
   }
+  absl::ReaderMutexLock lock(&shared_mu_);
   for (const DeviceToDevice& c : copies) {
-    std::memmove(base_ + c.destination_offset, base_ + c.source_offset, c.length);
+    const bool overlap = c.source_offset < c.destination_offset + c.length &&
+                         c.destination_offset < c.source_offset + c.length;
+    if (overlap || !ByKernel(c.source_offset, c.length) ||
+        !ByKernel(c.destination_offset, c.length)) {
+      std::memmove(base_ + c.destination_offset, base_ + c.source_offset, c.length);
+    } else if (absl::Status s = CopyBytes(memory_, c.destination_offset, c.source_offset, c.length);
+               !s.ok()) {
+      return s;
+    }
   }
   return absl::OkStatus();
 }
@@ -177,7 +295,14 @@ absl::Status HostDevice::Zero(absl::Span<const DeviceRange> ranges) {
   for (const DeviceRange& r : ranges) {
     if (absl::Status s = InRange(r.offset, r.length, size_); !s.ok()) return s;
   }
-  for (const DeviceRange& r : ranges) std::memset(base_ + r.offset, 0, r.length);
+  absl::ReaderMutexLock lock(&shared_mu_);
+  for (const DeviceRange& r : ranges) {
+    if (!ByKernel(r.offset, r.length)) {
+      std::memset(base_ + r.offset, 0, r.length);
+    } else if (absl::Status s = PutBytes(memory_, kZeros, r.offset, r.length, true); !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -206,12 +331,11 @@ absl::Status HostDevice::FillCopy(absl::Span<const CopyMemory> pieces,
   // Each chunk's pages are checked just before it is written: the owner
   // may punch holes meanwhile, which pwrite would fill with pages charged
   // to the daemon; the window left is one chunk's write.
-  static const char zeros[64 * 1024] = {};
   constexpr uint64_t kChunk = 1 << 20;
   const auto put = [memory](const char* from, uint64_t at, uint64_t length,
                             bool repeat) -> absl::Status {
     for (uint64_t done = 0; done < length;) {
-      const size_t chunk = std::min<uint64_t>(repeat ? sizeof zeros : kChunk, length - done);
+      const size_t chunk = std::min<uint64_t>(repeat ? sizeof kZeros : kChunk, length - done);
       if (absl::Status s = CheckPagesAllocated(memory, at + done, chunk); !s.ok()) return s;
       const ssize_t wrote =
           pwrite(memory, repeat ? from : from + done, chunk, static_cast<off_t>(at + done));
@@ -227,19 +351,19 @@ absl::Status HostDevice::FillCopy(absl::Span<const CopyMemory> pieces,
   uint64_t at = 0;
   for (const DeviceToDevice& c : sorted) {
     if (c.destination_offset < at) return absl::InternalError("copies overlap");
-    if (absl::Status s = put(zeros, at, c.destination_offset - at, true); !s.ok()) return s;
+    if (absl::Status s = put(kZeros, at, c.destination_offset - at, true); !s.ok()) return s;
     if (absl::Status s = put(base_ + c.source_offset, c.destination_offset, c.length, false);
         !s.ok()) {
       return s;
     }
     at = c.destination_offset + c.length;
   }
-  return put(zeros, at, memory_bytes - at, true);
+  return put(kZeros, at, memory_bytes - at, true);
 }
 
 bool HostDevice::Exclusive(DeviceRange range) const {
   if (!WholeGranules(range)) return false;
-  absl::MutexLock lock(&shared_mu_);
+  absl::ReaderMutexLock lock(&shared_mu_);
   return NotSharedOtherwise(range);
 }
 
@@ -249,20 +373,31 @@ bool HostDevice::WholeGranules(DeviceRange range) const {
 }
 
 bool HostDevice::NotSharedOtherwise(DeviceRange range) const {
-  auto it = shared_.upper_bound(range.offset);
-  if (it != shared_.begin() &&
-      std::prev(it)->first + std::prev(it)->second.length > range.offset) {
-    return std::prev(it)->first == range.offset && std::prev(it)->second.length == range.length;
+  if (auto it = shared_.find(range.offset);
+      it != shared_.end() && it->second.length == range.length) {
+    return true;
   }
-  return it == shared_.end() || it->first >= range.offset + range.length;
+  return Plain(range.offset, range.length);
+}
+
+bool HostDevice::ByKernel(uint64_t offset, uint64_t length) const {
+  return memory_ >= 0 && Plain(offset, length);
+}
+
+bool HostDevice::Plain(uint64_t offset, uint64_t length) const {
+  auto it = shared_.upper_bound(offset);
+  if (it != shared_.begin() && std::prev(it)->first + std::prev(it)->second.length > offset) {
+    return false;
+  }
+  return it == shared_.end() || it->first >= offset + length;
 }
 
 absl::StatusOr<int> HostDevice::SharedMemory(uint64_t offset, uint64_t length) {
   if (auto it = shared_.find(offset); it != shared_.end()) return it->second.fd;
   const int fd = memfd_create("cudafs-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return DescriptorError(errno, "memfd_create for a shared range");
-  // The range's bytes go into the memfd, which then replaces the anonymous
-  // pages at the same address (the caller keeps writers of the range out).
+  // The range's bytes go into the memfd, which then replaces the arena's
+  // memory at the same address (the caller keeps writers of the range out).
   absl::Status status;
   if (ftruncate(fd, static_cast<off_t>(length)) != 0) {
     status = OutOfMemoryOr(errno, "a shared range");
@@ -274,13 +409,19 @@ absl::StatusOr<int> HostDevice::SharedMemory(uint64_t offset, uint64_t length) {
     // be SIGBUS) or grow it at the mount's expense. Punching holes stays
     // possible: the arena then reads zeros, as the importer wrote them.
     status = absl::ErrnoToStatus(errno, "sealing a shared range");
-  } else if (mmap(base_ + offset, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-                  0) == MAP_FAILED) {
+  } else if (mmap(base_ + offset, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+             MAP_FAILED) {
     status = OutOfMemoryOr(errno, "mapping a shared range");
   }
   if (!status.ok()) {
     close(fd);
     return status;
+  }
+  // The arena's own copy is no longer mapped: its pages go. Should that
+  // fail, they go when the range is decommitted.
+  if (memory_ >= 0) {
+    fallocate(memory_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+              static_cast<off_t>(length));
   }
   shared_[offset] = Shared{fd, length, length};
   return fd;

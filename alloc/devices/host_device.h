@@ -1,15 +1,16 @@
-// HostDevice: the arena in host memory. Used by the tests, by CI, and as the
-// fallback on machines without a usable GPU.
+// HostDevice: the arena in host memory. Used by the tests, by CI, as the
+// fallback on machines without a usable GPU, and as the spill tier.
 //
-// The arena is one anonymous mapping reserved without backing
-// (MAP_NORESERVE); Commit faults granules in and Decommit hands them back to
-// the kernel, so resident memory follows what is stored, like tmpfs.
+// The arena holds no memory at first; Commit allocates granules and
+// Decommit hands them back to the kernel, so the memory held follows what is
+// stored, like tmpfs. Two backings (Backing): a memfd, for the host
+// backend, or anonymous memory in huge pages, for the spill tier.
 // FillCopy writes into another process's memfd, only where its pages are
 // allocated (the daemon's writes must not be what allocates them).
 // ExportShared moves each range into a memfd of its own, sealed against
 // resizing (importers hold it open for writing), mapped over the arena in
-// place of the anonymous pages (once; later exports hand out the same memfd),
-// and the range goes back to anonymous memory when it is decommitted: the
+// place of the arena's own memory (once; later exports hand out the same
+// memfd), and the range goes back to it when it is decommitted: the
 // memfd's pages are released then (importers read zeros), and the memfd
 // lives on only in the importers' mappings.
 #ifndef CUDAFS_ALLOC_DEVICES_HOST_DEVICE_H_
@@ -29,8 +30,21 @@ class HostDevice final : public Device {
  public:
   static constexpr uint64_t kGranule = kDefaultGranuleBytes;
 
-  // Reserves `arena_size` bytes of address space (rounded up to a granule).
-  static absl::StatusOr<std::unique_ptr<HostDevice>> Create(uint64_t arena_size);
+  enum class Backing {
+    // A memfd as large as the arena, committed by fallocate, punched to
+    // decommit; transfers are pwrite, pread and copy_file_range on it, the
+    // kernel copying as for tmpfs, never faulting pages into this process
+    // (which costs more than the copy). HostView maps it shared.
+    kMemfd,
+    // Anonymous memory, committed by faulting it in, in huge pages where
+    // the kernel has them: GPUs pin those many times faster than a memfd's
+    // pages (docs/BENCHMARKS.md); transfers memcpy through HostView.
+    kHugePages,
+  };
+
+  // Reserves `arena_size` bytes (rounded up to a granule).
+  static absl::StatusOr<std::unique_ptr<HostDevice>> Create(uint64_t arena_size,
+                                                            Backing backing = Backing::kMemfd);
   ~HostDevice() override;
 
   std::string Describe() const override;
@@ -61,16 +75,22 @@ class HostDevice final : public Device {
     uint64_t committed = 0;  // bytes of it not yet decommitted
   };
 
-  HostDevice(char* base, uint64_t size) : base_(base), size_(size) {}
+  HostDevice(int memory, char* base, uint64_t size) : memory_(memory), base_(base), size_(size) {}
 
   bool WholeGranules(DeviceRange range) const;
   // Whether no shared range overlaps `range` but one equal to it.
-  bool NotSharedOtherwise(DeviceRange range) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_mu_);
+  bool NotSharedOtherwise(DeviceRange range) const ABSL_SHARED_LOCKS_REQUIRED(shared_mu_);
+  // Whether no shared range overlaps [offset, offset + length).
+  bool Plain(uint64_t offset, uint64_t length) const ABSL_SHARED_LOCKS_REQUIRED(shared_mu_);
+  // Whether the bytes of [offset, offset + length) are in memory_ at the
+  // same offsets, for the kernel to move.
+  bool ByKernel(uint64_t offset, uint64_t length) const ABSL_SHARED_LOCKS_REQUIRED(shared_mu_);
   // The memfd holding [offset, offset + length), made on first use.
   absl::StatusOr<int> SharedMemory(uint64_t offset, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_mu_);
 
-  char* const base_;
+  const int memory_;  // the memfd holding the arena's bytes, owned; -1: anonymous
+  char* const base_;  // the arena's mapping
   const uint64_t size_;
   mutable absl::Mutex shared_mu_;
   // Arena offset -> the shared range starting there.

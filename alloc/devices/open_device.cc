@@ -61,7 +61,8 @@ absl::StatusOr<OpenedDevice> OpenCuda(const DeviceRequest& request) {
   std::unique_ptr<Device> spill;
   if (const uint64_t spill_bytes = request.spill ? request.spill(HostMemoryBytes()) : 0;
       spill_bytes > 0) {
-    absl::StatusOr<std::unique_ptr<HostDevice>> host = HostDevice::Create(spill_bytes);
+    absl::StatusOr<std::unique_ptr<HostDevice>> host =
+        HostDevice::Create(spill_bytes, HostDevice::Backing::kHugePages);
     if (!host.ok()) return host.status();
     spill = std::move(*host);
   }

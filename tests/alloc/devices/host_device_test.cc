@@ -8,9 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -28,8 +27,9 @@ namespace {
 
 constexpr uint64_t kGranule = HostDevice::kGranule;
 
-std::unique_ptr<HostDevice> MakeDevice(uint64_t size) {
-  absl::StatusOr<std::unique_ptr<HostDevice>> device = HostDevice::Create(size);
+std::unique_ptr<HostDevice> MakeDevice(uint64_t size,
+                                       HostDevice::Backing backing = HostDevice::Backing::kMemfd) {
+  absl::StatusOr<std::unique_ptr<HostDevice>> device = HostDevice::Create(size, backing);
   EXPECT_TRUE(device.ok()) << device.status();
   return device.ok() ? std::move(*device) : nullptr;
 }
@@ -41,29 +41,40 @@ std::vector<char> ReadBack(HostDevice& device, uint64_t offset, size_t length) {
   return bytes;
 }
 
-// Resident bytes of the one mapping of exactly `mapping_size` bytes, from
-// /proc/self/smaps: HostDevice exposes no accounting of its own, and the
-// kernel's is the one that matters (resident memory should follow what is
-// committed). nullopt unless exactly one mapping has that size.
-std::optional<uint64_t> ResidentBytesOfMapping(uint64_t mapping_size) {
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  bool in_mapping = false;
-  int matches = 0;
-  std::optional<uint64_t> resident;
-  while (std::getline(smaps, line)) {
-    uint64_t start, end;
-    if (std::sscanf(line.c_str(), "%lx-%lx ", &start, &end) == 2 &&
-        line.find('-') < line.find(' ')) {
-      in_mapping = end - start == mapping_size;
-      if (in_mapping) ++matches;
+// Bytes of memory the one live arena holds, as the kernel counts them
+// (HostDevice exposes no accounting of its own, and the kernel's is the one
+// that matters: the memory held should follow what is committed). A memfd:
+// its blocks, found among this process's descriptors (nullopt unless
+// exactly one arena's is there). Anonymous memory: its pages in memory.
+std::optional<uint64_t> HeldBytes(HostDevice& device, HostDevice::Backing backing) {
+  if (backing == HostDevice::Backing::kHugePages) {
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> pages(device.arena_size() / page);
+    if (mincore(device.HostView(0), device.arena_size(), pages.data()) != 0) return std::nullopt;
+    return page * static_cast<uint64_t>(std::count_if(pages.begin(), pages.end(),
+                                                      [](unsigned char p) { return p & 1; }));
+  }
+  std::optional<uint64_t> bytes;
+  int found = 0;
+  for (const std::filesystem::directory_entry& fd :
+       std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
+    struct stat st;
+    if (error || target.rfind("/memfd:cudafs-arena", 0) != 0 || stat(fd.path().c_str(), &st) != 0) {
       continue;
     }
-    uint64_t kib;
-    if (in_mapping && std::sscanf(line.c_str(), "Rss: %lu kB", &kib) == 1) resident = kib * 1024;
+    ++found;
+    bytes = static_cast<uint64_t>(st.st_blocks) * 512;
   }
-  return matches == 1 ? resident : std::nullopt;
+  return found == 1 ? bytes : std::nullopt;
 }
+
+// The tests every backing must pass.
+class HostDeviceBackingTest : public ::testing::TestWithParam<HostDevice::Backing> {
+ protected:
+  std::unique_ptr<HostDevice> Make(uint64_t size) { return MakeDevice(size, GetParam()); }
+};
 
 TEST(HostDeviceTest, CreateRoundsTheArenaUpToAGranule) {
   std::unique_ptr<HostDevice> device = MakeDevice(1);
@@ -86,37 +97,34 @@ TEST(HostDeviceTest, CreateRejectsAnEmptyArena) {
   EXPECT_TRUE(absl::IsInvalidArgument(device.status())) << device.status();
 }
 
-TEST(HostDeviceTest, CommitMakesGranulesResidentAndDecommitGivesThemBack) {
-  // An odd size, so that the arena's mapping is the only one that size.
+TEST_P(HostDeviceBackingTest, CommitMakesGranulesResidentAndDecommitGivesThemBack) {
   constexpr uint64_t kGranules = 13;
-  std::unique_ptr<HostDevice> device = MakeDevice(kGranules * kGranule);
+  std::unique_ptr<HostDevice> device = Make(kGranules * kGranule);
   ASSERT_NE(device, nullptr);
-  std::optional<uint64_t> resident = ResidentBytesOfMapping(kGranules * kGranule);
-  ASSERT_TRUE(resident.has_value()) << "arena mapping not found in /proc/self/smaps";
-  EXPECT_EQ(*resident, 0u) << "a reserved arena must not hold memory";
+  std::optional<uint64_t> held = HeldBytes(*device, GetParam());
+  ASSERT_TRUE(held.has_value()) << "the arena's memory is not found";
+  EXPECT_EQ(*held, 0u) << "a reserved arena must not hold memory";
 
   ASSERT_TRUE(device->Commit(2 * kGranule, 4 * kGranule).ok());
   ASSERT_TRUE(device->Commit(9 * kGranule, kGranule).ok());
-  resident = ResidentBytesOfMapping(kGranules * kGranule);
-  ASSERT_TRUE(resident.has_value());
   // At least what was committed (transparent huge pages may round up).
-  EXPECT_GE(*resident, 5 * kGranule);
+  held = HeldBytes(*device, GetParam());
+  ASSERT_TRUE(held.has_value());
+  const uint64_t before = *held;
+  EXPECT_GE(before, 5 * kGranule);
 
-  const uint64_t before = *resident;
   ASSERT_TRUE(device->Decommit(3 * kGranule, 2 * kGranule).ok());
-  resident = ResidentBytesOfMapping(kGranules * kGranule);
-  ASSERT_TRUE(resident.has_value());
-  EXPECT_LE(*resident, before - 2 * kGranule);
-  EXPECT_GE(*resident, 3 * kGranule);
+  held = HeldBytes(*device, GetParam());
+  ASSERT_TRUE(held.has_value());
+  EXPECT_LE(*held, before - 2 * kGranule);
+  EXPECT_GE(*held, 3 * kGranule);
 
   ASSERT_TRUE(device->Decommit(0, kGranules * kGranule).ok());
-  resident = ResidentBytesOfMapping(kGranules * kGranule);
-  ASSERT_TRUE(resident.has_value());
-  EXPECT_EQ(*resident, 0u);
+  EXPECT_EQ(HeldBytes(*device, GetParam()), 0u);
 }
 
-TEST(HostDeviceTest, DecommittedMemoryReadsBackAsZerosAfterRecommit) {
-  std::unique_ptr<HostDevice> device = MakeDevice(4 * kGranule);
+TEST_P(HostDeviceBackingTest, DecommittedMemoryReadsBackAsZerosAfterRecommit) {
+  std::unique_ptr<HostDevice> device = Make(4 * kGranule);
   ASSERT_NE(device, nullptr);
   ASSERT_TRUE(device->Commit(0, 4 * kGranule).ok());
   const std::vector<char> data = Pattern(4 * kGranule, 1);
@@ -134,12 +142,39 @@ TEST(HostDeviceTest, DecommittedMemoryReadsBackAsZerosAfterRecommit) {
   EXPECT_EQ(std::memcmp(after.data() + kGranule, zeros.data(), zeros.size()), 0);
 }
 
-class HostDeviceCopyTest : public ::testing::Test {
+// HostView (a pool copies through it) and the transfers reach the same
+// bytes, in the arena's memory as in a range shared and then taken back.
+TEST_P(HostDeviceBackingTest, TheViewAndTransfersSeeTheSameBytes) {
+  std::unique_ptr<HostDevice> device = Make(4 * kGranule);
+  ASSERT_NE(device, nullptr);
+  ASSERT_TRUE(device->Commit(0, 4 * kGranule).ok());
+  const std::vector<char> data = Pattern(3 * kGranule, 9);
+  for (int shared = 0; shared < 2; ++shared) {
+    SCOPED_TRACE(shared ? "a range shared, decommitted and committed again" : "fresh");
+    ASSERT_TRUE(device->Write({{kGranule + 1, data.data(), data.size() - 1}}).ok());
+    EXPECT_EQ(std::memcmp(device->HostView(kGranule + 1), data.data(), data.size() - 1), 0);
+    std::memcpy(device->HostView(5), "view", 4);
+    EXPECT_EQ(ReadBack(*device, 5, 4), std::vector<char>({'v', 'i', 'e', 'w'}));
+    ASSERT_TRUE(device->Copy({{2 * kGranule, 5, 4}}).ok());
+    EXPECT_EQ(std::string_view(device->HostView(2 * kGranule), 4), "view");
+    ASSERT_TRUE(device->Zero({{2 * kGranule + 1, 2}}).ok());
+    EXPECT_EQ(std::string_view(device->HostView(2 * kGranule), 4), std::string_view("v\0\0w", 4));
+
+    absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
+        device->ExportShared(kGranule, {{2 * kGranule, kGranule}});
+    ASSERT_TRUE(exported.ok()) << exported.status();
+    ASSERT_TRUE(device->Decommit(2 * kGranule, kGranule).ok());
+    ASSERT_TRUE(device->Commit(2 * kGranule, kGranule).ok());
+    EXPECT_EQ(ReadBack(*device, 2 * kGranule, 4), std::vector<char>(4, 0)) << "fresh memory";
+  }
+}
+
+class HostDeviceCopyTest : public HostDeviceBackingTest {
  protected:
   static constexpr uint64_t kArena = 4 * kGranule;
 
   void SetUp() override {
-    device_ = MakeDevice(kArena);
+    device_ = Make(kArena);
     ASSERT_NE(device_, nullptr);
     ASSERT_TRUE(device_->Commit(0, kArena).ok());
     // Known content everywhere, so that a copy touching bytes outside its
@@ -163,7 +198,7 @@ class HostDeviceCopyTest : public ::testing::Test {
   std::vector<char> mirror_;  // what the arena should hold
 };
 
-TEST_F(HostDeviceCopyTest, HostToDeviceAtUnalignedOffsetsAcrossGranules) {
+TEST_P(HostDeviceCopyTest, HostToDeviceAtUnalignedOffsetsAcrossGranules) {
   // Ends in the next granule, starts and ends off any page boundary.
   const uint64_t offset = kGranule - 4097;
   const std::vector<char> data = Pattern(10'001, 2);
@@ -172,7 +207,7 @@ TEST_F(HostDeviceCopyTest, HostToDeviceAtUnalignedOffsetsAcrossGranules) {
   ExpectArenaMatchesMirror();
 }
 
-TEST_F(HostDeviceCopyTest, DeviceToHostAtUnalignedOffsetsIntoAHostBufferOffset) {
+TEST_P(HostDeviceCopyTest, DeviceToHostAtUnalignedOffsetsIntoAHostBufferOffset) {
   const uint64_t offset = 2 * kGranule - 3;
   constexpr size_t kLength = 7'777;
   constexpr size_t kHostOffset = 13;
@@ -184,7 +219,7 @@ TEST_F(HostDeviceCopyTest, DeviceToHostAtUnalignedOffsetsIntoAHostBufferOffset) 
   for (size_t i = kHostOffset + kLength; i < host.size(); ++i) EXPECT_EQ(host[i], 'x');
 }
 
-TEST_F(HostDeviceCopyTest, DeviceToDeviceAtUnalignedOffsets) {
+TEST_P(HostDeviceCopyTest, DeviceToDeviceAtUnalignedOffsets) {
   const uint64_t source = 5;
   const uint64_t destination = 3 * kGranule - 1000;
   constexpr size_t kLength = 5'000;
@@ -193,13 +228,13 @@ TEST_F(HostDeviceCopyTest, DeviceToDeviceAtUnalignedOffsets) {
   ExpectArenaMatchesMirror();
 }
 
-TEST_F(HostDeviceCopyTest, ZeroClearsExactlyItsRange) {
+TEST_P(HostDeviceCopyTest, ZeroClearsExactlyItsRange) {
   ASSERT_TRUE(device_->Zero({DeviceRange{kGranule + 17, 3 * 4096}}).ok());
   std::fill_n(mirror_.begin() + kGranule + 17, 3 * 4096, 0);
   ExpectArenaMatchesMirror();
 }
 
-TEST_F(HostDeviceCopyTest, BatchesCompleteEveryRequest) {
+TEST_P(HostDeviceCopyTest, BatchesCompleteEveryRequest) {
   // Disjoint ranges, in no particular order, of assorted lengths.
   const std::vector<uint64_t> offsets = {3 * kGranule + 100, 17, kGranule - 50,
                                          2 * kGranule + 4096};
@@ -243,7 +278,7 @@ TEST_F(HostDeviceCopyTest, BatchesCompleteEveryRequest) {
   ExpectArenaMatchesMirror();
 }
 
-TEST_F(HostDeviceCopyTest, EmptyBatchesAndEmptyCopiesSucceed) {
+TEST_P(HostDeviceCopyTest, EmptyBatchesAndEmptyCopiesSucceed) {
   EXPECT_TRUE(device_->Write({}).ok());
   EXPECT_TRUE(device_->Read({}).ok());
   EXPECT_TRUE(device_->Copy({}).ok());
@@ -255,7 +290,7 @@ TEST_F(HostDeviceCopyTest, EmptyBatchesAndEmptyCopiesSucceed) {
   ExpectArenaMatchesMirror();
 }
 
-TEST_F(HostDeviceCopyTest, OutOfRangeRequestsAreRejected) {
+TEST_P(HostDeviceCopyTest, OutOfRangeRequestsAreRejected) {
   constexpr uint64_t kHuge = std::numeric_limits<uint64_t>::max();
   std::vector<char> buffer(8192, 'b');
   struct Range {
@@ -319,8 +354,8 @@ TEST(HostDeviceHostBufferTest, HostBuffersAreUsableForTransfers) {
 // ExportShared hands out the range's memory itself: writes on either side
 // show on the other, until the range is decommitted; then the arena gets
 // fresh memory, never the importer's.
-TEST(HostDeviceTest, ExportSharedHandsOutTheMemoryItselfUntilDecommitted) {
-  std::unique_ptr<HostDevice> device = MakeDevice(8 * kGranule);
+TEST_P(HostDeviceBackingTest, ExportSharedHandsOutTheMemoryItselfUntilDecommitted) {
+  std::unique_ptr<HostDevice> device = Make(8 * kGranule);
   constexpr uint64_t kLength = 2 * kGranule;
   const uint64_t offset = 2 * kGranule;
   ASSERT_TRUE(device->Commit(offset, kLength).ok());
@@ -338,8 +373,8 @@ TEST(HostDeviceTest, ExportSharedHandsOutTheMemoryItselfUntilDecommitted) {
   ASSERT_EQ((*exported)->pieces().size(), 1u);
   const ExportedPiece piece = (*exported)->pieces()[0];
   ASSERT_EQ(piece.size, kLength);
-  char* view = static_cast<char*>(
-      mmap(nullptr, kLength, PROT_READ | PROT_WRITE, MAP_SHARED, piece.fd, 0));
+  char* view =
+      static_cast<char*>(mmap(nullptr, kLength, PROT_READ | PROT_WRITE, MAP_SHARED, piece.fd, 0));
   ASSERT_NE(view, MAP_FAILED);
   EXPECT_EQ(std::string_view(view + 4096, data.size()), data);
   std::memcpy(view, "importer", 8);
@@ -357,8 +392,8 @@ TEST(HostDeviceTest, ExportSharedHandsOutTheMemoryItselfUntilDecommitted) {
   absl::StatusOr<std::unique_ptr<ExportedMemory>> again =
       device->ExportShared(kLength, {{offset, kLength}});
   ASSERT_TRUE(again.ok()) << again.status();
-  char* second = static_cast<char*>(mmap(nullptr, kLength, PROT_READ, MAP_SHARED,
-                                         (*again)->pieces()[0].fd, 0));
+  char* second = static_cast<char*>(
+      mmap(nullptr, kLength, PROT_READ, MAP_SHARED, (*again)->pieces()[0].fd, 0));
   ASSERT_NE(second, MAP_FAILED);
   EXPECT_EQ(std::string_view(second, 8), "importer");
   munmap(second, kLength);
@@ -378,8 +413,8 @@ TEST(HostDeviceTest, ExportSharedHandsOutTheMemoryItselfUntilDecommitted) {
 // releases its memory though an importer still maps it: left to the
 // importer, it would be memory the mount no longer counts. The importer
 // reads zeros there.
-TEST(HostDeviceTest, DecommitReleasesASharedRangesMemoryFromImporters) {
-  std::unique_ptr<HostDevice> device = MakeDevice(4 * kGranule);
+TEST_P(HostDeviceBackingTest, DecommitReleasesASharedRangesMemoryFromImporters) {
+  std::unique_ptr<HostDevice> device = Make(4 * kGranule);
   constexpr uint64_t kLength = 2 * kGranule;
   ASSERT_TRUE(device->Commit(0, kLength).ok());
   const std::string data(kLength, 'd');
@@ -425,6 +460,19 @@ TEST(HostDeviceTest, ExportSharedOutOfDescriptorsSaysSo) {
   EXPECT_NE(exported.status().message().find("out of file descriptors"), std::string::npos)
       << exported.status();
 }
+
+std::string BackingName(const ::testing::TestParamInfo<HostDevice::Backing>& info) {
+  return info.param == HostDevice::Backing::kMemfd ? "memfd" : "huge_pages";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backings, HostDeviceBackingTest,
+                         ::testing::Values(HostDevice::Backing::kMemfd,
+                                           HostDevice::Backing::kHugePages),
+                         BackingName);
+INSTANTIATE_TEST_SUITE_P(Backings, HostDeviceCopyTest,
+                         ::testing::Values(HostDevice::Backing::kMemfd,
+                                           HostDevice::Backing::kHugePages),
+                         BackingName);
 
 }  // namespace
 }  // namespace cudafs

@@ -76,7 +76,8 @@ SpillDevice::Options Ahead(int chunks) {
 struct Spill {
   explicit Spill(uint64_t chunks = 3, SpillDevice::Options options = Plain()) {
     auto recording = std::make_unique<RecordingDevice>(
-        HostDevice::Create(chunks * kChunk + 2 * kGranule).value());
+        HostDevice::Create(chunks * kChunk + 2 * kGranule, HostDevice::Backing::kHugePages)
+            .value());
     host = recording.get();
     device = std::make_unique<SpillDevice>(std::move(recording),
                                            std::vector<Device*>{&gpus[0], &gpus[1]}, options);
