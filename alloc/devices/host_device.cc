@@ -344,18 +344,40 @@ absl::Status HostDevice::FillCopy(absl::Span<const CopyMemory> pieces,
     }
     return absl::OkStatus();
   };
+  // From the arena's memfd the kernel copies (copy_file_range), so that
+  // the file's pages are never mapped into the daemon, whose memory the
+  // copy must not grow. A memory the kernel cannot copy into that way (a
+  // file of another filesystem) is written from the mapping.
+  const auto copy = [this, memory, &put](uint64_t from, uint64_t at,
+                                         uint64_t length) -> absl::Status {
+    for (uint64_t done = 0; done < length;) {
+      const size_t chunk = std::min<uint64_t>(uint64_t{kChunk}, length - done);
+      if (absl::Status s = CheckPagesAllocated(memory, at + done, chunk); !s.ok()) return s;
+      off_t in = static_cast<off_t>(from + done);
+      off_t out = static_cast<off_t>(at + done);
+      const ssize_t copied = copy_file_range(memory_, &in, memory, &out, chunk, 0);
+      if (copied < 0 && errno == EINTR) continue;
+      if (copied < 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == EINVAL)) {
+        return put(base_ + from + done, at + done, length - done, false);
+      }
+      if (copied <= 0) return OutOfMemoryOr(copied < 0 ? errno : ENOSPC, "a copy");
+      done += static_cast<uint64_t>(copied);
+    }
+    return absl::OkStatus();
+  };
   std::vector<DeviceToDevice> sorted(copies.begin(), copies.end());
   std::sort(sorted.begin(), sorted.end(), [](const DeviceToDevice& a, const DeviceToDevice& b) {
     return a.destination_offset < b.destination_offset;
   });
+  absl::ReaderMutexLock lock(&shared_mu_);
   uint64_t at = 0;
   for (const DeviceToDevice& c : sorted) {
     if (c.destination_offset < at) return absl::InternalError("copies overlap");
     if (absl::Status s = put(kZeros, at, c.destination_offset - at, true); !s.ok()) return s;
-    if (absl::Status s = put(base_ + c.source_offset, c.destination_offset, c.length, false);
-        !s.ok()) {
-      return s;
-    }
+    absl::Status s = ByKernel(c.source_offset, c.length)
+                         ? copy(c.source_offset, c.destination_offset, c.length)
+                         : put(base_ + c.source_offset, c.destination_offset, c.length, false);
+    if (!s.ok()) return s;
     at = c.destination_offset + c.length;
   }
   return put(kZeros, at, memory_bytes - at, true);
