@@ -15,9 +15,10 @@ every second; prints the samples' range after the first 10 s, the
 operations per second and the daemon's CPU seconds.
 
 Targets, each a fresh mount on a temporary directory, run one after
-another in every round: `host` and `null` (BINARY with backend=host and
-backend=null), `tmpfs`, and `before` (--before BINARY with backend=host:
-an older build to compare with). Run as root. Example:
+another in every round: `host`, `null` and `cuda` (BINARY with that
+backend), `tmpfs`, and `before` or `before-cuda` (--before BINARY, an
+older build to compare with, with backend=host or cuda). Run as root.
+Example:
   bench/memory_after_deletes.py build/cudafs --before /tmp/old/cudafs --rounds 3
 """
 import argparse
@@ -57,8 +58,11 @@ class Target:
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + arguments.mount_size,
                             "tmpfs", self.dir], check=True)
         else:
-            self.binary = arguments.before if kind == "before" else arguments.binary
-            backend = "null" if kind == "null" else "host"
+            # "before" and "before-BACKEND": the older build, on host memory
+            # unless a backend is named.
+            before = kind.startswith("before")
+            self.binary = arguments.before if before else arguments.binary
+            backend = (kind.partition("-")[2] if before else kind) or "host"
             options = "backend=%s,size=%s" % (backend, arguments.mount_size)
             self.daemon = subprocess.Popen([self.binary, self.dir, "-f", "-o", options],
                                            stderr=subprocess.DEVNULL)
@@ -194,7 +198,8 @@ def mib(value):
 
 def main():
     arguments = parse_arguments()
-    kinds = [k for k in arguments.targets.split(",") if k != "before" or arguments.before]
+    kinds = [k for k in arguments.targets.split(",")
+             if not k.startswith("before") or arguments.before]
     sections = arguments.sections.split(",")
     print("# load at start: %s" % open("/proc/loadavg").read().split()[:3], flush=True)
     if "deletes" in sections:
