@@ -94,6 +94,9 @@ class CachedFile {
     return extents_.Move(leave, to, budget);
   }
   uint64_t BytesIn(size_t part) const { return extents_.BytesIn(part); }
+  // As ExtentMap's; cached pages stay, as for Move.
+  absl::StatusOr<uint64_t> Compact(const CompactionPlan& plan) { return extents_.Compact(plan); }
+  uint64_t BytesIn(const CompactionPlan& plan) const { return extents_.BytesIn(plan); }
 
   // When the file was last read or written here, in seconds since the
   // epoch: data moves out of a GPU least recently used first.

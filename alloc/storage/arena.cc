@@ -204,6 +204,80 @@ void Arena::Free(Block block) {
   Release(to_release);
 }
 
+CompactionPlan Arena::PlanCompaction(uint64_t budget) const {
+  CompactionPlan plan;
+  plan.granule_ = granule_;
+  absl::MutexLock lock(&mu_);
+  // Most looks find every part packed: that much needs no pass over the
+  // granules.
+  bool packed = true;
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    const uint64_t committed = parts_[p]->committed_granules * granule_;
+    const uint64_t used = parts_[p]->allocator.Stats().used;
+    if (!spill_[p] && committed > used + kCompactionSlackGranules * granule_) packed = false;
+  }
+  if (packed) return plan;
+  // By part: (bytes used, index) of each committed granule partly used.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> partial(parts_.size());
+  for (const auto& [index, granule] : granules_) {
+    if (!granule.committed || granule.releasing || granule.used >= granule_) continue;
+    const size_t part = PartOf(index * granule_);
+    if (!spill_[part]) partial[part].emplace_back(granule.used, index);
+  }
+  for (std::vector<std::pair<uint64_t, uint64_t>>& granules : partial) {
+    uint64_t used = 0;
+    for (const auto& [bytes, index] : granules) used += bytes;
+    const uint64_t free = granules.size() * granule_ - used;
+    if (free <= std::max(kCompactionSlackGranules * granule_, used / kCompactionSlackShare)) {
+      continue;
+    }
+    std::sort(granules.begin(), granules.end());
+    // The sparsest granules go into the fullest ones while those have room
+    // for every byte (a block too large for their holes moves in pieces,
+    // ExtentMap::Compact), so each move leaves a sparse granule sparser and
+    // a full one fuller, and packing never undoes itself.
+    size_t sparse = 0;
+    size_t full = granules.size();  // granules[full, size) are filled
+    uint64_t moving = 0;
+    uint64_t room = 0;
+    while (sparse < full && plan.bytes_ < budget) {
+      const uint64_t bytes = granules[sparse].first;
+      while (room < moving + bytes && full - 1 > sparse) {
+        --full;
+        room += granule_ - granules[full].first;
+        plan.destinations_.push_back(granules[full].second);
+      }
+      if (room < moving + bytes) break;
+      plan.sources_.insert(granules[sparse].second);
+      moving += bytes;
+      plan.bytes_ += bytes;
+      ++sparse;
+    }
+  }
+  return plan;
+}
+
+absl::StatusOr<Block> Arena::AllocateForCompaction(uint64_t size, size_t part,
+                                                   const CompactionPlan& plan) {
+  const uint64_t base = part_offsets_[part];
+  absl::MutexLock lock(&mu_);
+  for (const uint64_t g : plan.destinations_) {
+    const uint64_t start = g * granule_;
+    if (start < base || PartOf(start) != part) continue;
+    const auto it = granules_.find(g);
+    if (it == granules_.end() || !it->second.committed || it->second.releasing) continue;
+    const std::optional<uint64_t> local =
+        parts_[part]->allocator.AllocateWithin(size, start - base, start - base + granule_);
+    if (!local) continue;
+    const Block block{base + *local, size};
+    used_ += size;
+    // Its granule is committed, and stays so while the block uses it.
+    Reference(block);
+    return block;
+  }
+  return absl::ResourceExhaustedError("no room in the granules compaction fills");
+}
+
 size_t Arena::PartOf(uint64_t offset) const {
   return static_cast<size_t>(
       std::upper_bound(part_offsets_.begin(), part_offsets_.end(), offset) -
@@ -279,6 +353,7 @@ std::vector<uint64_t> Arena::Reference(Block block) {
   const uint64_t last = (block.offset + block.size - 1) / granule_;
   for (uint64_t g = first; g <= last; ++g) {
     Granule& granule = granules_[g];
+    granule.used += BytesIn(block, g);
     if (granule.users++ == 0) fresh.push_back(g);
   }
   return fresh;
@@ -291,6 +366,7 @@ std::vector<uint64_t> Arena::Unreference(Block block) {
   for (uint64_t g = first; g <= last; ++g) {
     auto it = granules_.find(g);
     Granule& granule = it->second;
+    granule.used -= BytesIn(block, g);
     if (--granule.users > 0) continue;
     if (granule.releasing) continue;  // that release finishes it
     if (granule.committed) {
@@ -301,6 +377,12 @@ std::vector<uint64_t> Arena::Unreference(Block block) {
     granules_.erase(it);
   }
   return to_release;
+}
+
+uint32_t Arena::BytesIn(Block block, uint64_t g) const {
+  const uint64_t from = std::max(block.offset, g * granule_);
+  const uint64_t to = std::min(block.offset + block.size, (g + 1) * granule_);
+  return static_cast<uint32_t>(to - from);
 }
 
 bool Arena::Settled(Block block) const {

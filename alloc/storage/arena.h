@@ -28,6 +28,7 @@
 #include "absl/types/span.h"
 #include "alloc/devices/device.h"
 #include "alloc/storage/buddy_allocator.h"
+#include "alloc/storage/compaction_plan.h"
 #include "alloc/storage/placement_rules.h"
 
 namespace cudafs {
@@ -82,6 +83,24 @@ class Arena {
   absl::StatusOr<Block> AllocateForMove(uint64_t size, absl::Span<const size_t> parts);
   void Free(Block block);
 
+  // Compaction (CompactionPlan). Once the partly used committed granules of
+  // a GPU's part have more than kCompactionSlackGranules granules free in
+  // all, and more than a kCompactionSlackShare-th of the bytes they hold,
+  // plans to empty the sparsest of them into the fullest, as many as those
+  // have room for, until the bytes to move reach `budget`. Spill parts are
+  // left as they are (their memory goes back by the chunk). An empty plan:
+  // nothing worth moving.
+  static constexpr uint64_t kCompactionSlackGranules = 4;
+  static constexpr uint64_t kCompactionSlackShare = 16;
+  CompactionPlan PlanCompaction(uint64_t budget) const;
+  // A block of `size` bytes in part `part` to move a block of a granule
+  // `plan` empties into: in a granule it fills, still committed, so that
+  // compacting commits nothing. Like AllocateForMove, not bounded by the
+  // capacity. ResourceExhausted when none of them has a free block that
+  // size.
+  absl::StatusOr<Block> AllocateForCompaction(uint64_t size, size_t part,
+                                              const CompactionPlan& plan);
+
   // Splits an allocated block (size > min_block) into its two halves, each
   // then freed on its own: {lower, upper}.
   std::pair<Block, Block> Split(Block block);
@@ -134,6 +153,7 @@ class Arena {
 
   struct Granule {
     uint32_t users = 0;      // allocated blocks touching it, settled or not
+    uint32_t used = 0;       // bytes of those blocks in it
     bool committed = false;  // the device backs it
     bool failed = false;     // its commit failed: its users give up
     // Being decommitted outside the lock (its last block was freed): not
@@ -152,6 +172,8 @@ class Arena {
   void Release(const std::vector<uint64_t>& granules) ABSL_LOCKS_EXCLUDED(mu_);
   bool AnyReleasing(const std::vector<uint64_t>& granules) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Bytes of `block` in granule `g`.
+  uint32_t BytesIn(Block block, uint64_t g) const;
   // True once no granule under the block is still being committed.
   bool Settled(Block block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AnyFailed(Block block) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -43,22 +43,31 @@ std::optional<uint64_t> BuddyAllocator::AllocateWhere(
   int candidates = 0;
   for (int order = want; order < static_cast<int>(free_.size()); ++order) {
     for (auto it = free_[order].begin(); it != free_[order].end(); ++it) {
-      const uint64_t start = *it;
-      for (uint64_t offset = start; offset < start + SizeOf(order); offset += size) {
+      for (uint64_t offset = *it; offset < *it + SizeOf(order); offset += size) {
         if (++candidates > kMaxCandidates) return std::nullopt;
-        if (!accept(offset)) continue;
-        free_[order].erase(it);
-        Take(start, order, offset, want);
-        used_ += size;
-        ++allocated_blocks_;
-        return offset;
+        if (accept(offset)) return Take(it, order, offset, want);
       }
     }
   }
   return std::nullopt;
 }
 
-void BuddyAllocator::Take(uint64_t start, int order, uint64_t offset, int want) {
+std::optional<uint64_t> BuddyAllocator::AllocateWithin(uint64_t size, uint64_t from, uint64_t to) {
+  if (size < min_block_ || !std::has_single_bit(size)) return std::nullopt;
+  const int want = OrderOf(size);
+  for (int order = want; order < static_cast<int>(free_.size()); ++order) {
+    const auto it = free_[order].lower_bound(from);
+    if (it != free_[order].end() && *it + SizeOf(order) <= to) return Take(it, order, *it, want);
+  }
+  return std::nullopt;
+}
+
+uint64_t BuddyAllocator::Take(absl::btree_set<uint64_t>::iterator free, int order, uint64_t offset,
+                              int want) {
+  uint64_t start = *free;
+  free_[order].erase(free);
+  used_ += SizeOf(want);
+  ++allocated_blocks_;
   while (order > want) {
     --order;
     const uint64_t half = SizeOf(order);
@@ -69,6 +78,7 @@ void BuddyAllocator::Take(uint64_t start, int order, uint64_t offset, int want) 
       free_[order].insert(start + half);
     }
   }
+  return offset;
 }
 
 void BuddyAllocator::Free(uint64_t offset, uint64_t size) {

@@ -53,6 +53,11 @@ class BuddyAllocator {
                                         absl::FunctionRef<bool(uint64_t offset)> accept);
   static constexpr int kMaxCandidates = 4096;
 
+  // The same, for the smallest free block of [from, to) that holds one of
+  // `size` bytes (its lowest); nullopt when none does. Lets a caller pack
+  // blocks into a range it chose (Arena::AllocateForCompaction).
+  std::optional<uint64_t> AllocateWithin(uint64_t size, uint64_t from, uint64_t to);
+
   // Returns a block obtained from Allocate (or Split) with the same size.
   void Free(uint64_t offset, uint64_t size);
 
@@ -68,10 +73,9 @@ class BuddyAllocator {
 
  private:
   int OrderOf(uint64_t size) const;  // log2(size / min_block)
-  // Takes block `offset` of order `want` out of free block `start` of
-  // order `order` (already off its free list), whose other parts stay
-  // free.
-  void Take(uint64_t start, int order, uint64_t offset, int want);
+  // Hands out block `offset` of order `want` from free block `*free` of
+  // order `order`, whose other parts stay free; returns `offset`.
+  uint64_t Take(absl::btree_set<uint64_t>::iterator free, int order, uint64_t offset, int want);
   uint64_t SizeOf(int order) const { return min_block_ << order; }
 
   const uint64_t min_block_;

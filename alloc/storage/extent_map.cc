@@ -495,6 +495,49 @@ absl::StatusOr<uint64_t> ExtentMap::Move(absl::FunctionRef<bool(size_t part)> le
   return bytes;
 }
 
+absl::StatusOr<uint64_t> ExtentMap::Compact(const CompactionPlan& plan) {
+  if (shared_) return absl::FailedPreconditionError("a mapping holds the file's memory");
+  std::vector<Extent> pending;
+  for (const Extent& extent : extents_) {
+    if (plan.Empties(extent.block.offset, extent.block.size)) pending.push_back(extent);
+  }
+  std::vector<Window> windows;
+  uint64_t bytes = 0;
+  while (!pending.empty()) {
+    const Extent extent = pending.back();
+    pending.pop_back();
+    absl::StatusOr<Block> block = arena()->AllocateForCompaction(
+        extent.block.size, arena()->PartOf(extent.block.offset), plan);
+    if (block.ok()) {
+      windows.push_back({extent.start, *block, true});
+      bytes += extent.block.size;
+      continue;
+    }
+    if (extent.block.size <= arena()->min_block()) continue;
+    // The granules being filled have holes, not room this large: the
+    // halves move apart (a file may hold blocks of any size at aligned
+    // offsets, so it only costs an extent more).
+    extents_.erase(extents_.find(extent.start));
+    const auto [lower, upper] = arena()->Split(extent.block);
+    extents_.emplace(extent.start, lower);
+    extents_.emplace(extent.start + lower.size, upper);
+    pending.push_back({extent.start + lower.size, upper});
+    pending.push_back({extent.start, lower});
+  }
+  if (windows.empty()) return 0;
+  // What lies past the end of the data may hold anything (see above).
+  CUDAFS_RETURN_IF_ERROR(Relocate(windows, data_end_));
+  return bytes;
+}
+
+uint64_t ExtentMap::BytesIn(const CompactionPlan& plan) const {
+  uint64_t bytes = 0;
+  for (const Extent& extent : extents_) {
+    if (plan.Empties(extent.block.offset, extent.block.size)) bytes += extent.block.size;
+  }
+  return bytes;
+}
+
 absl::Status ExtentMap::LeaveSpill() {
   if (arena()->leading_parts() == arena()->part_count() || shared_) return absl::OkStatus();
   const std::vector<size_t> to = placement::ReturnDestinations(arena()->Places(), home_);

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "alloc/storage/arena.h"
+#include "alloc/storage/compaction_plan.h"
 #include "alloc/storage/extent_set.h"
 
 namespace cudafs {
@@ -149,6 +150,15 @@ class ExtentMap {
   // FailedPrecondition. On a device error nothing moved.
   absl::StatusOr<uint64_t> Move(absl::FunctionRef<bool(size_t part)> leave,
                                 absl::Span<const size_t> to, uint64_t budget);
+  // Moves the blocks that `plan` empties into blocks in the granules it
+  // fills (Arena::AllocateForCompaction); returns the bytes moved. A block
+  // for which they have no free block as large is split into aligned halves
+  // (down to min_block) that move on their own. The blocks of a shared
+  // file never move: FailedPrecondition. On a device error nothing moved
+  // (but blocks may be split).
+  absl::StatusOr<uint64_t> Compact(const CompactionPlan& plan);
+  // Bytes of blocks that `plan` empties.
+  uint64_t BytesIn(const CompactionPlan& plan) const;
   // Moves every block in a spill part (host memory) to the other parts,
   // the file's home first; ResourceExhausted, with nothing lost, when they
   // lack room. A file another process maps or copies needs its bytes there.

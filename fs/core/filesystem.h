@@ -250,6 +250,12 @@ class Filesystem {
   enum class MoveOrder { kLeastRecentlyUsed, kMostRecentlyUsed };
   uint64_t MoveData(size_t from, absl::Span<const size_t> to, uint64_t bytes, MoveOrder order,
                     bool* out_of_room = nullptr);
+  // Compaction (Arena::PlanCompaction): moves the blocks of regular files
+  // out of the sparsest committed granules into fuller ones, up to about
+  // `budget` bytes, so that the emptied granules' memory goes back; returns
+  // the bytes moved. As MoveData, each file under its lock, and files
+  // another process maps stay.
+  uint64_t CompactData(uint64_t budget);
   // Bytes of blocks regular file `ino` holds in each place
   // (Device::PartPlace), as kWhereAttribute's value: "gpu0 N\nhost M\n".
   absl::StatusOr<std::string> Where(InodeNumber ino);

@@ -102,6 +102,33 @@ uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t
   return moved.load();
 }
 
+uint64_t Filesystem::CompactData(uint64_t budget) {
+  const CompactionPlan plan = state_->arena->PlanCompaction(budget);
+  if (plan.empty()) return 0;
+  std::vector<std::shared_ptr<Inode>> files;
+  for (std::shared_ptr<Inode>& inode : state_->table.All()) {
+    if (!inode->is_regular()) continue;
+    absl::ReaderMutexLock lock(&inode->mu);
+    const CachedFile* data = inode->data();
+    if (data != nullptr && !data->shared() && data->BytesIn(plan) > 0) {
+      files.push_back(std::move(inode));
+    }
+  }
+  // One file at a time, on this thread: what moves of a file is its blocks
+  // smaller than a granule in the granules to empty, so its readers and
+  // writers wait for a copy of at most the plan's bytes, most often a few
+  // blocks'.
+  uint64_t moved = 0;
+  for (const std::shared_ptr<Inode>& inode : files) {
+    absl::MutexLock lock(&inode->mu);
+    CachedFile* data = inode->data();
+    if (data == nullptr || data->shared()) continue;
+    // A device error leaves the file as it was; its blocks stay put.
+    if (absl::StatusOr<uint64_t> piece = data->Compact(plan); piece.ok()) moved += *piece;
+  }
+  return moved;
+}
+
 absl::StatusOr<std::string> Filesystem::Where(InodeNumber ino) {
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;

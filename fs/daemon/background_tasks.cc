@@ -2,6 +2,8 @@
 
 #include <functional>
 
+#include "alloc/devices/device.h"
+
 namespace cudafs {
 
 BackgroundTasks::BackgroundTasks(Filesystem& filesystem, bool trim_growth_when_idle,
@@ -12,6 +14,13 @@ BackgroundTasks::BackgroundTasks(Filesystem& filesystem, bool trim_growth_when_i
                      std::function<absl::Duration()>([&keeper] { return keeper.Round(); }),
                      "room-keeper");
   }
+  // Deletes free blocks, not granules: the files left behind keep theirs
+  // committed until compaction gathers them.
+  compactor_.emplace(kCompactionInterval, [&filesystem] {
+    // Devices wait for their copies asleep here, leaving cores to requests.
+    MarkBackgroundThread();
+    filesystem.CompactData(kCompactionBudget);
+  });
   // zero_message_open: no RELEASE says when a writer is done, so a file's
   // growth slack goes once it has had no write for a while.
   if (trim_growth_when_idle) {

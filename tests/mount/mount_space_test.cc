@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <string_view>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "tests/mount/mount_fixture.h"
+#include "tests/mount/mount_table.h"
 #include "tests/support/errno_check.h"
 #include "tests/support/eventually.h"
 #include "tests/support/fd.h"
@@ -672,6 +674,37 @@ TEST_P(SpaceTest, LongSymlinkTargetsCountAgainstSize) {
   EXPECT_EQ(std::string(buffer, std::max<ssize_t>(length, 0)), target + "7");
   ASSERT_TRUE(ShellOk("rm -f " + root() + "/l*"));
   EXPECT_TRUE(Eventually([&] { return UsedBytes(root()) == 0; }, 5s)) << UsedBytes(root());
+}
+
+// Issue 44: the small files a mass delete leaves behind share granules
+// with the deleted ones; the daemon gathers them so that the memory it holds
+// comes down to what they use, as tmpfs's does.
+TEST_P(SpaceTest, MemoryHeldFollowsUsedAfterDeletesOfSmallFiles) {
+  SKIP_UNLESS_CUDAFS();
+  constexpr int kFiles = 4000;  // 16 granules of two 4 KiB blocks each
+  constexpr size_t kFileSize = 6000;
+  ASSERT_SYS_OK(mkdir(Path("cache").c_str(), 0755));
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_TRUE(WriteFile(Path("cache/" + std::to_string(i)), RandomBytes(kFileSize, i)));
+  }
+  std::vector<int> order(kFiles);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(44));
+  for (int i = 0; i < kFiles * 3 / 4; ++i) {
+    ASSERT_SYS_OK(unlink(Path("cache/" + std::to_string(order[i])).c_str()));
+  }
+  const auto held = [&] { return std::stoll(MountStats(root())["device_bytes"]); };
+  const int64_t used = UsedBytes(root());
+  // The bound Arena::PlanCompaction keeps to: 4 granules, or a sixteenth.
+  const int64_t bound = used + std::max<int64_t>(8 * kMiB, used / 16);
+  ASSERT_GT(used, int64_t{kFiles / 4} * int64_t{kFileSize});
+  EXPECT_TRUE(Eventually([&] { return held() <= bound; }, 5s))
+      << "held " << held() << " bytes for " << used << " used";
+  for (int i = kFiles * 3 / 4; i < kFiles; i += 37) {
+    const auto content = ReadStored(Path("cache/" + std::to_string(order[i])));
+    ASSERT_TRUE(content);
+    EXPECT_TRUE(BytesEqual(*content, RandomBytes(kFileSize, order[i]))) << order[i];
+  }
 }
 
 CUDAFS_INSTANTIATE_BACKENDS(SpaceTest);

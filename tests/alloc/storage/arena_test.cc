@@ -558,6 +558,163 @@ TEST_F(ArenaTest, AllocateExclusivePassesOverRangesTheDeviceRefuses) {
   EXPECT_TRUE(absl::IsResourceExhausted(arena_->AllocateExclusive(kGranule).status()));
 }
 
+// Fills granules [0, granules) with min_blocks and frees all but
+// `keep[g]` of granule g's (its first ones); returns the blocks kept.
+std::vector<Block> Thin(Arena& arena, const std::vector<uint64_t>& keep, size_t part = 0) {
+  constexpr uint64_t kPerGranule = kGranule / kMinBlock;
+  std::vector<Block> kept;
+  std::vector<Block> freed;
+  for (uint64_t g = 0; g < keep.size(); ++g) {
+    for (uint64_t i = 0; i < kPerGranule; ++i) {
+      absl::StatusOr<Block> block = arena.Allocate(kMinBlock, part);
+      EXPECT_TRUE(block.ok()) << block.status();
+      if (!block.ok()) return kept;
+      (i < keep[g] ? kept : freed).push_back(*block);
+    }
+  }
+  for (const Block& block : freed) arena.Free(block);
+  return kept;
+}
+
+// Moves every block of `blocks` that `plan` empties as ExtentMap::Compact
+// would (content aside): a block for compaction, then the old one freed.
+void MoveOut(Arena& arena, const CompactionPlan& plan, std::vector<Block>& blocks) {
+  for (Block& block : blocks) {
+    if (!plan.Empties(block.offset, block.size)) continue;
+    absl::StatusOr<Block> moved =
+        arena.AllocateForCompaction(block.size, arena.PartOf(block.offset), plan);
+    ASSERT_TRUE(moved.ok()) << moved.status();
+    EXPECT_EQ(arena.PartOf(moved->offset), arena.PartOf(block.offset));
+    EXPECT_FALSE(plan.Empties(moved->offset, moved->size));
+    arena.Free(block);
+    block = *moved;
+  }
+}
+
+// Below the slack (a few granules' worth free, or a share of what the
+// partly used granules hold) nothing is planned.
+TEST_F(ArenaTest, CompactionWaitsForMoreThanTheSlackFree) {
+  const uint64_t per_granule = kGranule / kMinBlock;
+  // Five granules seven eighths used: 5/8 of a granule free.
+  live_ = Thin(*arena_, std::vector<uint64_t>(5, per_granule * 7 / 8));
+  EXPECT_TRUE(arena_->PlanCompaction(UINT64_MAX).empty());
+  // An eighth used each: 4.375 granules free, more than the slack of 4.
+  std::vector<Block> kept;
+  for (const Block& block : live_) {
+    if ((block.offset % kGranule) / kMinBlock < per_granule / 8) {
+      kept.push_back(block);
+    } else {
+      arena_->Free(block);
+    }
+  }
+  live_ = kept;
+  const CompactionPlan plan = arena_->PlanCompaction(UINT64_MAX);
+  EXPECT_EQ(plan.granules(), 4u) << "four eighths fit in the fifth granule's free seven";
+  EXPECT_EQ(plan.bytes(), 4 * kGranule / 8);
+  ExpectCommittedGranulesFollowLiveBlocks();
+}
+
+// The sparsest granules empty into the fullest, as many as those have room
+// for; the moves commit nothing, and the emptied granules go back.
+TEST_F(ArenaTest, CompactionEmptiesTheSparsestGranulesIntoTheFullest) {
+  const uint64_t per_granule = kGranule / kMinBlock;
+  std::vector<uint64_t> keep;
+  for (uint64_t g = 0; g < 8; ++g) keep.push_back((g + 1) * per_granule / 32);
+  live_ = Thin(*arena_, keep);
+  const uint64_t used = arena_->Stats().blocks.used;
+  ASSERT_EQ(arena_->Stats().committed_bytes, 8 * kGranule);
+
+  EXPECT_EQ(arena_->PlanCompaction(1).granules(), 1u) << "a budget of a byte plans one granule";
+  const CompactionPlan plan = arena_->PlanCompaction(UINT64_MAX);
+  // Granule 7 has 24/32 free: room for granules 0 to 5 (21/32), not 6.
+  EXPECT_EQ(plan.granules(), 6u);
+  EXPECT_EQ(plan.bytes(), 21 * kGranule / 32);
+  for (uint64_t g = 0; g < 8; ++g) {
+    EXPECT_EQ(plan.Empties(g * kGranule, kMinBlock), g < 6) << "granule " << g;
+  }
+  EXPECT_FALSE(plan.Empties(0, kGranule)) << "a block of a granule fills its own";
+
+  const uint64_t commits = device_->granules_committed();
+  ASSERT_NO_FATAL_FAILURE(MoveOut(*arena_, plan, live_));
+  EXPECT_EQ(device_->granules_committed(), commits) << "compaction committed memory";
+  for (const Block& block : live_) EXPECT_GE(block.offset / kGranule, 6u);
+  EXPECT_EQ(arena_->Stats().blocks.used, used);
+  EXPECT_EQ(arena_->Stats().committed_bytes, 2 * kGranule);
+  ExpectCommittedGranulesFollowLiveBlocks();
+  EXPECT_TRUE(arena_->PlanCompaction(UINT64_MAX).empty()) << "nothing more worth moving";
+}
+
+// The fullest granule fills first, then the next; one that has no room,
+// or is gone, takes nothing: no block of compaction commits memory.
+TEST_F(ArenaTest, AllocateForCompactionOnlyFillsCommittedGranulesOfThePlan) {
+  const uint64_t per_granule = kGranule / kMinBlock;
+  live_ = Thin(*arena_, {1, 1, 1, 1, 1, per_granule - 1});
+  const CompactionPlan plan = arena_->PlanCompaction(UINT64_MAX);
+  // Granule 5 has room for one block, granule 4 (the fullest left) for the
+  // rest.
+  ASSERT_EQ(plan.granules(), 4u);
+  EXPECT_FALSE(plan.Empties(4 * kGranule, kMinBlock));
+  const auto granule_of_next = [&]() -> uint64_t {
+    absl::StatusOr<Block> block = arena_->AllocateForCompaction(kMinBlock, 0, plan);
+    if (!block.ok()) return UINT64_MAX;
+    live_.push_back(*block);
+    return block->offset / kGranule;
+  };
+  EXPECT_EQ(granule_of_next(), 5u);
+  EXPECT_EQ(granule_of_next(), 4u);
+  // Once granule 4 is emptied and decommitted, it takes nothing.
+  std::vector<Block> kept;
+  for (const Block& live : live_) {
+    if (live.offset / kGranule == 4) {
+      arena_->Free(live);
+    } else {
+      kept.push_back(live);
+    }
+  }
+  live_ = kept;
+  const uint64_t commits = device_->granules_committed();
+  EXPECT_TRUE(
+      absl::IsResourceExhausted(arena_->AllocateForCompaction(kMinBlock, 0, plan).status()));
+  EXPECT_EQ(device_->granules_committed(), commits);
+  ExpectCommittedGranulesFollowLiveBlocks();
+}
+
+// Each GPU's granules gather within it; host memory's (a spill part) stay
+// as they are.
+TEST(ArenaCompactionPartsTest, EachGpuCompactsWithinItselfAndTheSpillNot) {
+  constexpr uint64_t kPartGranules = 8;
+  constexpr size_t kSpill = 2;
+  std::vector<std::unique_ptr<Device>> gpus;
+  for (int i = 0; i < 2; ++i) gpus.push_back(HostDevice::Create(kPartGranules * kGranule).value());
+  RecordingDevice device(
+      PooledDevice::Create(std::move(gpus), HostDevice::Create(kPartGranules * kGranule).value())
+          .value());
+  Arena arena(&device, kMinBlock);
+  const std::vector<uint64_t> keep(6, kGranule / kMinBlock / 8);
+  std::vector<Block> blocks;
+  for (size_t part = 0; part < 3; ++part) {
+    for (const Block& block : Thin(arena, keep, part)) {
+      ASSERT_EQ(arena.PartOf(block.offset), part);
+      blocks.push_back(block);
+    }
+  }
+  const CompactionPlan plan = arena.PlanCompaction(UINT64_MAX);
+  EXPECT_EQ(plan.granules(), 10u) << "five of each GPU's six";
+  for (const Block& block : blocks) {
+    if (arena.PartOf(block.offset) == kSpill) {
+      EXPECT_FALSE(plan.Empties(block.offset, block.size));
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(MoveOut(arena, plan, blocks));
+  const ArenaStats stats = arena.Stats();
+  EXPECT_EQ(stats.parts[0].committed_bytes, kGranule);
+  EXPECT_EQ(stats.parts[1].committed_bytes, kGranule);
+  EXPECT_EQ(stats.parts[kSpill].committed_bytes, 6 * kGranule);
+  for (const Block& block : blocks) arena.Free(block);
+  EXPECT_TRUE(device.committed_granules().empty());
+  for (const std::string& violation : device.violations()) ADD_FAILURE() << violation;
+}
+
 // Two host devices as the GPUs (parts 0 and 1) and a third as the spill
 // (part 2), each of kPartGranules granules.
 class SpillArenaTest : public ::testing::Test {

@@ -432,5 +432,28 @@ TEST(BuddyAllocatorTest, AllocateWherePassesOverRefusedBlocks) {
   EXPECT_EQ(allocator.Stats().used, 0u);
 }
 
+// AllocateWithin takes the smallest free block lying wholly in the range,
+// never one reaching past it, and carves the block from its start.
+TEST(BuddyAllocatorTest, AllocateWithinTakesTheSmallestFreeBlockInTheRange) {
+  constexpr uint64_t K = 1024;
+  BuddyAllocator allocator(64 * 4 * K, 4 * K);
+  ASSERT_EQ(allocator.Allocate(4 * K), 0u);
+  // Free now: 4K@4K, 8K@8K, 16K@16K, 32K@32K, 64K@64K, 128K@128K.
+  EXPECT_EQ(allocator.AllocateWithin(4 * K, 32 * K, 64 * K), 32 * K);
+  EXPECT_EQ(allocator.AllocateWithin(4 * K, 32 * K, 64 * K), 36 * K) << "the 4K its split left";
+  EXPECT_EQ(allocator.AllocateWithin(16 * K, 32 * K, 40 * K), std::nullopt);
+  EXPECT_EQ(allocator.AllocateWithin(4 * K, 0, 8 * K), 4 * K);
+  EXPECT_EQ(allocator.AllocateWithin(4 * K, 0, 8 * K), std::nullopt) << "the range is full";
+  EXPECT_EQ(allocator.AllocateWithin(64 * K, 0, 96 * K), std::nullopt)
+      << "the free 64K block reaches past the range";
+  EXPECT_EQ(allocator.AllocateWithin(64 * K, 0, 128 * K), 64 * K);
+  EXPECT_EQ(allocator.AllocateWithin(3 * K, 0, 256 * K), std::nullopt) << "not a block size";
+  EXPECT_EQ(allocator.Stats().used, 4 * 4 * K + 64 * K);
+  EXPECT_EQ(allocator.Stats().allocated_blocks, 5u);
+  for (const uint64_t offset : {0u, 4u, 32u, 36u}) allocator.Free(offset * K, 4 * K);
+  allocator.Free(64 * K, 64 * K);
+  EXPECT_EQ(allocator.Stats().largest_free, 256 * K) << "everything coalesced";
+}
+
 }  // namespace
 }  // namespace cudafs

@@ -20,6 +20,7 @@
 #include "alloc/storage/arena.h"
 #include "gtest/gtest.h"
 #include "tests/support/arena_dirt.h"
+#include "tests/support/random_pattern.h"
 #include "tests/support/test_scale.h"
 #include "tests/support/test_seed.h"
 
@@ -1036,6 +1037,103 @@ TEST_F(ExtentMapTest, ShareWithoutRoomChangesNothing) {
   EXPECT_FALSE(map.shared());
   EXPECT_EQ(map.allocated_bytes(), 2 * MiB);
   EXPECT_EQ(ReadAll(map, 0, data.size()), data);
+}
+
+// Issue 44: small files left after deletes keep the granules they share
+// committed; compaction gathers them so that held memory follows used.
+TEST_F(ExtentMapTest, CompactionGivesBackTheGranulesThatSurvivorsOfDeletesPinned) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<std::unique_ptr<ExtentMap>> maps;
+  std::vector<std::string> models;
+  while (Used() < 48 * MiB) {
+    // A word at a time: 48 MiB of the fixture's RandomBytes take a second.
+    const std::string data = cudafs::RandomBytes(rng, 1 + rng() % (64 * KiB));
+    auto map = std::make_unique<ExtentMap>(SpaceOf(arena_.get(), 1 * MiB));
+    ASSERT_TRUE(map->Write(0, data.data(), data.size()).ok());
+    map->TrimTail(data.size());  // as the last close does
+    maps.push_back(std::move(map));
+    models.push_back(data);
+  }
+  std::vector<size_t> order(maps.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  for (size_t i = 0; i < order.size() * 3 / 4; ++i) maps[order[i]].reset();
+  const uint64_t granule = device_->granule_size();
+  const uint64_t used = Used();
+  ASSERT_GT(arena_->Stats().committed_bytes, used + 16 * granule) << "deletes left no gaps";
+
+  uint64_t moved = 0;
+  int passes = 0;
+  for (CompactionPlan plan; !(plan = arena_->PlanCompaction(4 * MiB)).empty(); ++passes) {
+    ASSERT_LT(passes, 100) << "compaction never ends";
+    for (const std::unique_ptr<ExtentMap>& map : maps) {
+      if (map == nullptr || map->BytesIn(plan) == 0) continue;
+      absl::StatusOr<uint64_t> bytes = map->Compact(plan);
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      moved += *bytes;
+    }
+  }
+  EXPECT_GT(passes, 1) << "the budget bounds each pass";
+  EXPECT_EQ(Used(), used) << "compaction changed the bytes used";
+  const uint64_t committed = arena_->Stats().committed_bytes;
+  std::printf("used %llu KiB, committed %llu KiB after moving %llu KiB in %d passes\n",
+              static_cast<unsigned long long>(used / KiB),
+              static_cast<unsigned long long>(committed / KiB),
+              static_cast<unsigned long long>(moved / KiB), passes);
+  EXPECT_LE(committed, used + std::max(Arena::kCompactionSlackGranules * granule,
+                                       used / Arena::kCompactionSlackShare));
+  for (size_t i = 0; i < maps.size(); ++i) {
+    if (maps[i] == nullptr) continue;
+    ASSERT_EQ(ReadAll(*maps[i], 0, models[i].size()), models[i]) << "file " << i;
+    EXPECT_EQ(maps[i]->allocated_bytes(),
+              (models[i].size() + kMinBlock - 1) / kMinBlock * kMinBlock);
+  }
+}
+
+// Where the granules being filled have only small holes, a larger block
+// moves in halves, down to min_block: the file keeps its bytes in more
+// extents, and the granule it left goes back.
+TEST_F(ExtentMapTest, CompactionMovesABlockTooLargeForTheHolesInPieces) {
+  const uint64_t granule = device_->granule_size();
+  // Granules 0 and 1 full but for every other min_block.
+  std::vector<Block> filler;
+  for (uint64_t i = 0; i < 2 * granule / kMinBlock; ++i) {
+    const Block block = arena_->Allocate(kMinBlock).value();
+    (i % 2 == 0 ? filler : held_).push_back(block);
+  }
+  for (const Block& block : filler) arena_->Free(block);
+  // Granules 2 to 7: one file of 32 KiB each, alone.
+  std::mt19937_64 rng(44);
+  std::vector<std::unique_ptr<ExtentMap>> maps;
+  std::vector<std::string> models;
+  filler.clear();
+  for (int i = 0; i < 6; ++i) {
+    models.push_back(RandomBytes(rng, 32 * KiB));
+    maps.push_back(std::make_unique<ExtentMap>(SpaceOf(arena_.get(), 1 * MiB)));
+    const uint64_t blocks = Blocks();
+    ASSERT_TRUE(maps.back()->Write(0, models.back().data(), 32 * KiB).ok());
+    ASSERT_EQ(Blocks(), blocks + 1) << "one block of 32 KiB";
+    while (Used() % granule != 0) filler.push_back(arena_->Allocate(32 * KiB).value());
+  }
+  for (const Block& block : filler) arena_->Free(block);
+  ASSERT_EQ(arena_->Stats().committed_bytes, 8 * granule);
+
+  const CompactionPlan plan = arena_->PlanCompaction(UINT64_MAX);
+  ASSERT_EQ(plan.granules(), 6u);
+  for (size_t i = 0; i < maps.size(); ++i) {
+    ASSERT_EQ(maps[i]->BytesIn(plan), 32 * KiB);
+    const uint64_t blocks = Blocks();
+    absl::StatusOr<uint64_t> moved = maps[i]->Compact(plan);
+    ASSERT_TRUE(moved.ok()) << moved.status();
+    EXPECT_EQ(*moved, 32 * KiB);
+    EXPECT_EQ(Blocks(), blocks + 7) << "eight min_blocks where one block was";
+    EXPECT_EQ(maps[i]->BytesIn(plan), 0u);
+    EXPECT_EQ(ReadAll(*maps[i], 0, 32 * KiB), models[i]);
+    EXPECT_EQ(maps[i]->allocated_bytes(), 32 * KiB);
+  }
+  EXPECT_EQ(arena_->Stats().committed_bytes, 2 * granule);
 }
 
 // An arena over two host devices as the GPUs (parts 0 and 1) and a third

@@ -32,6 +32,7 @@
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
 #include "gtest/gtest.h"
+#include "tests/support/random_pattern.h"
 #include "tests/support/test_scale.h"
 #include "tests/support/test_seed.h"
 
@@ -202,17 +203,6 @@ class Mapping {
   std::unique_ptr<ExportedMemory> memory_;
   std::vector<std::pair<char*, uint64_t>> views_;
 };
-
-std::string RandomBytes(std::mt19937_64& rng, size_t size) {
-  std::string bytes(size, '\0');
-  size_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    const uint64_t word = rng();
-    std::memcpy(bytes.data() + i, &word, 8);
-  }
-  for (; i < size; ++i) bytes[i] = static_cast<char>(rng());
-  return bytes;
-}
 
 // A length: mostly small (the write-back cache's), some large.
 uint64_t RandomLength(std::mt19937_64& rng) {
