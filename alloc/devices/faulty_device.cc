@@ -51,13 +51,20 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text) {
       if (!absl::SimpleAtoi(value, &plan.seed)) {
         return absl::InvalidArgumentError(absl::StrCat("seed=", value, " is not a number"));
       }
+    } else if (key == "delay") {
+      int64_t milliseconds = 0;
+      if (!absl::SimpleAtoi(value, &milliseconds) || milliseconds < 0 || milliseconds > 60000) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("delay=", value, " is not a number of milliseconds from 0 to 60000"));
+      }
+      plan.delay = absl::Milliseconds(milliseconds);
     } else if (key == "ops") {
       absl::StatusOr<uint32_t> ops = ParseFaultOps(value);
       if (!ops.ok()) return ops.status();
       plan.ops = *ops;
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown fault plan item \"", key, "\" (probability, seed, ops)"));
+          absl::StrCat("unknown fault plan item \"", key, "\" (probability, seed, ops, delay)"));
     }
   }
   return plan;
@@ -105,6 +112,13 @@ absl::Status FaultyDevice::Zero(absl::Span<const DeviceRange> ranges) {
 }
 
 bool FaultyDevice::Fail(FaultOp op) {
+  absl::Duration delay;
+  {
+    absl::MutexLock lock(&mu_);
+    if ((plan_.ops & op) == 0) return false;
+    delay = plan_.delay;
+  }
+  absl::SleepFor(delay);  // outside the lock: other calls wait their own
   absl::MutexLock lock(&mu_);
   if (plan_.probability <= 0 || (plan_.ops & op) == 0) return false;
   if (std::uniform_real_distribution<double>(0, 1)(rng_) >= plan_.probability) return false;

@@ -17,6 +17,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "alloc/devices/device_wrapper.h"
 
 namespace cudafs {
@@ -34,12 +36,15 @@ struct FaultPlan {
   double probability = 0;  // each eligible call fails with it; 0: no faults
   uint32_t ops = kFaultAll;
   uint64_t seed = 1;
+  // Each eligible call first waits this long, failing or not: a slow
+  // device, so that a test sees what runs while a long operation does.
+  absl::Duration delay = absl::ZeroDuration();
 };
 
-// "off", or comma-separated "probability=P" (0 to 1), "seed=N" and
-// "ops=commit+write+read+copy+zero" (default all), e.g.
-// "probability=0.05,seed=7,ops=write+read". InvalidArgument naming the
-// offending item otherwise.
+// "off", or comma-separated "probability=P" (0 to 1), "seed=N",
+// "ops=commit+write+read+copy+zero" (default all) and "delay=MS" (0 to
+// 60000 milliseconds), e.g. "probability=0.05,seed=7,ops=write+read".
+// InvalidArgument naming the offending item otherwise.
 absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text);
 
 class FaultyDevice final : public DeviceWrapper {
@@ -61,6 +66,7 @@ class FaultyDevice final : public DeviceWrapper {
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
 
  private:
+  // Waits the plan's delay for `op`, then whether it fails.
   bool Fail(FaultOp op);
 
   mutable absl::Mutex mu_;

@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +32,7 @@
 #include "tests/mount/mount_fixture.h"
 #include "tests/mount/mount_table.h"
 #include "tests/support/errno_check.h"
+#include "tests/support/eventually.h"
 #include "tests/support/fd.h"
 #include "tests/support/file_io.h"
 #include "tests/support/processes.h"
@@ -292,6 +295,58 @@ TEST_P(MountFaultTest, OnlyRootSetsAWellFormedPlan) {
   });
   EXPECT_EQ(as_other.value, EPERM);
   EXPECT_TRUE(WriteFile(root + "/still", "fine"));  // no fault was switched on
+}
+
+// make-room comes over the share socket, not as a FUSE request: while one
+// runs (slowed to seconds by copies that each wait 5 s), the root answers
+// (its attributes, a create in it: no lock on it, no FUSE worker held) and
+// so does --stats, and the make-room still moves everything, losing
+// nothing. Not a listing with attributes: a file being moved is locked for
+// one piece, milliseconds at link speed, here the copy's 5 s.
+TEST_P(MountFaultTest, TheRootAnswersWhileAMakeRoomRuns) {
+  if (backend() == "host") GTEST_SKIP() << "host memory has no GPU to make room on";
+  setenv("CUDAFS_FAULT_INJECTION", "1", 1);
+  StartOrSkip(mount_, MountOptions({"size=256m"}));
+  unsetenv("CUDAFS_FAULT_INJECTION");
+  if (HasFatalFailure() || IsSkipped()) return;
+  const std::string root = mount_.path();
+  const auto stats_of = [&root] {  // as `cudafs --stats` prints them
+    return ParseStats(RunCommand({kBinary, "--stats", "--all", root}).out);
+  };
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(WriteFile(root + "/f" + std::to_string(i), RandomBytes(kMiB, i)));
+  }
+  ASSERT_TRUE(Faults("delay=5000,ops=copy"));
+  const pid_t make_room = fork();
+  ASSERT_GE(make_room, 0);
+  if (make_room == 0) {
+    execl(kBinary, kBinary, "--make-room", root.c_str(), "all", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // The make-room has asked once the daemon counts it; then it is at least
+  // in its first copy, 5 s long.
+  const bool asked = Eventually([&] { return MountStats(root)["make_room_calls"] == "1"; });
+  struct stat st = {};
+  const int stat_result = stat(root.c_str(), &st);
+  const int created = open((root + "/new").c_str(), O_CREAT | O_WRONLY, 0644);
+  if (created >= 0) close(created);
+  const std::map<std::string, std::string> stats = stats_of();
+  int status = 0;
+  const pid_t still = waitpid(make_room, &status, WNOHANG);
+  const std::optional<int> done = WaitForChild(make_room, std::chrono::seconds(120));
+  ASSERT_TRUE(asked) << "the make-room never reached the daemon";
+  EXPECT_EQ(still, 0) << "the make-room ended first: the root waited for it";
+  EXPECT_EQ(stat_result, 0);
+  EXPECT_GE(created, 0) << ErrnoName(errno);
+  EXPECT_EQ(stats.count("moved_out_bytes"), 1u);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_TRUE(WIFEXITED(*done) && WEXITSTATUS(*done) == 0);
+  ASSERT_TRUE(Faults("off"));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(BytesEqual(ReadStored(root + "/f" + std::to_string(i)).value_or(""),
+                           RandomBytes(kMiB, i)));
+  }
+  EXPECT_NE(stats_of()["moved_out_bytes"], "0");
 }
 
 CUDAFS_INSTANTIATE_BACKENDS(MountFaultTest);

@@ -22,11 +22,17 @@ TEST(FaultPlanTest, ParsesEveryItem) {
   plan = ParseFaultPlan("probability=1");
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->ops, uint32_t{kFaultAll});
+  EXPECT_EQ(plan->delay, absl::ZeroDuration());
+  plan = ParseFaultPlan("delay=250,ops=copy");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->delay, absl::Milliseconds(250));
+  EXPECT_EQ(plan->probability, 0) << "a delay alone fails nothing";
 }
 
 TEST(FaultPlanTest, RefusesMalformedPlansNamingTheItem) {
   for (const char* text : {"", "probability", "probability=1.5", "probability=-0.1",
-                           "probability=nan", "seed=x", "ops=write+erase", "often=1"}) {
+                           "probability=nan", "seed=x", "ops=write+erase", "often=1",
+                           "delay=-1", "delay=x", "delay=60001"}) {
     const absl::StatusOr<FaultPlan> plan = ParseFaultPlan(text);
     EXPECT_TRUE(absl::IsInvalidArgument(plan.status())) << text;
   }
@@ -47,6 +53,22 @@ TEST(FaultyDeviceTest, FailsTheChosenCallsAndCountsThem) {
   device.SetProbability(0);
   EXPECT_TRUE(device.Write({{0, &byte, 1}}).ok());
   EXPECT_EQ(device.injected(), 2u);
+}
+
+// A delay makes the planned calls slow, failing none of them by itself.
+TEST(FaultyDeviceTest, ADelayedCallWaitsAndSucceeds) {
+  std::unique_ptr<HostDevice> host = std::move(HostDevice::Create(4 << 20).value());
+  FaultyDevice device(host.get());
+  ASSERT_TRUE(device.Commit(0, device.granule_size()).ok());
+  FaultPlan plan;
+  plan.ops = kFaultRead;
+  plan.delay = absl::Milliseconds(200);
+  device.SetPlan(plan);
+  char byte = 'x';
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(device.Read({{&byte, 0, 1}}).ok());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(200));
+  EXPECT_EQ(device.injected(), 0u);
 }
 
 }  // namespace
