@@ -118,7 +118,8 @@ bool FaultyDevice::Fail(FaultOp op) {
     if ((plan_.ops & op) == 0) return false;
     delay = plan_.delay;
   }
-  absl::SleepFor(delay);  // outside the lock: other calls wait their own
+  // Outside the lock: other calls wait their own.
+  if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
   absl::MutexLock lock(&mu_);
   if (plan_.probability <= 0 || (plan_.ops & op) == 0) return false;
   if (std::uniform_real_distribution<double>(0, 1)(rng_) >= plan_.probability) return false;
