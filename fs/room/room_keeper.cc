@@ -38,6 +38,8 @@ absl::Duration RoomKeeper::Round() {
   const absl::Time now = options_.clock();
   EndHold(now);
   std::vector<PlaceState> places = placement_->Places();
+  // Each GPU's memory as last looked at; those looked at now, updated.
+  for (size_t p = 0; p < places.size(); ++p) places[p].gpu = seen_[p];
   bool spilled = false;
   for (const size_t part : spill_parts_) spilled |= places[part].used > 0;
   uint64_t on_gpus = 0;
@@ -48,7 +50,8 @@ absl::Duration RoomKeeper::Round() {
       next = std::min(next, next_look_[part]);
       continue;
     }
-    const std::optional<Device::GpuMemory> memory = seen_[part] = placement_->LookAt(part);
+    const std::optional<Device::GpuMemory> memory = places[part].gpu = seen_[part] =
+        placement_->LookAt(part);
     // A GPU with twice its reserve free is asked again only after the calm
     // interval: a program allocating that fast fills the reserve before
     // any move could help, and asking the driver is the daemon's only
@@ -62,9 +65,8 @@ absl::Duration RoomKeeper::Round() {
       room_since_[part] = absl::InfinitePast();
       // Where it goes, by each other GPU's memory now.
       for (const size_t other : gpu_parts_) {
-        if (other != part) seen_[other] = placement_->LookAt(other);
+        if (other != part) places[other].gpu = seen_[other] = placement_->LookAt(other);
       }
-      for (size_t p = 0; p < places.size(); ++p) places[p].gpu = seen_[p];
       const uint64_t moved = filesystem_->MoveData(part, placement::MoveDestinations(places, part),
                                                    placement::Excess(*memory),
                                                    Filesystem::MoveOrder::kLeastRecentlyUsed);
@@ -95,7 +97,6 @@ absl::Duration RoomKeeper::Round() {
     // much later rather than take a context every round.
     if (moved == 0 && !memory) room_since_[part] = now + kBlindRetry;
   }
-  for (size_t p = 0; p < places.size(); ++p) places[p].gpu = seen_[p];
   // More only while the GPUs' data stands still (committing host memory
   // takes memory bandwidth and a core that writes in progress want); less
   // at once.
