@@ -201,50 +201,69 @@ ctest_on_each_transport() {
   return "$status"
 }
 
-# The whole suite against the system's libfuse, ignoring build/libfuse:
-# the fallback that cudafs promises where libfuse 3.18 cannot be built
-# (Debian 12: 3.14; file data through the kernel's page cache, set-id bits
-# cleared by the kernel without FUSE_HANDLE_KILLPRIV_V2). Over /dev/fuse
-# only: libfuse < 3.18 has no FUSE over io_uring. Without the benchmarks,
-# which `build` already compiles and no test runs. Not the cuda instances on
-# fake GPUs: `test` runs them, and libfuse is not on their path.
-fallback() {
-  install_packages "${packages[@]}"
-  cmake -S . -B build-fallback -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
-    -DCUDAFS_LIBFUSE_PREFIX= -DCUDAFS_BUILD_BENCHMARKS=OFF "${compiler_launcher[@]}" ${CMAKE_ARGS:-}
-  cmake --build build-fallback -j "$(nproc)"
-  cd build-fallback
-  CUDAFS_TEST_MOUNT_OPTIONS=uring=off CUDAFS_TEST_FAKE_GPUS=0 ctest --output-on-failure -j "$(nproc)"
+# mount_tests_with DAEMON [ctest arguments...]: ./build's end-to-end tests
+# (ctest label "mount"), which start the cudafs binary CUDAFS_TEST_BINARY
+# names, run against DAEMON (a build of cudafs in another tree). The trees
+# below check the daemon (the fallback's libfuse, the sanitizers), and the
+# daemon runs in a process of its own: they compile it and their unit tests,
+# not the mount tests again (most of what they took to build).
+mount_tests_with() {
+  local daemon
+  daemon=$(realpath "$1")
+  shift
+  (cd build && CUDAFS_TEST_BINARY=$daemon ctest -L mount "$@")
 }
 
-# Every test, daemon included, built with AddressSanitizer (leaks too) and
-# UndefinedBehaviorSanitizer; any report fails the test that caused it.
-# (ThreadSanitizer needs an abseil built with it: Debian's is not, so it
-# would not see absl::Mutex and would report every guarded access.)
+# The suite against the system's libfuse, ignoring build/libfuse: the
+# fallback that cudafs promises where libfuse 3.18 cannot be built (Debian
+# 12: 3.14; file data through the kernel's page cache, set-id bits cleared
+# by the kernel without FUSE_HANDLE_KILLPRIV_V2). The daemon, and the unit
+# tests of what is compiled against libfuse (ctest label "libfuse": the
+# FUSE layer and the daemon's own); the rest is the same code as `test`
+# runs. Over /dev/fuse only: libfuse < 3.18 has no FUSE over io_uring. Not
+# the cuda instances on fake GPUs: `test` runs them.
+fallback() {
+  build
+  cmake -S . -B build-fallback -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
+    -DCUDAFS_LIBFUSE_PREFIX= -DCUDAFS_BUILD_BENCHMARKS=OFF -DCUDAFS_BUILD_MOUNT_TESTS=OFF \
+    "${compiler_launcher[@]}" ${CMAKE_ARGS:-}
+  cmake --build build-fallback -j "$(nproc)"
+  (cd build-fallback && ctest -L libfuse --output-on-failure -j "$(nproc)")
+  CUDAFS_TEST_MOUNT_OPTIONS=uring=off CUDAFS_TEST_FAKE_GPUS=0 \
+    mount_tests_with build-fallback/cudafs --output-on-failure -j "$(nproc)"
+}
+
+# The unit tests and the daemon built with AddressSanitizer (leaks too) and
+# UndefinedBehaviorSanitizer, the daemon driven by ./build's mount tests;
+# any report fails the test that caused it (a daemon that reports stops,
+# and its mount with it). The randomized tests run a quarter of their
+# operations (ASan runs the code 2-3x slower; `test` runs them all). Over
+# /dev/fuse: our code is the same on both transports, and `test` runs the
+# io_uring pass. (ThreadSanitizer needs an abseil built with it: Debian's
+# is not, so it would not see absl::Mutex and would report every guarded
+# access.)
 sanitize() {
-  install_dependencies
+  build
   cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUDAFS_BUILD_BENCHMARKS=OFF \
-    -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" "${compiler_launcher[@]}" \
+    -DCUDAFS_BUILD_MOUNT_TESTS=OFF -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" "${compiler_launcher[@]}" \
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
   cmake --build build-sanitize -j "$(nproc)"
-  cd build-sanitize
-  # Not python_package_test: python3 cannot load a sanitized library, so
-  # the share tests it runs skip here, after its pip installs. The fake
-  # libcuda.so.1 is built with the sanitizers too, but the mount tests'
-  # cuda instances skip on it here (CUDAFS_TEST_FAKE_GPUS=0): `test` runs
-  # them, and here they would cost several minutes more than CI allows
-  # for them.
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 CUDAFS_TEST_FAKE_GPUS=0 \
-    LSAN_OPTIONS=suppressions=$PWD/../tests/lsan_suppressions.txt \
-    ctest_on_each_transport --output-on-failure -j "$(nproc)" --timeout 900 -E python_package_test
+  # The mount tests' cuda instances skip here (CUDAFS_TEST_FAKE_GPUS=0):
+  # `test` runs them.
+  export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    LSAN_OPTIONS=suppressions=$PWD/tests/lsan_suppressions.txt \
+    CUDAFS_TEST_SCALE=25 CUDAFS_MODEL_OPS=5000 CUDAFS_LOAD_SECONDS=10
+  (cd build-sanitize && ctest --output-on-failure -j "$(nproc)" --timeout 900)
+  CUDAFS_TEST_MOUNT_OPTIONS=uring=off CUDAFS_TEST_FAKE_GPUS=0 \
+    mount_tests_with build-sanitize/cudafs --output-on-failure -j "$(nproc)" --timeout 900
 }
 
-# Every test, the mount tests included (daemon built with it too), under
-# ThreadSanitizer, against an abseil built with it from Debian's source
-# package (Debian's own abseil is not instrumented, so TSan would not see
-# absl::Mutex).
+# The unit tests and the daemon under ThreadSanitizer, the daemon driven by
+# ./build's mount tests, against an abseil built with it from Debian's
+# source package (Debian's own abseil is not instrumented, so TSan would not
+# see absl::Mutex).
 tsan() {
-  install_dependencies
+  build
   install_packages ninja-build
   local absl_prefix=$PWD/build/absl-tsan work=$PWD/build/absl-source mirror
   if [ ! -f "$absl_prefix/lib/cmake/absl/abslConfig.cmake" ]; then
@@ -260,21 +279,19 @@ tsan() {
   fi
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUDAFS_BUILD_BENCHMARKS=OFF \
     -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" -DCMAKE_PREFIX_PATH="$absl_prefix" \
-    "${compiler_launcher[@]}" \
+    -DCUDAFS_BUILD_MOUNT_TESTS=OFF "${compiler_launcher[@]}" \
     -DCMAKE_CXX_FLAGS="-fsanitize=thread -Wno-deprecated-declarations"
   cmake --build build-tsan -j "$(nproc)"
-  cd build-tsan
-  # The mount tests too: the daemon is built with ThreadSanitizer as well
-  # and stops at its first report, which fails the test that mounted it.
-  # Over /dev/fuse (our code is the same on both transports); not the cuda
-  # instances (on a machine without a GPU, the fake libcuda.so.1 is left out
-  # of this tree: this abseil is static and not position-independent).
-  # ThreadSanitizer runs the code 5-15x slower, so the
-  # long randomized tests run a tenth of their operations. Not
-  # python_package_test, as under sanitize.
-  TSAN_OPTIONS=halt_on_error=1 CUDAFS_TEST_MOUNT_OPTIONS=uring=off CUDAFS_TEST_SCALE=10 \
-    CUDAFS_MODEL_OPS=4000 CUDAFS_LOAD_SECONDS=10 \
-    ctest --output-on-failure -j "$(nproc)" --timeout 900 -E '/cuda|CudaDevice|python_package_test'
+  # ThreadSanitizer runs the code 5-15x slower, so the long randomized
+  # tests run a tenth of their operations. The daemon stops at its first
+  # report, which fails the test that mounted it. Over /dev/fuse (our code
+  # is the same on both transports); not the cuda instances (the fake
+  # libcuda.so.1 links a shared abseil, this daemon a static one of its own).
+  export TSAN_OPTIONS=halt_on_error=1 CUDAFS_TEST_SCALE=10 CUDAFS_MODEL_OPS=4000 \
+    CUDAFS_LOAD_SECONDS=10
+  (cd build-tsan && ctest --output-on-failure -j "$(nproc)" --timeout 900 -E '/cuda|CudaDevice')
+  CUDAFS_TEST_MOUNT_OPTIONS=uring=off CUDAFS_TEST_FAKE_GPUS=0 \
+    mount_tests_with build-tsan/cudafs --output-on-failure -j "$(nproc)" --timeout 900 -E '/cuda'
 }
 
 # Everything but the mount tests (which hold no lock annotations, and are

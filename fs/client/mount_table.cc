@@ -1,64 +1,34 @@
 #include "fs/client/mount_table.h"
 
-#include <sys/sysmacros.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "fs/client/client_error.h"
-#include "fs/wire/mountinfo_field.h"
+#include "fs/wire/mount_info_line.h"
 
 namespace cudafs::client {
 namespace {
 
-// The value of `key` ("user_id=") in a comma-separated option list.
-bool OptionValue(const std::string& options, const std::string& key, std::string* value) {
-  std::istringstream list(options);
-  for (std::string option; std::getline(list, option, ',');) {
-    if (option.compare(0, key.size(), key) == 0) {
-      *value = option.substr(key.size());
-      return true;
-    }
-  }
-  return false;
-}
-
-// A cudafs line of the mount table: "ID PARENT MAJOR:MINOR ROOT MOUNTPOINT
-// OPTIONS ... - TYPE SOURCE SUPER_OPTIONS".
+// A cudafs line of the mount table, with its owner when the filesystem's
+// options name one (user_id=).
 struct CudafsLine {
-  dev_t device = 0;
-  std::string root;
-  std::string mountpoint;  // unescaped
-  bool owned = false;      // SUPER_OPTIONS name the owner (user_id=)
+  MountInfoLine line;
+  bool owned = false;
   uid_t owner = 0;
 };
 
-std::optional<CudafsLine> ParseCudafsLine(const std::string& line) {
-  std::istringstream fields(line);
-  std::string id, parent, numbers, root, point;
-  fields >> id >> parent >> numbers >> root >> point;
-  const size_t dash = line.find(" - ");
-  unsigned major_number = 0, minor_number = 0;
-  char colon = 0;
-  std::istringstream device(numbers);
-  if (dash == std::string::npos || line.compare(dash + 3, 12, "fuse.cudafs ") != 0 ||
-      !(device >> major_number >> colon >> minor_number) || colon != ':') {
-    return std::nullopt;
+std::optional<CudafsLine> ParseCudafsLine(const std::string& text) {
+  std::optional<MountInfoLine> line = ParseMountInfoLine(text);
+  if (!line || line->fstype != "fuse.cudafs") return std::nullopt;
+  CudafsLine parsed{.line = std::move(*line)};
+  const std::optional<std::string> uid = MountOptionValue(parsed.line.super_options, "user_id");
+  if (uid) {
+    const auto [end, error] = std::from_chars(uid->data(), uid->data() + uid->size(), parsed.owner);
+    parsed.owned = error == std::errc() && end == uid->data() + uid->size();
   }
-  CudafsLine parsed;
-  parsed.device = makedev(major_number, minor_number);
-  parsed.root = root;
-  parsed.mountpoint = UnescapeMountField(point);
-  std::istringstream tail(line.substr(dash + 3));
-  std::string type, source, options, uid;
-  tail >> type >> source >> options;
-  const bool named = OptionValue(options, "user_id=", &uid);
-  const auto owner = std::from_chars(uid.data(), uid.data() + uid.size(), parsed.owner);
-  parsed.owned = named && owner.ec == std::errc() && owner.ptr == uid.data() + uid.size();
   return parsed;
 }
 
@@ -68,16 +38,16 @@ int FindCudafsMount(std::istream& mountinfo, dev_t device, CudafsMount* mount) {
   std::string bound;  // a bind mount of a directory in it, for the error
   for (std::string line; std::getline(mountinfo, line);) {
     const std::optional<CudafsLine> parsed = ParseCudafsLine(line);
-    if (!parsed || parsed->device != device) continue;
-    if (parsed->root != "/") {
-      if (bound.empty()) bound = parsed->mountpoint;
+    if (!parsed || parsed->line.dev != device) continue;
+    if (parsed->line.root != "/") {
+      if (bound.empty()) bound = parsed->line.mountpoint;
       continue;
     }
     if (!parsed->owned) {
       return Fail(EXDEV, "the mount table names no owner of the cudafs mount at %s",
-                  parsed->mountpoint.c_str());
+                  parsed->line.mountpoint.c_str());
     }
-    *mount = {parsed->mountpoint, parsed->owner, parsed->device};
+    *mount = {parsed->line.mountpoint, parsed->owner, parsed->line.dev};
     return 0;
   }
   if (!bound.empty()) {
@@ -93,11 +63,11 @@ std::vector<CudafsMount> CudafsMounts(std::istream& mountinfo) {
   std::vector<CudafsMount> mounts;
   for (std::string line; std::getline(mountinfo, line);) {
     const std::optional<CudafsLine> parsed = ParseCudafsLine(line);
-    if (!parsed || parsed->root != "/" || !parsed->owned) continue;
+    if (!parsed || parsed->line.root != "/" || !parsed->owned) continue;
     const bool seen = std::any_of(mounts.begin(), mounts.end(), [&](const CudafsMount& mount) {
-      return mount.device == parsed->device;
+      return mount.device == parsed->line.dev;
     });
-    if (!seen) mounts.push_back({parsed->mountpoint, parsed->owner, parsed->device});
+    if (!seen) mounts.push_back({parsed->line.mountpoint, parsed->owner, parsed->line.dev});
   }
   return mounts;
 }

@@ -25,7 +25,7 @@ namespace {
 // Detaches `mount`, which no other mount covers, if its server is gone.
 // False when its path does not lead to it (a symlink in its place, a mount
 // over a directory above it): nothing is done then.
-bool DetachIfAbandoned(const MountInfoEntry& mount) {
+bool DetachIfAbandoned(const MountInfoLine& mount) {
   // O_NOFOLLOW here and UMOUNT_NOFOLLOW below: a symlink put in the
   // mountpoint's place cannot send the unmount elsewhere.
   const int fd = open(mount.mountpoint.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -106,7 +106,7 @@ AbandonedMountWatcher::~AbandonedMountWatcher() {
   if (lifeline_ >= 0) close(lifeline_);
 }
 
-void AbandonedMountWatcher::Watch(const MountInfoEntry& mount) {
+void AbandonedMountWatcher::Watch(const MountInfoLine& mount) {
   const std::string message = absl::StrCat(mount.id, " ", mount.device, "\n");
   (void)!send(lifeline_, message.data(), message.size(), MSG_NOSIGNAL);
 }
@@ -131,9 +131,9 @@ int RunAbandonedMountWatcher() {
   const int mountinfo = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
   if (mountinfo < 0) return 1;
   for (;;) {
-    const std::vector<MountInfoEntry> mounts = ParseMountInfo(ReadFromStart(mountinfo));
+    const std::vector<MountInfoLine> mounts = ParseMountInfo(ReadFromStart(mountinfo));
     // The device as well: ids are reused once a mount is gone.
-    const auto mount = absl::c_find_if(mounts, [&](const MountInfoEntry& m) {
+    const auto mount = absl::c_find_if(mounts, [&](const MountInfoLine& m) {
       return m.id == id && m.device == fields.second;
     });
     if (mount == mounts.end()) return 0;

@@ -49,7 +49,7 @@ class AbandonedMountWatcher {
 
   // Names the mount to unmount once the daemon is gone: the daemon's own,
   // just made. Until then the watcher has nothing to unmount.
-  void Watch(const MountInfoEntry& mount);
+  void Watch(const MountInfoLine& mount);
 
  private:
   explicit AbandonedMountWatcher(int lifeline) : lifeline_(lifeline) {}

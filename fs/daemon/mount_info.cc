@@ -8,34 +8,11 @@
 #include <fstream>
 
 #include "absl/algorithm/container.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "fs/wire/mountinfo_field.h"
 
 namespace cudafs {
-
-std::vector<MountInfoEntry> ParseMountInfo(absl::string_view text) {
-  std::vector<MountInfoEntry> mounts;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    const std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
-    // Optional fields ("shared:1") follow the mount's options, up to a "-".
-    const auto separator = absl::c_find(fields, "-");
-    MountInfoEntry mount;
-    if (separator - fields.begin() < 6 || fields.end() - separator < 2 ||
-        !absl::SimpleAtoi(fields[0], &mount.id) || !absl::SimpleAtoi(fields[1], &mount.parent)) {
-      continue;
-    }
-    mount.device = std::string(fields[2]);
-    mount.root = UnescapeMountField({fields[3].data(), fields[3].size()});
-    mount.mountpoint = UnescapeMountField({fields[4].data(), fields[4].size()});
-    mount.fstype = UnescapeMountField({separator[1].data(), separator[1].size()});
-    mounts.push_back(std::move(mount));
-  }
-  return mounts;
-}
 
 std::string ReadFromStart(int fd) {
   std::string text;
@@ -48,8 +25,8 @@ std::string ReadFromStart(int fd) {
   }
 }
 
-bool IsCovered(absl::Span<const MountInfoEntry> mounts, const MountInfoEntry& mount) {
-  return absl::c_any_of(mounts, [&](const MountInfoEntry& other) {
+bool IsCovered(absl::Span<const MountInfoLine> mounts, const MountInfoLine& mount) {
+  return absl::c_any_of(mounts, [&](const MountInfoLine& other) {
     return other.parent == mount.id && other.mountpoint == mount.mountpoint;
   });
 }
@@ -74,7 +51,7 @@ bool IsMountRoot(const std::string& path) {
          (st.stx_attributes & STATX_ATTR_MOUNT_ROOT);
 }
 
-std::optional<MountInfoEntry> MountAt(const std::string& path) {
+std::optional<MountInfoLine> MountAt(const std::string& path) {
   const int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   const std::optional<int> id = MountIdOf(fd);
@@ -84,7 +61,7 @@ std::optional<MountInfoEntry> MountAt(const std::string& path) {
   if (mountinfo < 0) return std::nullopt;
   const std::string text = ReadFromStart(mountinfo);
   close(mountinfo);
-  for (MountInfoEntry& mount : ParseMountInfo(text)) {
+  for (MountInfoLine& mount : ParseMountInfo(text)) {
     if (mount.id == *id) return std::move(mount);
   }
   return std::nullopt;

@@ -150,8 +150,8 @@ absl::StatusOr<fuse_session*> StartSession(const MountOptions& options, FuseCont
 
 // The mount just made on `mountpoint`, found without asking the
 // filesystem, which does not serve yet; nullopt when it cannot be found.
-std::optional<MountInfoEntry> OwnMount(const std::string& mountpoint) {
-  std::optional<MountInfoEntry> mount = MountAt(mountpoint);
+std::optional<MountInfoLine> OwnMount(const std::string& mountpoint) {
+  std::optional<MountInfoLine> mount = MountAt(mountpoint);
   if (mount && mount->fstype != "fuse.cudafs") mount.reset();
   return mount;
 }
@@ -237,7 +237,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
 
   absl::StatusOr<fuse_session*> session = StartSession(options, context, notifier);
   if (!session.ok()) return fail(session.status().message());
-  const std::optional<MountInfoEntry> mount = OwnMount(options.mountpoint);
+  const std::optional<MountInfoLine> mount = OwnMount(options.mountpoint);
   if (mount && watcher) watcher->Watch(*mount);
 
   // Detached before the parent exits, so that whoever ran cudafs finds the

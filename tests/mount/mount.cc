@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string_view>
 #include <utility>
 
@@ -109,6 +111,19 @@ bool LibfuseAtLeast(int major, int minor) {
     return version;
   }();
   return built_with >= std::pair(major, minor);
+}
+
+bool DaemonHasSanitizer() {
+  // The runtime's soname among the binary's needed libraries (GCC links it
+  // dynamically): a plain search of the file finds it in .dynstr.
+  static const bool sanitized = [] {
+    std::ifstream binary(kBinary, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(binary)),
+                            std::istreambuf_iterator<char>());
+    return bytes.find("libasan.so") != std::string::npos ||
+           bytes.find("libtsan.so") != std::string::npos;
+  }();
+  return sanitized;
 }
 
 bool UnmountAndWait(const std::string& mountpoint, std::optional<pid_t> daemon) {

@@ -42,6 +42,12 @@ inline constexpr char kNoCopiesOnFakeGpus[] =
 // O_TRUNC); the fallback build against Debian 12's 3.14 has none of them.
 bool LibfuseAtLeast(int major, int minor);
 
+// Whether the cudafs under test was built with AddressSanitizer or
+// ThreadSanitizer (it needs their runtime library). The test itself may be
+// built otherwise: CI runs one build's mount tests against the daemons of
+// the sanitizer builds (CUDAFS_TEST_BINARY).
+bool DaemonHasSanitizer();
+
 // Unmounts whatever is mounted on `mountpoint` (fusermount3 -u, else
 // umount -l) and waits up to 10 s for `daemon`, which served it, to exit (it
 // may hold device memory the next mount wants). Returns whether nothing is

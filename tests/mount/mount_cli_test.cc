@@ -1593,11 +1593,15 @@ TEST(CliTest, RunPreloadsTheInterposerForTheCommand) {
   const std::string library = result.out.substr(0, result.out.find('\n'));
   EXPECT_EQ(library.substr(library.rfind('/') + 1), "libcudafs_preload.so") << result.out;
   EXPECT_EQ(access(library.c_str(), R_OK), 0) << library;
-  // Added once before what the environment preloads already.
-  result = RunCommand({"env", "LD_PRELOAD=" + library + ":libm.so.6", "CUDAFS_MAKE_ROOM=0",
-                       kBinary, "run", "--", "sh", "-c", "echo \"$LD_PRELOAD $CUDAFS_MAKE_ROOM\""});
-  ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(result.out, library + ":libm.so.6 \n");
+  // Added once before what the environment preloads already. That
+  // environment reaches cudafs itself too, which a sanitized cudafs cannot
+  // run under: the sanitizer must come first, and the interposer has none.
+  if (!DaemonHasSanitizer()) {
+    result = RunCommand({"env", "LD_PRELOAD=" + library + ":libm.so.6", "CUDAFS_MAKE_ROOM=0",
+                         kBinary, "run", "--", "sh", "-c", "echo \"$LD_PRELOAD $CUDAFS_MAKE_ROOM\""});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(result.out, library + ":libm.so.6 \n");
+  }
   // A program under it runs as it would without.
   result = RunCommand({kBinary, "run", "--", "ls", "/"});
   EXPECT_EQ(result.exit_code, 0) << result.err;

@@ -246,15 +246,15 @@ TEST_P(LoadTest, ManyClientsMixedOperationsNoErrorsLeaksOrStalls) {
   // touched (so resident) as the load first uses them, as are the
   // workers' request buffers; a leak per
   // operation would be far beyond all that. Under AddressSanitizer
-  // (the daemon is built like this test) freed memory sits in ASan's
-  // quarantine, 256 MiB by default, so RSS says nothing there; its leak
-  // checker judges the daemon at exit instead. ThreadSanitizer's shadow
-  // memory and access histories grow with what the daemon touched.
+  // freed memory sits in the daemon's quarantine, 256 MiB by default, so
+  // RSS says nothing there; its leak checker judges the daemon at exit
+  // instead. ThreadSanitizer's shadow memory and access histories grow
+  // with what the daemon touched.
   const uint64_t rss_after = ResidentKib(*daemon);
   std::printf("daemon RSS %llu KiB after, %llu KiB before the load\n",
               static_cast<unsigned long long>(rss_after),
               static_cast<unsigned long long>(rss_before));
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  if (DaemonHasSanitizer()) return;
   std::map<std::string, std::string> stats = MountStats(root());
   ASSERT_TRUE(stats.contains("cache_budget_bytes") && stats.contains("uring_buffer_bytes") &&
               stats.contains("request_buffer_bytes"));
@@ -265,17 +265,14 @@ TEST_P(LoadTest, ManyClientsMixedOperationsNoErrorsLeaksOrStalls) {
                                std::stoull(stats["request_buffer_bytes"]) / 1024;
   EXPECT_LT(rss_after, rss_before + allowed_kib)
       << "daemon RSS " << rss_after << " KiB, " << rss_before << " KiB before the load";
-#endif
 }
 
 // Trees created and removed again and again: the daemon's memory levels
 // off (it crept by ~10 MB per 100k files, kept free by malloc's per-thread
 // arenas). Files come from several threads, as from a parallel build.
 TEST_P(LoadTest, MemoryLevelsOffOverCreateAndRemoveCycles) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "RSS says nothing under a sanitizer (see above)";
-#endif
   SKIP_UNLESS_CUDAFS();
+  if (DaemonHasSanitizer()) GTEST_SKIP() << "RSS says nothing under a sanitizer (see above)";
   // Names only, no data: the GPU has no part in it, and the host instance
   // checks the same in CI.
   if (backend() == "cuda" && OnFakeGpus()) GTEST_SKIP() << "no file data: nothing for a fake GPU";

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "fs/wire/mountinfo_field.h"
+#include "fs/wire/mount_info_line.h"
 #include "tests/mount/mount.h"
 
 namespace cudafs_test {
@@ -18,21 +18,12 @@ namespace cudafs_test {
 std::optional<MountEntry> FindMount(const std::string& mountpoint) {
   std::ifstream mountinfo("/proc/self/mountinfo");
   std::optional<MountEntry> found;
-  std::string line;
-  while (std::getline(mountinfo, line)) {
-    // id parent major:minor root mountpoint options [optional...] - fstype source superopts
-    std::istringstream fields(line);
-    std::string id, parent, device, root, point, options, field;
-    fields >> id >> parent >> device >> root >> point >> options;
-    while (fields >> field && field != "-") {
-    }
-    MountEntry entry;
-    fields >> entry.fstype >> entry.source >> entry.super_options;
-    entry.mountpoint = cudafs::UnescapeMountField(point);
-    if (entry.mountpoint != mountpoint) continue;
-    entry.source = cudafs::UnescapeMountField(entry.source);
-    entry.options = options;
-    found = entry;
+  for (std::string text; std::getline(mountinfo, text);) {
+    std::optional<cudafs::MountInfoLine> line = cudafs::ParseMountInfoLine(text);
+    if (!line || line->mountpoint != mountpoint) continue;
+    found = MountEntry{.mountpoint = line->mountpoint, .fstype = line->fstype,
+                       .source = line->source, .options = line->options,
+                       .super_options = line->super_options};
   }
   return found;
 }
