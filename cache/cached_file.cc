@@ -131,13 +131,13 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> CachedFile::Export(uint64_t size
   return extents_.Export(size);
 }
 
-absl::StatusOr<std::vector<Device::CopyPiece>> CachedFile::PlanCopy(uint64_t size) {
+absl::StatusOr<std::vector<Exporter::CopyPiece>> CachedFile::PlanCopy(uint64_t size) {
   CUDAFS_RETURN_IF_ERROR(Flush());
   CUDAFS_RETURN_IF_ERROR(extents_.LeaveSpill());
   return extents_.PlanCopy(size);
 }
 
-absl::Status CachedFile::CopyInto(absl::Span<const Device::CopyMemory> memory, uint64_t size) {
+absl::Status CachedFile::CopyInto(absl::Span<const Exporter::CopyMemory> memory, uint64_t size) {
   CUDAFS_RETURN_IF_ERROR(Flush());
   return extents_.CopyInto(memory, size);
 }

@@ -81,8 +81,8 @@ class CachedFile {
   // As ExtentMap's, after writing the file's dirty pages back; PlanCopy
   // also brings its bytes back from host memory first (a copy is GPU
   // memory), ResourceExhausted when no GPU has room for them.
-  absl::StatusOr<std::vector<Device::CopyPiece>> PlanCopy(uint64_t size);
-  absl::Status CopyInto(absl::Span<const Device::CopyMemory> memory, uint64_t size);
+  absl::StatusOr<std::vector<Exporter::CopyPiece>> PlanCopy(uint64_t size);
+  absl::Status CopyInto(absl::Span<const Exporter::CopyMemory> memory, uint64_t size);
   uint64_t allocated_bytes() const { return extents_.allocated_bytes(); }
   bool shared() const { return extents_.shared(); }
 

@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "alloc/base/sizes.h"
 #include "alloc/devices/cuda_context.h"
+#include "alloc/devices/cuda_exporter.h"
 #include "alloc/devices/pinned_host_ranges.h"
 #include "alloc/devices/cuda_scatter.h"
 #include "alloc/devices/cuda_streams.h"
@@ -108,20 +109,8 @@ class CudaDevice final : public Device {
   void FreeHostBuffer(void* buffer, size_t length) override;
   void RegisterHostMemory(void* memory, size_t length) override;
   void UnregisterHostMemory(void* memory) override;
-  // Into the caller's allocation on this GPU, imported from its POSIX
-  // file descriptor (where the GPU supports those handles) while the copy
-  // runs (cuda_export.cc).
-  absl::StatusOr<std::vector<CopyPiece>> PlanCopy(
-      uint64_t size, absl::Span<const DeviceToDevice> copies) const override;
-  absl::Status FillCopy(absl::Span<const CopyMemory> memory,
-                        absl::Span<const DeviceToDevice> copies) override;
-  // Where the GPU supports POSIX file-descriptor handles.
-  bool can_share() const override { return gpu_.shareable; }
-  // A range that no piece reaches past.
-  bool Exclusive(DeviceRange range) const override;
-  // The pieces themselves, exported (cuda_export.cc).
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
-      uint64_t size, absl::Span<const DeviceRange> ranges) override;
+  // Copies into other processes' GPU memory and sharing (CudaExporter).
+  Exporter* exporter() override { return &exporter_; }
 
   // The largest physical allocation Commit makes.
   static constexpr uint64_t kMaxPieceBytes = 32 * kMiB;
@@ -163,10 +152,10 @@ class CudaDevice final : public Device {
     return context_.held() && pieces_.empty() && in_flight_ == 0 && exports_ == 0;
   }
 
-  // FillCopy's work, with the context held (cuda_export.cc).
-  absl::Status FillImported(int memory, uint64_t memory_bytes,
-                            absl::Span<const DeviceToDevice> copies);
-  class Export;
+  // The exporter works on the pieces, the context and the streams under
+  // this device's lock, as the device's own calls do.
+  friend class CudaExporter;
+
   // Lets go of the context an ExportedMemory held.
   void ReleaseExport();
   // Exclusive, and with `committed` also backed whole by committed pieces
@@ -216,6 +205,7 @@ class CudaDevice final : public Device {
 
   // Bytes of commits between KeepReserve and their mapping.
   std::atomic<uint64_t> reserve_pending_{0};
+  CudaExporter exporter_{this};
 };
 
 }  // namespace cudafs

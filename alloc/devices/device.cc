@@ -26,21 +26,4 @@ void Device::RegisterHostMemory(void* /*memory*/, size_t /*length*/) {}
 
 void Device::UnregisterHostMemory(void* /*memory*/) {}
 
-absl::StatusOr<std::vector<Device::CopyPiece>> Device::PlanCopy(
-    uint64_t /*size*/, absl::Span<const DeviceToDevice> /*copies*/) const {
-  return absl::UnimplementedError(Describe() + " cannot copy into other processes' memory");
-}
-
-absl::Status Device::FillCopy(absl::Span<const CopyMemory> /*memory*/,
-                              absl::Span<const DeviceToDevice> /*copies*/) {
-  return absl::UnimplementedError(Describe() + " cannot copy into other processes' memory");
-}
-
-bool Device::Exclusive(DeviceRange /*range*/) const { return false; }
-
-absl::StatusOr<std::unique_ptr<ExportedMemory>> Device::ExportShared(
-    uint64_t /*size*/, absl::Span<const DeviceRange> /*ranges*/) {
-  return absl::UnimplementedError(Describe() + " cannot share memory with other processes");
-}
-
 }  // namespace cudafs

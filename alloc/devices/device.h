@@ -28,7 +28,6 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "alloc/base/sizes.h"
-#include "alloc/devices/exported_memory.h"
 
 namespace cudafs {
 
@@ -58,6 +57,8 @@ struct DeviceToDevice {
   uint64_t source_offset;
   size_t length;
 };
+
+class Exporter;
 
 // A range of arena bytes.
 struct DeviceRange {
@@ -164,52 +165,9 @@ class Device {
   virtual void RegisterHostMemory(void* memory, size_t length);
   virtual void UnregisterHostMemory(void* memory);
 
-  // A private copy of arena bytes for another process goes into memory that
-  // process allocated, so that it pays for it as for a read(2) into a
-  // buffer of its own: pieces of memory, back to back, each of `kind` (on
-  // GPU `pci_bus_id` for kCuda) and `bytes` long.
-  struct CopyPiece {
-    ExportedMemory::Kind kind = ExportedMemory::Kind::kHost;
-    std::string pci_bus_id;
-    uint64_t bytes = 0;
-  };
-  // A piece of memory brought for a copy: its descriptor, which the caller
-  // checked cannot block, and its length.
-  struct CopyMemory {
-    int fd = -1;
-    uint64_t bytes = 0;
-  };
-  // The pieces a copy of `size` bytes (> 0), read by `copies`, goes into.
-  // Unimplemented where the device cannot fill another process's memory
-  // (the default, the null device).
-  virtual absl::StatusOr<std::vector<CopyPiece>> PlanCopy(
-      uint64_t size, absl::Span<const DeviceToDevice> copies) const;
-  // Fills `memory`, the pieces PlanCopy asked for, with zeros but where
-  // `copies` put arena bytes (their destination offsets count from the
-  // first piece's start, below the pieces' sum). FailedPrecondition when
-  // the pieces are not what PlanCopy asks for these copies (the bytes
-  // moved since); Unimplemented as PlanCopy.
-  virtual absl::Status FillCopy(absl::Span<const CopyMemory> memory,
-                                absl::Span<const DeviceToDevice> copies);
-
-  // Whether this device can hand its memory out (ExportShared) at all.
-  virtual bool can_share() const { return false; }
-
-  // Whether the physical memory behind `range` (whole granules, committed
-  // or not) backs no byte outside it: committed, it can be handed out
-  // (ExportShared) showing nothing else; free, a block there will be. False
-  // by default.
-  virtual bool Exclusive(DeviceRange range) const;
-
-  // The physical memory itself behind `ranges` (each committed and
-  // Exclusive), in order, for another process to map with no copy: writes
-  // on either side show on the other. `size` is the bytes of data, at most
-  // the ranges' sum. Once the arena frees a range, the device takes back
-  // what it can of that memory (zeroed; host memory released) and backs the
-  // range with other memory, never this.
-  // Unimplemented where the device cannot (the default).
-  virtual absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
-      uint64_t size, absl::Span<const DeviceRange> ranges);
+  // What this device offers to hand its bytes to other processes
+  // (exporter.h); null where it cannot (the default).
+  virtual Exporter* exporter() { return nullptr; }
 };
 
 }  // namespace cudafs

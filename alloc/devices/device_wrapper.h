@@ -66,20 +66,7 @@ class DeviceWrapper : public Device {
     target_->RegisterHostMemory(memory, length);
   }
   void UnregisterHostMemory(void* memory) override { target_->UnregisterHostMemory(memory); }
-  absl::StatusOr<std::vector<CopyPiece>> PlanCopy(
-      uint64_t size, absl::Span<const DeviceToDevice> copies) const override {
-    return target_->PlanCopy(size, copies);
-  }
-  absl::Status FillCopy(absl::Span<const CopyMemory> memory,
-                        absl::Span<const DeviceToDevice> copies) override {
-    return target_->FillCopy(memory, copies);
-  }
-  bool can_share() const override { return target_->can_share(); }
-  bool Exclusive(DeviceRange range) const override { return target_->Exclusive(range); }
-  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
-      uint64_t size, absl::Span<const DeviceRange> ranges) override {
-    return target_->ExportShared(size, ranges);
-  }
+  Exporter* exporter() override { return target_->exporter(); }
 
  private:
   const std::unique_ptr<Device> owned_;

@@ -1,4 +1,4 @@
-// ExportedMemory: a file's own memory (Device::ExportShared), handed to
+// ExportedMemory: a file's own memory (Exporter::ExportShared), handed to
 // another process that maps it with no copy of its own. It is
 // handed over as POSIX file descriptors, one per physical piece: memfds for
 // the host device, CUDA allocations exported as file descriptors for the

@@ -306,7 +306,7 @@ absl::Status HostDevice::Zero(absl::Span<const DeviceRange> ranges) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Device::CopyPiece>> HostDevice::PlanCopy(
+absl::StatusOr<std::vector<Exporter::CopyPiece>> HostDevice::PlanCopy(
     uint64_t size, absl::Span<const DeviceToDevice> /*copies*/) const {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   CopyPiece piece;

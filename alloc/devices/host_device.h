@@ -23,10 +23,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "alloc/devices/device.h"
+#include "alloc/devices/exporter.h"
 
 namespace cudafs {
 
-class HostDevice final : public Device {
+class HostDevice final : public Device, public Exporter {
  public:
   static constexpr uint64_t kGranule = kDefaultGranuleBytes;
 
@@ -58,6 +59,7 @@ class HostDevice final : public Device {
   absl::Status Read(absl::Span<const DeviceToHost> copies) override;
   absl::Status Copy(absl::Span<const DeviceToDevice> copies) override;
   absl::Status Zero(absl::Span<const DeviceRange> ranges) override;
+  Exporter* exporter() override { return this; }
   absl::StatusOr<std::vector<CopyPiece>> PlanCopy(
       uint64_t size, absl::Span<const DeviceToDevice> copies) const override;
   absl::Status FillCopy(absl::Span<const CopyMemory> memory,

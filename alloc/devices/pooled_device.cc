@@ -331,7 +331,12 @@ absl::StatusOr<std::vector<PooledDevice::CopyRun>> PooledDevice::CopyRuns(
   return runs;
 }
 
-absl::StatusOr<std::vector<Device::CopyPiece>> PooledDevice::PlanCopy(
+absl::Status PooledDevice::NoExporter(size_t member) const {
+  return absl::UnimplementedError(members_[member].device->Describe() +
+                                  " cannot hand its memory to other processes");
+}
+
+absl::StatusOr<std::vector<Exporter::CopyPiece>> PooledDevice::PlanCopy(
     uint64_t size, absl::Span<const DeviceToDevice> copies) const {
   absl::StatusOr<std::vector<CopyRun>> runs = CopyRuns(copies);
   if (!runs.ok()) return runs.status();
@@ -339,8 +344,9 @@ absl::StatusOr<std::vector<Device::CopyPiece>> PooledDevice::PlanCopy(
   for (size_t i = 0; i < runs->size(); ++i) {
     const CopyRun& run = (*runs)[i];
     const uint64_t end = i + 1 < runs->size() ? (*runs)[i + 1].start : size;
-    absl::StatusOr<std::vector<CopyPiece>> piece =
-        members_[run.member].device->PlanCopy(end - run.start, run.copies);
+    Exporter* exporter = members_[run.member].device->exporter();
+    if (exporter == nullptr) return NoExporter(run.member);
+    absl::StatusOr<std::vector<CopyPiece>> piece = exporter->PlanCopy(end - run.start, run.copies);
     if (!piece.ok()) return piece.status();
     pieces.insert(pieces.end(), piece->begin(), piece->end());
   }
@@ -360,24 +366,25 @@ absl::Status PooledDevice::FillCopy(absl::Span<const CopyMemory> memory,
     if (run.start != start) {
       return absl::FailedPreconditionError("the file's bytes moved between GPUs since the plan");
     }
-    if (absl::Status s = members_[run.member].device->FillCopy({&memory[i], 1}, run.copies);
-        !s.ok()) {
-      return s;
-    }
+    Exporter* exporter = members_[run.member].device->exporter();
+    if (exporter == nullptr) return NoExporter(run.member);
+    if (absl::Status s = exporter->FillCopy({&memory[i], 1}, run.copies); !s.ok()) return s;
     start += memory[i].bytes;
   }
   return absl::OkStatus();
 }
 
 bool PooledDevice::can_share() const {
-  return std::all_of(members_.begin(), members_.end(),
-                     [](const Member& m) { return m.device->can_share(); });
+  return std::all_of(members_.begin(), members_.end(), [](const Member& m) {
+    return m.device->exporter() != nullptr && m.device->exporter()->can_share();
+  });
 }
 
 bool PooledDevice::Exclusive(DeviceRange range) const {
   const size_t m = MemberOf(range.offset, range.length);
-  if (m == members_.size()) return false;
-  return members_[m].device->Exclusive({range.offset - members_[m].base, range.length});
+  if (m == members_.size() || members_[m].device->exporter() == nullptr) return false;
+  return members_[m].device->exporter()->Exclusive(
+      {range.offset - members_[m].base, range.length});
 }
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> PooledDevice::ExportShared(
@@ -396,8 +403,9 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> PooledDevice::ExportShared(
       bytes += ranges[i].length;
     }
     const uint64_t data = std::min(bytes, size - std::min(size, exported));
-    absl::StatusOr<std::unique_ptr<ExportedMemory>> part =
-        members_[m].device->ExportShared(data, local);
+    Exporter* exporter = members_[m].device->exporter();
+    if (exporter == nullptr) return NoExporter(m);
+    absl::StatusOr<std::unique_ptr<ExportedMemory>> part = exporter->ExportShared(data, local);
     if (!part.ok()) return part.status();
     parts.push_back(std::move(*part));
     exported += bytes;

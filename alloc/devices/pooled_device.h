@@ -20,11 +20,12 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "alloc/devices/device.h"
+#include "alloc/devices/exporter.h"
 #include "alloc/devices/pinned_buffer_pool.h"
 
 namespace cudafs {
 
-class PooledDevice final : public Device {
+class PooledDevice final : public Device, public Exporter {
  public:
   // Members' arenas start on multiples of this.
   static constexpr uint64_t kMemberAlignment = kGiB;
@@ -60,6 +61,9 @@ class PooledDevice final : public Device {
   void FreeHostBuffer(void* buffer, size_t length) override;
   void RegisterHostMemory(void* memory, size_t length) override;
   void UnregisterHostMemory(void* memory) override;
+  // Each member's exporter, for its run of the copies or ranges; a member
+  // without one fails the call with Unimplemented.
+  Exporter* exporter() override { return this; }
   absl::StatusOr<std::vector<CopyPiece>> PlanCopy(
       uint64_t size, absl::Span<const DeviceToDevice> copies) const override;
   absl::Status FillCopy(absl::Span<const CopyMemory> memory,
@@ -89,6 +93,7 @@ class PooledDevice final : public Device {
   // members_.size() when none holds all of it.
   size_t MemberOf(uint64_t offset, uint64_t length) const;
   absl::Status Straddles(uint64_t offset, uint64_t length) const;
+  absl::Status NoExporter(size_t member) const;
   // Runs `run` once per member with the items whose `offset` and `length`
   // lie in its range, their offsets made the member's own.
   template <typename T>

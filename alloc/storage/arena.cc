@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "alloc/devices/exporter.h"
 
 namespace cudafs {
 
@@ -308,7 +309,9 @@ std::vector<PlaceState> Arena::Places() const {
 }
 
 bool Arena::Exclusive(Block block) const {
-  return !spill_[PartOf(block.offset)] && device_->Exclusive({block.offset, block.size});
+  const Exporter* exporter = device_->exporter();
+  return !spill_[PartOf(block.offset)] && exporter != nullptr &&
+         exporter->Exclusive({block.offset, block.size});
 }
 
 void Arena::Release(const std::vector<uint64_t>& granules) {

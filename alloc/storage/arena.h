@@ -72,7 +72,7 @@ class Arena {
   // cannot back it.
   absl::StatusOr<Block> Allocate(uint64_t size, size_t part = 0);
   // The same, for a block whose memory backs nothing outside it
-  // (Device::Exclusive), so that a shared file can hand it out whole; never
+  // (Exporter::Exclusive), so that a shared file can hand it out whole; never
   // in a spill part.
   absl::StatusOr<Block> AllocateExclusive(uint64_t size, size_t part = 0);
   // A block to move a block of the same size into, in the first of
@@ -116,7 +116,7 @@ class Arena {
   // its GPU's memory.
   std::vector<PlaceState> Places() const;
   // Whether `block` may be handed out whole to another process: GPU memory
-  // backing nothing outside it (Device::Exclusive). The one place that
+  // backing nothing outside it (Exporter::Exclusive). The one place that
   // decides it, for new blocks (AllocateExclusive) and for a file's blocks
   // as they are (ExtentMap::Share).
   bool Exclusive(Block block) const;

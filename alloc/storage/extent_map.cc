@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "alloc/base/status_macros.h"
+#include "alloc/devices/exporter.h"
 
 namespace cudafs {
 
@@ -448,7 +449,8 @@ absl::Status ExtentMap::Relocate(absl::Span<const Window> windows, uint64_t zero
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> ExtentMap::Export(uint64_t size) {
   Device& device = arena()->device();
-  if (!device.can_share()) {
+  Exporter* exporter = device.exporter();
+  if (exporter == nullptr || !exporter->can_share()) {
     return absl::UnimplementedError(absl::StrCat(device.Describe(), " cannot share memory"));
   }
   if (size < device.granule_size()) {
@@ -457,16 +459,27 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> ExtentMap::Export(uint64_t size)
                         device.granule_size() / 1024));
   }
   CUDAFS_ASSIGN_OR_RETURN(std::vector<DeviceRange> ranges, Share(size));
-  return device.ExportShared(size, ranges);
+  return exporter->ExportShared(size, ranges);
 }
 
-absl::StatusOr<std::vector<Device::CopyPiece>> ExtentMap::PlanCopy(uint64_t size) const {
-  return arena()->device().PlanCopy(size, CopiesOut(size));
+absl::StatusOr<Exporter*> ExtentMap::CopyExporter() const {
+  Device& device = arena()->device();
+  if (device.exporter() == nullptr) {
+    return absl::UnimplementedError(device.Describe() +
+                                    " cannot copy into other processes' memory");
+  }
+  return device.exporter();
 }
 
-absl::Status ExtentMap::CopyInto(absl::Span<const Device::CopyMemory> memory,
+absl::StatusOr<std::vector<Exporter::CopyPiece>> ExtentMap::PlanCopy(uint64_t size) const {
+  CUDAFS_ASSIGN_OR_RETURN(Exporter * exporter, CopyExporter());
+  return exporter->PlanCopy(size, CopiesOut(size));
+}
+
+absl::Status ExtentMap::CopyInto(absl::Span<const Exporter::CopyMemory> memory,
                                  uint64_t size) const {
-  return arena()->device().FillCopy(memory, CopiesOut(size));
+  CUDAFS_ASSIGN_OR_RETURN(Exporter * exporter, CopyExporter());
+  return exporter->FillCopy(memory, CopiesOut(size));
 }
 
 absl::StatusOr<uint64_t> ExtentMap::Move(absl::FunctionRef<bool(size_t part)> leave,

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "alloc/devices/exporter.h"
 #include "alloc/storage/arena.h"
 #include "alloc/storage/compaction_plan.h"
 #include "alloc/storage/extent_set.h"
@@ -114,7 +115,7 @@ class ExtentMap {
   // Lays the first `size` bytes (> 0) out for a shared mapping and returns
   // the device ranges that map [0, E), E >= size, back to back, in file
   // order: blocks of at least a granule whose memory backs nothing else
-  // (Device::Exclusive). Smaller blocks and holes there move into new
+  // (Exporter::Exclusive). Smaller blocks and holes there move into new
   // blocks with a device copy (large files written in order already have
   // such blocks), blocks in host memory first to the other parts
   // (LeaveSpill). The file is shared from then on: a mapping holds its
@@ -128,18 +129,18 @@ class ExtentMap {
 
   // The file exports itself: the memory another process maps to share the
   // first `size` bytes (> 0), laid out by Share and handed out by the
-  // device (Device::ExportShared) in one step. Unimplemented where the
+  // device's exporter (Exporter::ExportShared) in one step. Unimplemented where the
   // device cannot hand its memory out; InvalidArgument for a file under a
   // granule (whose memory would show its neighbours': such files are
   // copied).
   absl::StatusOr<std::unique_ptr<ExportedMemory>> Export(uint64_t size);
   // A private copy of the first `size` bytes (> 0) for another process:
-  // the pieces of memory it goes into (Device::PlanCopy), and those pieces
-  // filled with it (Device::FillCopy; FailedPrecondition when the pieces no
+  // the pieces of memory it goes into (Exporter::PlanCopy), and those pieces
+  // filled with it (Exporter::FillCopy; FailedPrecondition when the pieces no
   // longer fit where the bytes lie). Unimplemented where the device cannot
   // fill another process's memory.
-  absl::StatusOr<std::vector<Device::CopyPiece>> PlanCopy(uint64_t size) const;
-  absl::Status CopyInto(absl::Span<const Device::CopyMemory> memory, uint64_t size) const;
+  absl::StatusOr<std::vector<Exporter::CopyPiece>> PlanCopy(uint64_t size) const;
+  absl::Status CopyInto(absl::Span<const Exporter::CopyMemory> memory, uint64_t size) const;
 
   // Moves the bytes of blocks in parts `leave` accepts, in file order and
   // until at least `budget` bytes of blocks have moved, into blocks of the
@@ -177,6 +178,9 @@ class ExtentMap {
   const Space& space() const { return *space_; }
 
  private:
+  // The device's exporter, for a private copy; Unimplemented where it has
+  // none.
+  absl::StatusOr<Exporter*> CopyExporter() const;
   // The extent that holds byte `offset`, or end().
   ExtentSet::const_iterator Find(uint64_t offset) const;
   // A stretch of the file, [start, start + block.size), and the block

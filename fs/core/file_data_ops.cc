@@ -197,7 +197,7 @@ absl::StatusOr<Filesystem::CopyPlan> Filesystem::PlanCopy(InodeNumber ino) {
   absl::MutexLock lock(&inode.mu);
   if (inode.is_directory()) return PosixError(EISDIR);
   if (!inode.is_regular() || inode.size == 0) return PosixError(EINVAL, "nothing to map");
-  absl::StatusOr<std::vector<Device::CopyPiece>> pieces =
+  absl::StatusOr<std::vector<Exporter::CopyPiece>> pieces =
       DataOf(*state_, inode).PlanCopy(inode.size);
   if (absl::IsResourceExhausted(pieces.status())) {
     return PosixError(ENOSPC, "the file's bytes are in host memory and no GPU has room for "
@@ -211,7 +211,7 @@ absl::StatusOr<Filesystem::CopyPlan> Filesystem::PlanCopy(InodeNumber ino) {
 }
 
 absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino,
-                                              absl::Span<const Device::CopyMemory> memory) {
+                                              absl::Span<const Exporter::CopyMemory> memory) {
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
   // Exclusive: the flush changes the arena, and no write may come between
@@ -219,7 +219,7 @@ absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino,
   absl::MutexLock lock(&inode.mu);
   if (!inode.is_regular()) return PosixError(EINVAL, "only regular files can be mapped");
   uint64_t memory_bytes = 0;
-  for (const Device::CopyMemory& piece : memory) memory_bytes += piece.bytes;
+  for (const Exporter::CopyMemory& piece : memory) memory_bytes += piece.bytes;
   // A file that grew since PlanCopy is copied as far as the memory goes,
   // as a read(2) into a buffer of that size would be.
   const uint64_t size = std::min<uint64_t>(inode.size, memory_bytes);

@@ -186,7 +186,7 @@ class Filesystem {
   absl::Status Fsync(InodeNumber ino);
   // A private copy of regular file `ino`'s bytes for another process (the
   // share service, fs/share), made in memory that process allocates:
-  // PlanCopy says which pieces of memory (Device::PlanCopy), FillCopy
+  // PlanCopy says which pieces of memory (Exporter::PlanCopy), FillCopy
   // copies into them (cached writes flushed first; later writes do not show
   // in it) and returns the bytes copied, the file's size or what fits.
   // EINVAL for an empty file or one that is not regular; EOPNOTSUPP where
@@ -194,11 +194,11 @@ class Filesystem {
   // file's bytes moved between the two so that the pieces no longer fit.
   struct CopyPlan {
     uint64_t size = 0;  // the file's now
-    std::vector<Device::CopyPiece> pieces;
+    std::vector<Exporter::CopyPiece> pieces;
   };
   absl::StatusOr<CopyPlan> PlanCopy(InodeNumber ino);
   // `memory`: the pieces, whose descriptors the caller checked.
-  absl::StatusOr<uint64_t> FillCopy(InodeNumber ino, absl::Span<const Device::CopyMemory> memory);
+  absl::StatusOr<uint64_t> FillCopy(InodeNumber ino, absl::Span<const Exporter::CopyMemory> memory);
   // The memory of regular file `ino` itself, which another process maps
   // and writes with no copy (ExtentMap::Share: the file may move into
   // blocks of its own first, and bypasses the write-back cache from then

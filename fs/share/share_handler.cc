@@ -125,7 +125,7 @@ ShareOutcome ShareHandler::Fill(absl::Span<const int> fds, uint64_t memory_bytes
     return Answer(PosixError(EINVAL, absl::StrFormat("the copy needs %d bytes of memory, %d came",
                                                      planned_bytes, memory_bytes)));
   }
-  std::vector<Device::CopyMemory> memory;
+  std::vector<Exporter::CopyMemory> memory;
   for (size_t i = 0; i < fds.size(); ++i) {
     if (absl::Status status = CheckMemoryDescriptor(fds[i], planned.kind, planned.piece_bytes[i]);
         !status.ok()) {

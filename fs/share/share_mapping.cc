@@ -52,7 +52,7 @@ absl::StatusOr<ShareOutcome> CopyPlanOutcome(InodeNumber ino, const Filesystem::
   sizes.count = reply.pieces;
   ShareOutcome outcome;
   for (size_t i = 0; i < plan.pieces.size(); ++i) {
-    const Device::CopyPiece& piece = plan.pieces[i];
+    const Exporter::CopyPiece& piece = plan.pieces[i];
     if (reply.kind == kShareCuda) {
       const std::optional<uint8_t> gpu = GpuIndex(reply, piece.pci_bus_id);
       if (!gpu) return PosixError(EOPNOTSUPP, "the file lies on more GPUs than a copy names");

@@ -37,12 +37,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "alloc/devices/device_wrapper.h"
+#include "alloc/devices/exporter.h"
 #include "alloc/devices/null_device.h"
 #include "gtest/gtest.h"
 
 namespace cudafs {
 
-class RecordingDevice final : public DeviceWrapper {
+class RecordingDevice final : public DeviceWrapper, private Exporter {
  public:
   // Over a NullDevice of no arena: for tests of host buffers alone.
   RecordingDevice() : RecordingDevice(std::make_unique<NullDevice>(0)) {}
@@ -184,9 +185,9 @@ class RecordingDevice final : public DeviceWrapper {
 
   // Exclusive is false for ranges starting below `offset`.
   void RefuseExclusiveBelow(uint64_t offset) { refuse_exclusive_below_ = offset; }
-  bool Exclusive(DeviceRange range) const override {
-    return range.offset >= refuse_exclusive_below_ && DeviceWrapper::Exclusive(range);
-  }
+
+  // The target's exporter, but for that refusal.
+  Exporter* exporter() override { return target()->exporter() != nullptr ? this : nullptr; }
 
   // Host buffers.
 
@@ -244,6 +245,23 @@ class RecordingDevice final : public DeviceWrapper {
   }
 
  private:
+  absl::StatusOr<std::vector<CopyPiece>> PlanCopy(
+      uint64_t size, absl::Span<const DeviceToDevice> copies) const override {
+    return target()->exporter()->PlanCopy(size, copies);
+  }
+  absl::Status FillCopy(absl::Span<const CopyMemory> memory,
+                        absl::Span<const DeviceToDevice> copies) override {
+    return target()->exporter()->FillCopy(memory, copies);
+  }
+  bool can_share() const override { return target()->exporter()->can_share(); }
+  bool Exclusive(DeviceRange range) const override {
+    return range.offset >= refuse_exclusive_below_ && target()->exporter()->Exclusive(range);
+  }
+  absl::StatusOr<std::unique_ptr<ExportedMemory>> ExportShared(
+      uint64_t size, absl::Span<const DeviceRange> ranges) override {
+    return target()->exporter()->ExportShared(size, ranges);
+  }
+
   void WaitAtGate() {
     absl::MutexLock gate(&gate_mu_);
     ++calls_at_gate_;

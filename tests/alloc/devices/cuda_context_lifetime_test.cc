@@ -275,7 +275,7 @@ TEST_F(CudaContextLifetimeTest, ACopyFillsTheCallersAllocation) {
   ASSERT_TRUE(device->Commit(0, kGranule).ok());
   const std::string data(100000, 'd');
   ASSERT_TRUE(device->Write({{4096, data.data(), data.size()}}).ok());
-  absl::StatusOr<std::vector<Device::CopyPiece>> plan = device->PlanCopy(kGranule + 5, {});
+  absl::StatusOr<std::vector<Exporter::CopyPiece>> plan = device->exporter()->PlanCopy(kGranule + 5, {});
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->size(), 1u);
   EXPECT_EQ((*plan)[0].kind, ExportedMemory::Kind::kCuda);
@@ -297,7 +297,7 @@ TEST_F(CudaContextLifetimeTest, ACopyFillsTheCallersAllocation) {
                                             cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
             cu::CUDA_SUCCESS);
   ASSERT_EQ(pwrite(memory, "stale", 5, 0), 5);
-  ASSERT_TRUE(device->FillCopy({{memory, 2 * kGranule}}, {{kMiB, 4096, data.size()}}).ok());
+  ASSERT_TRUE(device->exporter()->FillCopy({{memory, 2 * kGranule}}, {{kMiB, 4096, data.size()}}).ok());
   void* view = mmap(nullptr, 2 * kGranule, PROT_READ, MAP_SHARED, memory, 0);
   ASSERT_NE(view, MAP_FAILED);
   const std::string_view bytes(static_cast<const char*>(view), 2 * kGranule);
@@ -308,12 +308,12 @@ TEST_F(CudaContextLifetimeTest, ACopyFillsTheCallersAllocation) {
   munmap(view, 2 * kGranule);
   // Too small, not whole granules, out of range, or not a CUDA allocation:
   // refused.
-  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy({{memory, 4 * kGranule}}, {})));
-  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy({{memory, kMiB}}, {})));
-  EXPECT_FALSE(device->FillCopy({{memory, 2 * kGranule}}, {{0, 2 * kGiB, 10}}).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(device->exporter()->FillCopy({{memory, 4 * kGranule}}, {})));
+  EXPECT_TRUE(absl::IsInvalidArgument(device->exporter()->FillCopy({{memory, kMiB}}, {})));
+  EXPECT_FALSE(device->exporter()->FillCopy({{memory, 2 * kGranule}}, {{0, 2 * kGiB, 10}}).ok());
   const int not_cuda = memfd_create("not-cuda", MFD_CLOEXEC);
   ASSERT_EQ(ftruncate(not_cuda, 2 * kGranule), 0);
-  EXPECT_TRUE(absl::IsInvalidArgument(device->FillCopy({{not_cuda, 2 * kGranule}}, {})));
+  EXPECT_TRUE(absl::IsInvalidArgument(device->exporter()->FillCopy({{not_cuda, 2 * kGranule}}, {})));
   close(not_cuda);
   close(memory);
   ASSERT_EQ(cu.cuMemRelease(handle), cu::CUDA_SUCCESS);
@@ -331,15 +331,15 @@ TEST_F(CudaContextLifetimeTest, SharedExportsAreThePiecesOfARangeOfItsOwn) {
   ASSERT_NE(device, nullptr);
   constexpr uint64_t kLength = 8 * kGranule;
   ASSERT_TRUE(device->Commit(0, kLength).ok());
-  EXPECT_TRUE(device->can_share());
-  EXPECT_TRUE(device->Exclusive({0, kLength}));
-  EXPECT_FALSE(device->Exclusive({0, kGranule})) << "its piece reaches past it";
-  EXPECT_TRUE(device->Exclusive({0, 2 * kLength})) << "the piece lies inside";
-  EXPECT_TRUE(absl::IsFailedPrecondition(device->ExportShared(1, {{0, 2 * kLength}}).status()))
+  EXPECT_TRUE(device->exporter()->can_share());
+  EXPECT_TRUE(device->exporter()->Exclusive({0, kLength}));
+  EXPECT_FALSE(device->exporter()->Exclusive({0, kGranule})) << "its piece reaches past it";
+  EXPECT_TRUE(device->exporter()->Exclusive({0, 2 * kLength})) << "the piece lies inside";
+  EXPECT_TRUE(absl::IsFailedPrecondition(device->exporter()->ExportShared(1, {{0, 2 * kLength}}).status()))
       << "not all committed";
   ASSERT_TRUE(device->Write({{kGranule + 7, "file", 4}}).ok());
   absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
-      device->ExportShared(kLength - 1, {{0, kLength}});
+      device->exporter()->ExportShared(kLength - 1, {{0, kLength}});
   ASSERT_TRUE(exported.ok()) << exported.status();
   EXPECT_EQ((*exported)->size(), kLength - 1);
   ASSERT_EQ((*exported)->pieces().size(), 1u);
@@ -359,11 +359,11 @@ TEST_F(CudaContextLifetimeTest, SharedExportsAreThePiecesOfARangeOfItsOwn) {
   // Half decommitted and committed again: the old piece backs it still,
   // and the half before, so neither half is a range of its own.
   ASSERT_TRUE(device->Decommit(kLength / 2, kLength / 2).ok());
-  EXPECT_FALSE(device->Exclusive({kLength / 2, kLength / 2})) << "free, but not fresh";
+  EXPECT_FALSE(device->exporter()->Exclusive({kLength / 2, kLength / 2})) << "free, but not fresh";
   ASSERT_TRUE(device->Commit(kLength / 2, kLength / 2).ok());
-  EXPECT_FALSE(device->Exclusive({kLength / 2, kLength / 2}));
+  EXPECT_FALSE(device->exporter()->Exclusive({kLength / 2, kLength / 2}));
   EXPECT_TRUE(absl::IsFailedPrecondition(
-      device->ExportShared(1, {{kLength / 2, kLength / 2}}).status()));
+      device->exporter()->ExportShared(1, {{kLength / 2, kLength / 2}}).status()));
   ASSERT_TRUE(device->Decommit(0, kLength).ok());
   EXPECT_TRUE(AwaitRelease(*device));
   ExpectNothingHeld();
@@ -379,7 +379,7 @@ TEST_F(CudaContextLifetimeTest, SharedPiecesAreZeroedWhenReleased) {
   ASSERT_TRUE(device->Commit(0, kLength).ok());
   ASSERT_TRUE(device->Write({{kGranule + 7, "file", 4}}).ok());
   absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
-      device->ExportShared(kLength, {{0, kLength}});
+      device->exporter()->ExportShared(kLength, {{0, kLength}});
   ASSERT_TRUE(exported.ok()) << exported.status();
   ASSERT_EQ((*exported)->pieces().size(), 1u);
   const ExportedPiece piece = (*exported)->pieces()[0];

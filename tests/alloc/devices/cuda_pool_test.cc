@@ -188,7 +188,7 @@ TEST_F(CudaPoolTest, ExportsNameTheGpuOfEachPiece) {
     EXPECT_EQ((*shared)->pieces()[1].pci_bus_id, "0000:66:00.0");
 
     const DeviceToDevice copies[] = {{0, 0, kGranule}, {kGranule, second, 100}};
-    absl::StatusOr<std::vector<Device::CopyPiece>> copy = pool->PlanCopy(kGranule + 100, copies);
+    absl::StatusOr<std::vector<Exporter::CopyPiece>> copy = pool->PlanCopy(kGranule + 100, copies);
     ASSERT_TRUE(copy.ok()) << copy.status();
     ASSERT_EQ(copy->size(), 2u);
     EXPECT_EQ((*copy)[0].pci_bus_id, "0000:65:00.0");

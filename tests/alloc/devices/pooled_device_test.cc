@@ -162,13 +162,13 @@ TEST(PooledDeviceTest, PrivateCopiesArePiecesOfEachMemberInFileOrder) {
   const uint64_t size = 3 * kGranule + 100;
   const DeviceToDevice copies[] = {{2 * kGranule, pool.second_base, tail.size()},
                                    {0, kGranule, head.size()}};
-  absl::StatusOr<std::vector<Device::CopyPiece>> plan = pool.device->PlanCopy(size, copies);
+  absl::StatusOr<std::vector<Exporter::CopyPiece>> plan = pool.device->PlanCopy(size, copies);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->size(), 2u);
   EXPECT_EQ((*plan)[0].bytes, 2 * kGranule) << "the first member's run: its bytes and the hole";
   EXPECT_GE((*plan)[1].bytes, kGranule + 100);
-  std::vector<Device::CopyMemory> memory;
-  for (const Device::CopyPiece& piece : *plan) {
+  std::vector<Exporter::CopyMemory> memory;
+  for (const Exporter::CopyPiece& piece : *plan) {
     EXPECT_EQ(piece.kind, ExportedMemory::Kind::kHost);
     // The caller's own pages, written (the device writes into no page it
     // would have to allocate), and stale.
@@ -179,7 +179,7 @@ TEST(PooledDeviceTest, PrivateCopiesArePiecesOfEachMemberInFileOrder) {
   }
   ASSERT_TRUE(pool.device->FillCopy(memory, copies).ok());
   std::string filled;
-  for (const Device::CopyMemory& piece : memory) {
+  for (const Exporter::CopyMemory& piece : memory) {
     std::string bytes(piece.bytes, '?');
     EXPECT_EQ(pread(piece.fd, bytes.data(), piece.bytes, 0), static_cast<ssize_t>(piece.bytes));
     filled += bytes;
@@ -188,7 +188,7 @@ TEST(PooledDeviceTest, PrivateCopiesArePiecesOfEachMemberInFileOrder) {
   EXPECT_EQ(filled.substr(size), std::string(filled.size() - size, '\0'));
   // Pieces that are not what the plan asks (the bytes moved since).
   EXPECT_TRUE(absl::IsFailedPrecondition(pool.device->FillCopy({memory.data(), 1}, copies)));
-  for (const Device::CopyMemory& piece : memory) close(piece.fd);
+  for (const Exporter::CopyMemory& piece : memory) close(piece.fd);
 
   // Bytes of both inside one granule cannot be cut apart.
   const DeviceToDevice mixed[] = {{0, kGranule, 100}, {100, pool.second_base, 100}};
