@@ -114,14 +114,17 @@ bool LibfuseAtLeast(int major, int minor) {
 }
 
 bool DaemonHasSanitizer() {
-  // The runtime's soname among the binary's needed libraries (GCC links it
-  // dynamically): a plain search of the file finds it in .dynstr.
+  // The runtime's name in the binary: its soname among the needed
+  // libraries where it is linked dynamically (GCC), its reports' words
+  // where statically (Clang).
   static const bool sanitized = [] {
     std::ifstream binary(kBinary, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(binary)),
                             std::istreambuf_iterator<char>());
-    return bytes.find("libasan.so") != std::string::npos ||
-           bytes.find("libtsan.so") != std::string::npos;
+    for (const char* mark : {"libasan.so", "libtsan.so", "AddressSanitizer", "ThreadSanitizer"}) {
+      if (bytes.find(mark) != std::string::npos) return true;
+    }
+    return false;
   }();
   return sanitized;
 }
