@@ -259,4 +259,9 @@ uint64_t SpillDevice::SpillReadyBytes() const {
   return pinned_ - committed_;
 }
 
+int SpillDevice::ahead_chunks() const {
+  absl::MutexLock lock(&mu_);
+  return ahead_;
+}
+
 }  // namespace cudafs

@@ -74,6 +74,8 @@ class SpillDevice final : public DeviceWrapper {
 
   // Registered memory not committed.
   uint64_t SpillReadyBytes() const override;
+  // Chunks pinned ahead (or being pinned ahead) and holding no data yet.
+  int ahead_chunks() const;
 
  private:
   // Threads pinning ahead: two, so that one chunk's registration overlaps

@@ -268,20 +268,21 @@ TEST(SpillDeviceTest, AChunkIsCommittedOnSeveralThreadsAtOnceEveryGranuleOnce) {
 // ready; once data stops, they go.
 TEST(SpillDeviceTest, ChunksArePinnedAheadOfArrivingDataWithinTheBoundAndGoWhenItStops) {
   Spill spill(8, Ahead(2));
-  // Chunks pinned beyond the `data` chunks that hold data.
-  const auto ahead = [&](size_t data) { return spill.Registered().size() - data; };
   ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
   EXPECT_TRUE(Eventually([&] { return spill.Registered().size() == 3; }));
   EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(spill.device->ahead_chunks(), 2);
   for (size_t c = 1; c < 5; ++c) {
     EXPECT_TRUE(Eventually([&] { return spill.device->IsReady(c * kChunk, kChunk); }))
         << "chunk " << c << " is pinned before data reaches it";
     ASSERT_TRUE(spill.device->Commit(c * kChunk, kGranule).ok());
-    EXPECT_LE(ahead(c + 1), 2u);
+    EXPECT_LE(spill.device->ahead_chunks(), 2);
   }
   EXPECT_TRUE(Eventually([&] { return spill.Registered().size() == 7; }));
-  EXPECT_TRUE(Eventually([&] { return spill.Registered().size() == 5; }))
-      << "the chunks pinned ahead went once data stopped";
+  EXPECT_EQ(spill.device->ahead_chunks(), 2);
+  EXPECT_TRUE(Eventually([&] {
+    return spill.device->ahead_chunks() == 0 && spill.Registered().size() == 5;
+  })) << "the chunks pinned ahead went once data stopped";
   EXPECT_LE(spill.gpus[0].most(), 5u + 2u) << "data in five chunks and two ahead, at most";
   EXPECT_EQ(spill.device->SpillReadyBytes(), 5 * (kChunk - kGranule));
   for (size_t c = 0; c < 5; ++c) ASSERT_TRUE(spill.device->Decommit(c * kChunk, kGranule).ok());
@@ -293,7 +294,8 @@ TEST(SpillDeviceTest, ChunksArePinnedAheadOfArrivingDataWithinTheBoundAndGoWhenI
 TEST(SpillDeviceTest, ChunksPinnedAheadAreNoPartOfTheReadyMemory) {
   Spill spill(8, Ahead(2));
   ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
-  ASSERT_TRUE(Eventually([&] { return spill.Registered().size() == 3; })) << "two ahead";
+  ASSERT_TRUE(Eventually([&] { return spill.device->ahead_chunks() == 2; }));
+  ASSERT_TRUE(Eventually([&] { return spill.Registered().size() == 3; }));
   EXPECT_FALSE(spill.device->KeepSpillReady(kChunk));
   EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1, 2, 3}))
       << "the rest of chunk 0 is not a chunk's worth: one more";
@@ -308,14 +310,14 @@ TEST(SpillDeviceTest, ChunksPinnedAheadAreNoPartOfTheReadyMemory) {
 TEST(SpillDeviceTest, TheHostRefusingMemoryWhileChunksArePinnedAheadLosesNothing) {
   Spill spill(8, Ahead(2));
   ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
-  ASSERT_TRUE(Eventually([&] { return spill.Registered().size() == 3; })) << "two ahead";
+  ASSERT_TRUE(Eventually([&] { return spill.Registered().size() == 3; }));
+  ASSERT_TRUE(Eventually([&] { return spill.device->ahead_chunks() == 2; }));
   spill.host->FailCommitsBeyond(0);
   ASSERT_TRUE(spill.device->Commit(kChunk, kGranule).ok()) << "pinned ahead: nothing to commit";
   ASSERT_TRUE(spill.device->Commit(2 * kChunk, kGranule).ok());
   const absl::Status refused = spill.device->Commit(3 * kChunk - kGranule, 2 * kGranule);
   EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
-  EXPECT_TRUE(Eventually([&] { return spill.Registered().size() == 3; }))
-      << "nothing pinned ahead beyond the data";
+  EXPECT_TRUE(Eventually([&] { return spill.device->ahead_chunks() == 0; }));
   EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1, 2}));
   EXPECT_EQ(spill.device->SpillReadyBytes(), 3 * (kChunk - kGranule))
       << "the granule of chunk 2 the refused range took was given back";

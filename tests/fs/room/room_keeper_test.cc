@@ -366,12 +366,13 @@ class RoomKeeperTest : public testing::TestWithParam<uint64_t> {
     const FakeCudaDriver::Stats stats = fake_.stats();
     return stats.registered_host_bytes - (stats.live_contexts > 0 ? GetParam() : 0);
   }
-  // Whether the chunks pinned ahead of a move went once it ended: less
-  // than two chunks' worth is pinned beyond the data (what the chunks
-  // holding data, which may be two, have free).
+  // Whether the chunks pinned ahead of a move went once it ended: none
+  // is flagged so, and less than two chunks' worth is pinned beyond the
+  // data (what the chunks holding data, which may be two, have free).
   bool NothingPinnedAhead() const {
     return Eventually([this] {
-      return Pinned() < mount_->PartUsed(SpillPart()) + 2 * SpillDevice::kChunk;
+      return Spill().ahead_chunks() == 0 &&
+             Pinned() < mount_->PartUsed(SpillPart()) + 2 * SpillDevice::kChunk;
     });
   }
   std::string Gpu(int index) const { return "gpu" + std::to_string(index); }
