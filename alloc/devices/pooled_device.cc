@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "alloc/base/status_macros.h"
 #include "alloc/devices/spill_device.h"
 
 namespace cudafs {
@@ -331,9 +332,13 @@ absl::StatusOr<std::vector<PooledDevice::CopyRun>> PooledDevice::CopyRuns(
   return runs;
 }
 
-absl::Status PooledDevice::NoExporter(size_t member) const {
-  return absl::UnimplementedError(members_[member].device->Describe() +
-                                  " cannot hand its memory to other processes");
+absl::StatusOr<Exporter*> PooledDevice::MemberExporter(size_t member) const {
+  Exporter* exporter = members_[member].device->exporter();
+  if (exporter == nullptr) {
+    return absl::UnimplementedError(members_[member].device->Describe() +
+                                    " cannot hand its memory to other processes");
+  }
+  return exporter;
 }
 
 absl::StatusOr<std::vector<Exporter::CopyPiece>> PooledDevice::PlanCopy(
@@ -344,8 +349,7 @@ absl::StatusOr<std::vector<Exporter::CopyPiece>> PooledDevice::PlanCopy(
   for (size_t i = 0; i < runs->size(); ++i) {
     const CopyRun& run = (*runs)[i];
     const uint64_t end = i + 1 < runs->size() ? (*runs)[i + 1].start : size;
-    Exporter* exporter = members_[run.member].device->exporter();
-    if (exporter == nullptr) return NoExporter(run.member);
+    CUDAFS_ASSIGN_OR_RETURN(Exporter * exporter, MemberExporter(run.member));
     absl::StatusOr<std::vector<CopyPiece>> piece = exporter->PlanCopy(end - run.start, run.copies);
     if (!piece.ok()) return piece.status();
     pieces.insert(pieces.end(), piece->begin(), piece->end());
@@ -366,8 +370,7 @@ absl::Status PooledDevice::FillCopy(absl::Span<const CopyMemory> memory,
     if (run.start != start) {
       return absl::FailedPreconditionError("the file's bytes moved between GPUs since the plan");
     }
-    Exporter* exporter = members_[run.member].device->exporter();
-    if (exporter == nullptr) return NoExporter(run.member);
+    CUDAFS_ASSIGN_OR_RETURN(Exporter * exporter, MemberExporter(run.member));
     if (absl::Status s = exporter->FillCopy({&memory[i], 1}, run.copies); !s.ok()) return s;
     start += memory[i].bytes;
   }
@@ -375,16 +378,18 @@ absl::Status PooledDevice::FillCopy(absl::Span<const CopyMemory> memory,
 }
 
 bool PooledDevice::can_share() const {
-  return std::all_of(members_.begin(), members_.end(), [](const Member& m) {
-    return m.device->exporter() != nullptr && m.device->exporter()->can_share();
-  });
+  for (size_t m = 0; m < members_.size(); ++m) {
+    absl::StatusOr<Exporter*> exporter = MemberExporter(m);
+    if (!exporter.ok() || !(*exporter)->can_share()) return false;
+  }
+  return true;
 }
 
 bool PooledDevice::Exclusive(DeviceRange range) const {
   const size_t m = MemberOf(range.offset, range.length);
-  if (m == members_.size() || members_[m].device->exporter() == nullptr) return false;
-  return members_[m].device->exporter()->Exclusive(
-      {range.offset - members_[m].base, range.length});
+  if (m == members_.size()) return false;
+  absl::StatusOr<Exporter*> exporter = MemberExporter(m);
+  return exporter.ok() && (*exporter)->Exclusive({range.offset - members_[m].base, range.length});
 }
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> PooledDevice::ExportShared(
@@ -403,8 +408,7 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> PooledDevice::ExportShared(
       bytes += ranges[i].length;
     }
     const uint64_t data = std::min(bytes, size - std::min(size, exported));
-    Exporter* exporter = members_[m].device->exporter();
-    if (exporter == nullptr) return NoExporter(m);
+    CUDAFS_ASSIGN_OR_RETURN(Exporter * exporter, MemberExporter(m));
     absl::StatusOr<std::unique_ptr<ExportedMemory>> part = exporter->ExportShared(data, local);
     if (!part.ok()) return part.status();
     parts.push_back(std::move(*part));

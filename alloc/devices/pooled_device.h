@@ -93,7 +93,8 @@ class PooledDevice final : public Device, public Exporter {
   // members_.size() when none holds all of it.
   size_t MemberOf(uint64_t offset, uint64_t length) const;
   absl::Status Straddles(uint64_t offset, uint64_t length) const;
-  absl::Status NoExporter(size_t member) const;
+  // Member `member`'s exporter; Unimplemented where it offers none.
+  absl::StatusOr<Exporter*> MemberExporter(size_t member) const;
   // Runs `run` once per member with the items whose `offset` and `length`
   // lie in its range, their offsets made the member's own.
   template <typename T>
