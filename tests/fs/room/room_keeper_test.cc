@@ -469,7 +469,10 @@ TEST_P(RoomKeeperTest, HostMemoryIsKeptReadyOnlyWhileAGpuHoldingDataIsNearItsRes
   for (size_t i = 0; i < files.size(); ++i) mount_->Remove("f" + std::to_string(i), files[i]);
   now_ += absl::Seconds(1);
   keeper_->Round();
-  EXPECT_EQ(Pinned(), 0u) << "the GPUs hold nothing: no memory is kept";
+  // Chunks pinned ahead of the move go on their own clock (a thread on a
+  // machine with many cores may pin them after the check above).
+  EXPECT_TRUE(Eventually([&] { return Pinned() == 0; }))
+      << "the GPUs hold nothing: no memory is kept";
 }
 
 // Options::ready (spill_ready=) sets how much is kept ready, the reserves
