@@ -18,22 +18,39 @@ sync
 sleep "${SETTLE:-5}"  # as on a mount filled a while ago: host memory for the reserve is ready
 nvidia-smi --query-gpu=memory.used --format=csv,noheader
 "$B" --stats --all "$M" | grep -E "spill_ready_bytes"
-# While it runs, `ls` of the root and --stats every 50 ms: make-room comes
-# over the share socket and must hold neither the root's inode lock nor a
-# FUSE worker.
+# While it runs, `ls` of the root and --stats, each in a loop of its own
+# every 50 ms: make-room comes over the share socket and must hold neither
+# the root's inode lock nor a FUSE worker. Each run writes when it began
+# (ms after make-room started) and then how long it took (us); a run still
+# going when make-room ends counts as lasting until then.
+probes=${TMPDIR:-/tmp}/make-room-probe.$$
 probe() {
+  local out=$1 a b
+  shift
   while :; do
-    a=$(date +%s%N); ls "$M" >/dev/null; b=$(date +%s%N); "$B" --stats "$M" >/dev/null
-    c=$(date +%s%N); echo "$(( (b - a) / 1000 )) $(( (c - b) / 1000 ))"; sleep 0.05
+    a=$(date +%s%N); printf '%d ' $(((a - s) / 1000000)) >>"$out"; "$@" >/dev/null 2>&1
+    b=$(date +%s%N); echo $(((b - a) / 1000)) >>"$out"; sleep 0.05
   done
 }
-probe >"${TMPDIR:-/tmp}/make-room-probe.$$" & prober=$!
-s=$(date +%s%N); "$B" --make-room "$M" all; e=$(date +%s%N)
-kill "$prober"; wait "$prober" 2>/dev/null
+summary() {
+  local end=$(((e - s) / 1000000))
+  awk -v end="$end" 'NF == 2 {print $2} NF == 1 {print (end - $1) * 1000 " open"}' "$2" | sort -n |
+    awk -v name="$1" '{d[++n] = $1} $2 == "open" {open = 1}
+      END {
+        if (!n) { print name ": no probe"; exit }
+        printf "%s meanwhile: %d probes, median %d us, max %d us%s\n", name, n, d[int((n + 1) / 2)],
+          d[n], open ? " (one still waiting when make-room ended)" : ""
+      }'
+}
+s=$(date +%s%N)
+probe "$probes.ls" ls "$M" & ls_prober=$!
+probe "$probes.stats" "$B" --stats "$M" & stats_prober=$!
+"$B" --make-room "$M" all; e=$(date +%s%N)
+kill "$ls_prober" "$stats_prober"; wait "$ls_prober" "$stats_prober" 2>/dev/null
 echo "make-room all of $N GiB${OPTIONS:+ ($OPTIONS)} took $(( (e - s) / 1000000 )) ms"
-sort -n "${TMPDIR:-/tmp}/make-room-probe.$$" | awk '{ls[NR]=$1} END {if (NR) printf "ls of the root meanwhile: %d probes, median %d us, max %d us\n", NR, ls[int((NR+1)/2)], ls[NR]}'
-sort -n -k2 "${TMPDIR:-/tmp}/make-room-probe.$$" | awk '{st[NR]=$2} END {if (NR) printf "--stats meanwhile: median %d us, max %d us\n", st[int((NR+1)/2)], st[NR]}'
-rm -f "${TMPDIR:-/tmp}/make-room-probe.$$"
+summary "ls of the root" "$probes.ls"
+summary "--stats" "$probes.stats"
+rm -f "$probes.ls" "$probes.stats"
 "$B" --stats --all "$M" | grep -E "moved_out|device._used"
 nvidia-smi --query-gpu=memory.used --format=csv,noheader
 umount "$M"; wait "$daemon"

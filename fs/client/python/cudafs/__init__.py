@@ -304,7 +304,7 @@ _SAFETENSORS_DTYPES = {
 }
 
 
-def load_safetensors(path: PathLike, device: Union[str, torch.device] = "cuda",
+def load_safetensors(path: PathLike, device: Union[str, torch.device, None] = "cuda",
                      writable: bool = False) -> Dict[str, torch.Tensor]:
     """The tensors of a .safetensors file on the mount, as a dict of torch
     tensors that view one mapping of the file (no copy through the host):
@@ -312,8 +312,9 @@ def load_safetensors(path: PathLike, device: Union[str, torch.device] = "cuda",
     its own; writes to the tensors are the file's, see map()). The mapping
     lives as long as any of the tensors. `device` must be where the mapping
     is ("cuda" or "cuda:N" for a GPU-backed mount: on a mount over several
-    GPUs, the one holding the file's start; "cpu" for a host-backed one);
-    other devices raise ValueError (use .to()). Needs PyTorch.
+    GPUs, the one holding the file's start; "cpu" for a host-backed one;
+    None for wherever it is); other devices raise ValueError (use .to()).
+    Needs PyTorch.
 
         tensors = cudafs.load_safetensors("/mnt/gpu/model.safetensors")
         model.load_state_dict(tensors)
@@ -335,7 +336,7 @@ def load_safetensors(path: PathLike, device: Union[str, torch.device] = "cuda",
     else:
         where = torch.device("cpu")
         everything = torch.frombuffer(mapping, dtype=torch.uint8)
-    wanted = torch.device(device)
+    wanted = where if device is None else torch.device(device)
     if wanted.type != where.type or (wanted.index is not None and wanted.index != where.index):
         del everything  # a view of a host mapping, which would keep it from closing
         mapping.close()
