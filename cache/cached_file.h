@@ -93,6 +93,12 @@ class CachedFile {
                                 absl::Span<const size_t> to, uint64_t budget) {
     return extents_.Move(leave, to, budget);
   }
+  absl::StatusOr<ExtentMap::PreparedMove> PrepareMove(absl::FunctionRef<bool(size_t part)> leave,
+                                                      absl::Span<const size_t> to,
+                                                      uint64_t budget) const {
+    return extents_.PrepareMove(leave, to, budget);
+  }
+  uint64_t FinishMove(ExtentMap::PreparedMove move) { return extents_.FinishMove(std::move(move)); }
   uint64_t BytesIn(size_t part) const { return extents_.BytesIn(part); }
   // As ExtentMap's; cached pages stay, as for Move.
   absl::StatusOr<uint64_t> Compact(const CompactionPlan& plan) { return extents_.Compact(plan); }

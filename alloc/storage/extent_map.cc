@@ -15,8 +15,8 @@
 
 namespace cudafs {
 
-// Three words, then one extent in place with shared_ and home_ in the set's
-// tail padding: a million small files are a million maps.
+// Three words, then one extent in place with shared_, home_ and generation_ in
+// the set's tail padding: a million small files are a million maps.
 static_assert(sizeof(ExtentMap) <= 56, "ExtentMap grew past its small-file size");
 
 ExtentMap::~ExtentMap() {
@@ -200,6 +200,7 @@ std::vector<DeviceRange> ExtentMap::MappedZeros(
 }
 
 absl::Status ExtentMap::Write(uint64_t offset, const char* data, size_t length) {
+  ++generation_;
   if (length == 0) return absl::OkStatus();
   const uint64_t end = offset + length;
   std::vector<uint64_t> added;
@@ -232,6 +233,7 @@ void ExtentMap::AppendCopies(uint64_t offset, uint64_t end, const char* data,
 }
 
 absl::Status ExtentMap::MapForWriteBack(uint64_t offset, uint64_t length) {
+  ++generation_;
   if (length == 0) return absl::OkStatus();
   const uint64_t end = offset + length;
   std::vector<uint64_t> added;
@@ -246,6 +248,7 @@ absl::Status ExtentMap::MapForWriteBack(uint64_t offset, uint64_t length) {
 }
 
 absl::Status ExtentMap::WriteMapped(absl::Span<const Run> runs) {
+  ++generation_;
   std::vector<HostToDevice> copies;
   for (const Run& run : runs) {
     const uint64_t end = run.offset + run.length;
@@ -263,6 +266,7 @@ absl::Status ExtentMap::WriteMapped(absl::Span<const Run> runs) {
 
 absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset,
                                  uint64_t offset, uint64_t length) {
+  ++generation_;
   if (length == 0) return absl::OkStatus();
   const uint64_t end = offset + length;
   std::vector<uint64_t> added;
@@ -304,6 +308,7 @@ absl::Status ExtentMap::CopyFrom(const ExtentMap& source, uint64_t source_offset
 }
 
 absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
+  ++generation_;
   if (length == 0) return absl::OkStatus();
   std::vector<uint64_t> added;
   // fallocate asks for exactly this range: no growth slack.
@@ -323,6 +328,7 @@ absl::Status ExtentMap::Reserve(uint64_t offset, uint64_t length) {
 }
 
 absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
+  ++generation_;
   // One block for one first: that needs no room past the capacity, which
   // the fresh windows below do.
   CUDAFS_RETURN_IF_ERROR(LeaveSpill());
@@ -399,7 +405,7 @@ absl::StatusOr<std::vector<DeviceRange>> ExtentMap::Share(uint64_t size) {
   return ranges;
 }
 
-absl::Status ExtentMap::Relocate(absl::Span<const Window> windows, uint64_t zero_end) {
+absl::Status ExtentMap::Fill(absl::Span<const Window> windows, uint64_t zero_end) const {
   std::vector<DeviceRange> zeros;
   std::vector<DeviceToDevice> copies;
   for (const Window& w : windows) {
@@ -435,6 +441,11 @@ absl::Status ExtentMap::Relocate(absl::Span<const Window> windows, uint64_t zero
     }
     return status;
   }
+  return absl::OkStatus();
+}
+
+void ExtentMap::Install(absl::Span<const Window> windows) {
+  ++generation_;
   for (const Window& w : windows) {
     if (!w.fresh) continue;
     const uint64_t window_end = w.start + w.block.size;
@@ -444,6 +455,11 @@ absl::Status ExtentMap::Relocate(absl::Span<const Window> windows, uint64_t zero
     }
     extents_.emplace(w.start, w.block);
   }
+}
+
+absl::Status ExtentMap::Relocate(absl::Span<const Window> windows, uint64_t zero_end) {
+  CUDAFS_RETURN_IF_ERROR(Fill(windows, zero_end));
+  Install(windows);
   return absl::OkStatus();
 }
 
@@ -482,30 +498,48 @@ absl::Status ExtentMap::CopyInto(absl::Span<const Exporter::CopyMemory> memory,
   return exporter->FillCopy(memory, CopiesOut(size));
 }
 
-absl::StatusOr<uint64_t> ExtentMap::Move(absl::FunctionRef<bool(size_t part)> leave,
-                                         absl::Span<const size_t> to, uint64_t budget) {
+ExtentMap::PreparedMove::~PreparedMove() {
+  for (const Window& w : windows_) arena_->Free(w.block);
+}
+
+absl::StatusOr<ExtentMap::PreparedMove> ExtentMap::PrepareMove(
+    absl::FunctionRef<bool(size_t part)> leave, absl::Span<const size_t> to,
+    uint64_t budget) const {
   if (shared_) return absl::FailedPreconditionError("a mapping holds the file's memory");
-  std::vector<Window> windows;
-  uint64_t bytes = 0;
+  PreparedMove move(arena(), generation_);
   absl::Status status;
   for (const Extent& extent : extents_) {
-    if (bytes >= budget) break;
+    if (move.bytes_ >= budget) break;
     if (!leave(arena()->PartOf(extent.block.offset))) continue;
     absl::StatusOr<Block> block = arena()->AllocateForMove(extent.block.size, to);
     if (!block.ok()) {
       status = block.status();
       break;
     }
-    windows.push_back({extent.start, *block, true});
-    bytes += extent.block.size;
+    move.windows_.push_back({extent.start, *block, true});
+    move.bytes_ += extent.block.size;
   }
-  if (windows.empty()) {
-    if (!status.ok()) return status;
-    return 0;
-  }
+  if (move.windows_.empty() && !status.ok()) return status;
   // What lies past the end of the data may hold anything (see above).
-  if (absl::Status s = Relocate(windows, data_end_); !s.ok()) return s;
-  return bytes;
+  absl::Status filled = Fill(move.windows_, data_end_);
+  if (!filled.ok()) {
+    move.windows_.clear();  // Fill gave the blocks back
+    return filled;
+  }
+  return move;
+}
+
+uint64_t ExtentMap::FinishMove(PreparedMove move) {
+  if (move.generation_ != generation_) return 0;  // the blocks go back with `move`
+  Install(move.windows_);
+  move.windows_.clear();
+  return move.bytes_;
+}
+
+absl::StatusOr<uint64_t> ExtentMap::Move(absl::FunctionRef<bool(size_t part)> leave,
+                                         absl::Span<const size_t> to, uint64_t budget) {
+  CUDAFS_ASSIGN_OR_RETURN(PreparedMove move, PrepareMove(leave, to, budget));
+  return FinishMove(std::move(move));
 }
 
 absl::StatusOr<uint64_t> ExtentMap::Compact(const CompactionPlan& plan) {
@@ -601,6 +635,7 @@ absl::Status ExtentMap::PunchHole(uint64_t offset, uint64_t length) {
 }
 
 absl::Status ExtentMap::Cut(uint64_t offset, uint64_t end, bool free_shared) {
+  ++generation_;
   std::vector<std::pair<uint64_t, Block>> touched;
   auto it = extents_.upper_bound(offset);
   if (it != extents_.begin() && std::prev(it)->start + std::prev(it)->block.size > offset) --it;
@@ -630,6 +665,7 @@ absl::Status ExtentMap::Cut(uint64_t offset, uint64_t end, bool free_shared) {
 }
 
 absl::Status ExtentMap::Truncate(uint64_t size) {
+  ++generation_;
   reserved_end_ = std::min(reserved_end_, size);
   data_end_ = std::min(data_end_, size);
   // Past the new end a mapping is the file's no longer: its blocks go, as
@@ -645,6 +681,7 @@ absl::Status ExtentMap::Truncate(uint64_t size) {
 }
 
 void ExtentMap::TrimTail(uint64_t size) {
+  ++generation_;
   if (shared_) return;  // its blocks stay whole
   const uint64_t min_block = arena()->min_block();
   const uint64_t keep = std::max(size, reserved_end_);

@@ -31,6 +31,8 @@
 namespace cudafs {
 
 class ExtentMap {
+  struct Window;  // below
+
  public:
   // What the maps of a mount share, each by a pointer rather than a copy.
   struct Space {
@@ -151,6 +153,31 @@ class ExtentMap {
   // FailedPrecondition. On a device error nothing moved.
   absl::StatusOr<uint64_t> Move(absl::FunctionRef<bool(size_t part)> leave,
                                 absl::Span<const size_t> to, uint64_t budget);
+  // Move in two steps, so that the file's readers (and stat) need not wait
+  // for the copy: PrepareMove, with the file's lock held shared, copies
+  // what Move would move into fresh blocks; FinishMove, with it held
+  // exclusive, puts them in place and returns their bytes, unless the file
+  // changed in between (every call that changes it counts), when nothing
+  // moves and it returns 0. A PreparedMove not finished gives its blocks
+  // back.
+  class PreparedMove {
+   public:
+    PreparedMove(PreparedMove&&) = default;
+    PreparedMove& operator=(PreparedMove&&) = default;
+    ~PreparedMove();
+    uint64_t bytes() const { return bytes_; }
+
+   private:
+    friend class ExtentMap;
+    PreparedMove(Arena* arena, uint16_t generation) : arena_(arena), generation_(generation) {}
+    Arena* arena_;
+    uint16_t generation_;
+    uint64_t bytes_ = 0;
+    std::vector<Window> windows_;
+  };
+  absl::StatusOr<PreparedMove> PrepareMove(absl::FunctionRef<bool(size_t part)> leave,
+                                           absl::Span<const size_t> to, uint64_t budget) const;
+  uint64_t FinishMove(PreparedMove move);
   // Moves the blocks that `plan` empties into blocks in the granules it
   // fills (Arena::AllocateForCompaction); returns the bytes moved. A block
   // for which they have no free block as large is split into aligned halves
@@ -196,6 +223,10 @@ class ExtentMap {
   // the old blocks are freed. On an error the fresh blocks are freed and
   // nothing changed.
   absl::Status Relocate(absl::Span<const Window> windows, uint64_t zero_end);
+  // Relocate's two halves: the fresh blocks filled (freed on an error),
+  // then put in place.
+  absl::Status Fill(absl::Span<const Window> windows, uint64_t zero_end) const;
+  void Install(absl::Span<const Window> windows);
   // Maps every unmapped byte of [offset, end); records the new extents in
   // `added` (file offsets) so the caller can zero or roll them back. With
   // `grow`, blocks follow the growth policy and may reach past `end`;
@@ -257,6 +288,11 @@ class ExtentMap {
   [[no_unique_address]] ExtentSet extents_;
   bool shared_ = false;
   uint16_t home_ = kNoHome;  // arena part, once the file took memory
+  // Counts the calls that change the file, for FinishMove. The file cannot
+  // change during PrepareMove's copy (its lock is held shared), only in the
+  // moment between the two steps: 16 bits, in the set's tail padding, would
+  // need 65,536 changes there to come round.
+  uint16_t generation_ = 0;
 };
 
 }  // namespace cudafs

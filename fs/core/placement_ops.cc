@@ -74,23 +74,32 @@ uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t
       MarkBackgroundThread();
       for (size_t i; (i = next.fetch_add(1)) < round.size();) {
         const std::shared_ptr<Inode>& inode = round[i].first->inode;
-        // A file's lock is let go between pieces, so that its readers and
-        // writers go on; the file may be shared, truncated or gone
-        // meanwhile.
+        // Each piece is copied with the file's lock held shared, so that
+        // its readers (and stat, and a listing of its directory) go on,
+        // and put in place with it held exclusive; a piece the file
+        // changed under (a write, a truncate, a mapping) is dropped and
+        // the file left where it is. The file may be gone meanwhile.
         for (uint64_t done = 0; done < round[i].second && !full.load();) {
-          absl::StatusOr<uint64_t> piece = 0;
+          absl::StatusOr<ExtentMap::PreparedMove> prepared =
+              absl::FailedPreconditionError("no data to move");
           {
-            absl::MutexLock lock(&inode->mu);
-            CachedFile* data = inode->data();
+            absl::ReaderMutexLock lock(&inode->mu);
+            const CachedFile* data = inode->data();
             if (data != nullptr && !data->shared()) {
-              piece = data->Move(leave, to, std::min(kMovePiece, round[i].second - done));
+              prepared = data->PrepareMove(leave, to, std::min(kMovePiece, round[i].second - done));
             }
           }
           // No room in any of `to`: no other file will find any either.
-          if (absl::IsResourceExhausted(piece.status())) full.store(true);
-          if (!piece.ok() || *piece == 0) break;
-          done += *piece;
-          moved.fetch_add(*piece);
+          if (absl::IsResourceExhausted(prepared.status())) full.store(true);
+          if (!prepared.ok() || prepared->bytes() == 0) break;
+          uint64_t piece = 0;
+          {
+            absl::MutexLock lock(&inode->mu);
+            if (CachedFile* data = inode->data()) piece = data->FinishMove(*std::move(prepared));
+          }
+          if (piece == 0) break;
+          done += piece;
+          moved.fetch_add(piece);
         }
       }
     };

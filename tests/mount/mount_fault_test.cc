@@ -7,6 +7,7 @@
 // write-back cache on (the default) and off.
 //
 // CUDAFS_TEST_SEED picks the random sequence (printed on failure).
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -303,7 +304,7 @@ TEST_P(MountFaultTest, OnlyRootSetsAWellFormedPlan) {
 // so does --stats, and the make-room still moves everything, losing
 // nothing. Not a listing with attributes: a file being moved is locked for
 // one piece, milliseconds at link speed, here the copy's 5 s.
-TEST_P(MountFaultTest, TheRootAnswersWhileAMakeRoomRuns) {
+TEST_P(MountFaultTest, TheRootAndItsFilesAnswerWhileAMakeRoomRuns) {
   if (backend() == "host") GTEST_SKIP() << "host memory has no GPU to make room on";
   setenv("CUDAFS_FAULT_INJECTION", "1", 1);
   StartOrSkip(mount_, MountOptions({"size=256m"}));
@@ -329,7 +330,22 @@ TEST_P(MountFaultTest, TheRootAnswersWhileAMakeRoomRuns) {
   struct stat st = {};
   const int stat_result = stat(root.c_str(), &st);
   const int created = open((root + "/new").c_str(), O_CREAT | O_WRONLY, 0644);
+  const int create_error = errno;
   if (created >= 0) close(created);
+  // The files being moved answer too (their copy holds their lock shared),
+  // and so a listing, which asks each entry's attributes (READDIRPLUS).
+  int stated = 0;
+  for (int i = 0; i < 4; ++i) {
+    struct stat file = {};
+    if (stat((root + "/f" + std::to_string(i)).c_str(), &file) == 0 && file.st_size == kMiB) {
+      ++stated;
+    }
+  }
+  size_t listed = 0;
+  if (DIR* dir = opendir(root.c_str())) {
+    while (const dirent* entry = readdir(dir)) listed += entry->d_name[0] != '.';
+    closedir(dir);
+  }
   const std::map<std::string, std::string> stats = stats_of();
   int status = 0;
   const pid_t still = waitpid(make_room, &status, WNOHANG);
@@ -337,7 +353,9 @@ TEST_P(MountFaultTest, TheRootAnswersWhileAMakeRoomRuns) {
   ASSERT_TRUE(asked) << "the make-room never reached the daemon";
   EXPECT_EQ(still, 0) << "the make-room ended first: the root waited for it";
   EXPECT_EQ(stat_result, 0);
-  EXPECT_GE(created, 0) << ErrnoName(errno);
+  EXPECT_GE(created, 0) << ErrnoName(create_error);
+  EXPECT_EQ(stated, 4);
+  EXPECT_EQ(listed, 5u);
   EXPECT_EQ(stats.count("moved_out_bytes"), 1u);
   ASSERT_TRUE(done.has_value());
   EXPECT_TRUE(WIFEXITED(*done) && WEXITSTATUS(*done) == 0);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -1358,6 +1359,63 @@ TEST_F(SpillTest, MoveTakesWholeBlocksInFileOrderUntilTheBudget) {
   expect_parts({kSpill, kSpill, kSpill, kSpill, kSpill});
   EXPECT_EQ(map.BytesIn(kSpill), map.allocated_bytes());
   EXPECT_EQ(PoolUsed(), map.allocated_bytes());
+}
+
+// A move in two steps: the copy, then its blocks put in place. A file
+// that changed in between (a write, a truncate, a mapping) keeps its
+// blocks and bytes, and the copy's blocks go back; so do those of a
+// prepared move dropped unfinished.
+TEST_F(SpillTest, APreparedMoveLandsOnlyOnTheFileItCopied) {
+  ExtentMap map(SpaceOf(pool_arena_.get(), 1 * MiB));
+  std::mt19937_64 rng(46);
+  std::string data = RandomBytes(rng, 3 * MiB);
+  ASSERT_TRUE(map.Write(0, data.data(), data.size()).ok());
+  map.TrimTail(data.size());
+  ASSERT_EQ(PoolUsed(), map.allocated_bytes());
+
+  using Change = std::function<void()>;
+  const std::vector<std::pair<std::string, Change>> changes = {
+      {"write", [&] {
+         data[5] = static_cast<char>(data[5] + 1);
+         ASSERT_TRUE(map.Write(5, &data[5], 1).ok());
+       }},
+      {"truncate", [&] {
+         data.resize(data.size() - 3);
+         ASSERT_TRUE(map.Truncate(data.size()).ok());
+       }},
+      {"punched hole", [&] {
+         std::fill(data.begin(), data.begin() + 4096, '\0');
+         ASSERT_TRUE(map.PunchHole(0, 4096).ok());
+       }},
+      {"nothing, the move dropped", nullptr},
+  };
+  for (const auto& [name, change] : changes) {
+    SCOPED_TRACE(name);
+    std::vector<size_t> parts = PartsInFileOrder(map, data.size());
+    {
+      absl::StatusOr<ExtentMap::PreparedMove> move = map.PrepareMove(Gpus, {kSpill}, kAll);
+      ASSERT_TRUE(move.ok()) << move.status();
+      EXPECT_EQ(move->bytes(), map.allocated_bytes());
+      EXPECT_EQ(PoolUsed(), 2 * map.allocated_bytes()) << "the copy holds blocks of its own";
+      if (change != nullptr) {
+        change();
+        parts = PartsInFileOrder(map, data.size());
+        EXPECT_EQ(map.FinishMove(*std::move(move)), 0u) << "the file changed under the copy";
+      }
+    }
+    EXPECT_EQ(PartsInFileOrder(map, data.size()), parts);
+    EXPECT_EQ(map.BytesIn(kSpill), 0u);
+    EXPECT_EQ(PoolUsed(), map.allocated_bytes()) << "the copy's blocks went back";
+    EXPECT_TRUE(ReadAll(map, 0, data.size()) == data);
+  }
+
+  absl::StatusOr<ExtentMap::PreparedMove> move = map.PrepareMove(Gpus, {kSpill}, kAll);
+  ASSERT_TRUE(move.ok()) << move.status();
+  const uint64_t bytes = move->bytes();
+  EXPECT_EQ(map.FinishMove(*std::move(move)), bytes);
+  EXPECT_EQ(map.BytesIn(kSpill), map.allocated_bytes());
+  EXPECT_EQ(PoolUsed(), map.allocated_bytes());
+  EXPECT_TRUE(ReadAll(map, 0, data.size()) == data);
 }
 
 TEST_F(SpillTest, ASharedFileNeverMoves) {
