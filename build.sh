@@ -219,15 +219,20 @@ mount_tests_with() {
 # 12: 3.14; file data through the kernel's page cache, set-id bits cleared
 # by the kernel without FUSE_HANDLE_KILLPRIV_V2). The daemon, and the unit
 # tests of what is compiled against libfuse (ctest label "libfuse": the
-# FUSE layer and the daemon's own); the rest is the same code as `test`
-# runs. Over /dev/fuse only: libfuse < 3.18 has no FUSE over io_uring. Not
+# FUSE layer and the daemon's own), the only ones built; the rest is the
+# same code as `test` runs. Over /dev/fuse only: libfuse < 3.18 has no FUSE over io_uring. Not
 # the cuda instances on fake GPUs: `test` runs them.
 fallback() {
   build
   cmake -S . -B build-fallback -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
     -DCUDAFS_LIBFUSE_PREFIX= -DCUDAFS_BUILD_BENCHMARKS=OFF -DCUDAFS_BUILD_MOUNT_TESTS=OFF \
     "${compiler_launcher[@]}" ${CMAKE_ARGS:-}
-  cmake --build build-fallback -j "$(nproc)"
+  local libfuse_tests
+  libfuse_tests=$(for test in tests/fs/fuse/*_test.cc tests/fs/daemon/*_test.cc; do
+    basename "$test" .cc
+  done)
+  # shellcheck disable=SC2086 # one target per word
+  cmake --build build-fallback -j "$(nproc)" --target cudafs $libfuse_tests
   (cd build-fallback && ctest -L libfuse --output-on-failure -j "$(nproc)")
   CUDAFS_TEST_MOUNT_OPTIONS=uring=off CUDAFS_TEST_FAKE_GPUS=0 \
     mount_tests_with build-fallback/cudafs --output-on-failure -j "$(nproc)"

@@ -76,30 +76,38 @@ uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t
         const std::shared_ptr<Inode>& inode = round[i].first->inode;
         // Each piece is copied with the file's lock held shared, so that
         // its readers (and stat, and a listing of its directory) go on,
-        // and put in place with it held exclusive; a piece the file
-        // changed under (a write, a truncate, a mapping) is dropped and
-        // the file left where it is. The file may be gone meanwhile.
+        // and put in place with it held exclusive. A piece the file
+        // changed under (a write, a flush of its cached pages, a
+        // truncate) is moved again under the exclusive lock, as its
+        // writers wait: a file written all along still moves. The file
+        // may be shared or gone meanwhile.
         for (uint64_t done = 0; done < round[i].second && !full.load();) {
+          const uint64_t budget = std::min(kMovePiece, round[i].second - done);
           absl::StatusOr<ExtentMap::PreparedMove> prepared =
               absl::FailedPreconditionError("no data to move");
           {
             absl::ReaderMutexLock lock(&inode->mu);
             const CachedFile* data = inode->data();
             if (data != nullptr && !data->shared()) {
-              prepared = data->PrepareMove(leave, to, std::min(kMovePiece, round[i].second - done));
+              prepared = data->PrepareMove(leave, to, budget);
+            }
+          }
+          absl::StatusOr<uint64_t> piece = 0;
+          if (!prepared.ok()) {
+            piece = prepared.status();
+          } else if (prepared->bytes() > 0) {
+            absl::MutexLock lock(&inode->mu);
+            CachedFile* data = inode->data();
+            piece = data == nullptr ? 0 : data->FinishMove(*std::move(prepared));
+            if (*piece == 0 && data != nullptr && !data->shared()) {
+              piece = data->Move(leave, to, budget);
             }
           }
           // No room in any of `to`: no other file will find any either.
-          if (absl::IsResourceExhausted(prepared.status())) full.store(true);
-          if (!prepared.ok() || prepared->bytes() == 0) break;
-          uint64_t piece = 0;
-          {
-            absl::MutexLock lock(&inode->mu);
-            if (CachedFile* data = inode->data()) piece = data->FinishMove(*std::move(prepared));
-          }
-          if (piece == 0) break;
-          done += piece;
-          moved.fetch_add(piece);
+          if (absl::IsResourceExhausted(piece.status())) full.store(true);
+          if (!piece.ok() || *piece == 0) break;
+          done += *piece;
+          moved.fetch_add(*piece);
         }
       }
     };
