@@ -220,8 +220,9 @@ mount_tests_with() {
 # by the kernel without FUSE_HANDLE_KILLPRIV_V2). The daemon, and the unit
 # tests of what is compiled against libfuse (ctest label "libfuse": the
 # FUSE layer and the daemon's own), the only ones built; the rest is the
-# same code as `test` runs. Over /dev/fuse only: libfuse < 3.18 has no FUSE over io_uring. Not
-# the cuda instances on fake GPUs: `test` runs them.
+# same code as `test` runs. Over /dev/fuse only: libfuse < 3.18 has no
+# FUSE over io_uring. Not the cuda instances on fake GPUs: `test` runs
+# them.
 fallback() {
   build
   cmake -S . -B build-fallback -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \

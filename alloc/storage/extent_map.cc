@@ -502,6 +502,15 @@ ExtentMap::PreparedMove::~PreparedMove() {
   for (const Window& w : windows_) arena_->Free(w.block);
 }
 
+ExtentMap::PreparedMove& ExtentMap::PreparedMove::operator=(PreparedMove&& other) noexcept {
+  // `other` leaves with the blocks this held, and frees them.
+  std::swap(arena_, other.arena_);
+  std::swap(generation_, other.generation_);
+  std::swap(bytes_, other.bytes_);
+  windows_.swap(other.windows_);
+  return *this;
+}
+
 absl::StatusOr<ExtentMap::PreparedMove> ExtentMap::PrepareMove(
     absl::FunctionRef<bool(size_t part)> leave, absl::Span<const size_t> to,
     uint64_t budget) const {

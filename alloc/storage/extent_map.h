@@ -158,12 +158,12 @@ class ExtentMap {
   // what Move would move into fresh blocks; FinishMove, with it held
   // exclusive, puts them in place and returns their bytes, unless the file
   // changed in between (every call that changes it counts), when nothing
-  // moves and it returns 0. A PreparedMove not finished gives its blocks
-  // back.
+  // moves and it returns 0. A PreparedMove not finished (destroyed, or
+  // assigned another) gives its blocks back.
   class PreparedMove {
    public:
     PreparedMove(PreparedMove&&) = default;
-    PreparedMove& operator=(PreparedMove&&) = default;
+    PreparedMove& operator=(PreparedMove&& other) noexcept;
     ~PreparedMove();
     uint64_t bytes() const { return bytes_; }
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cerrno>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -21,11 +22,38 @@ namespace cudafs {
 
 namespace {
 
-// Bytes moved under one hold of a file's lock: its readers and writers wait
-// at most this long a move (milliseconds at link speed).
+// Bytes moved a piece: the file's writers wait at most this long a move
+// (milliseconds at link speed).
 constexpr uint64_t kMovePiece = 256 * kMiB;
 // Threads moving files at once.
 constexpr size_t kMoveThreads = 8;
+
+// Moves up to `budget` bytes of `inode`'s blocks in parts `leave` accepts
+// into `to`; the bytes moved, 0 when nothing could. The piece is copied
+// with the file's lock held shared, so that its readers (and stat, and a
+// listing of its directory) go on, and put in place with it held
+// exclusive. A piece the file changed under (a write, a flush of its
+// cached pages, a truncate) is moved again under the exclusive lock, as
+// its writers wait: a file written all along still moves. The file may be
+// shared or gone meanwhile.
+absl::StatusOr<uint64_t> MovePiece(Inode& inode, absl::FunctionRef<bool(size_t part)> leave,
+                                   absl::Span<const size_t> to, uint64_t budget) {
+  std::optional<absl::StatusOr<ExtentMap::PreparedMove>> prepared;
+  {
+    absl::ReaderMutexLock lock(&inode.mu);
+    const CachedFile* data = inode.data();
+    if (data == nullptr || data->shared()) return 0;
+    prepared.emplace(data->PrepareMove(leave, to, budget));
+  }
+  if (!prepared->ok()) return prepared->status();
+  if ((*prepared)->bytes() == 0) return 0;
+  absl::MutexLock lock(&inode.mu);
+  CachedFile* data = inode.data();
+  if (data == nullptr) return 0;
+  const uint64_t moved = data->FinishMove(**std::move(prepared));
+  if (moved > 0 || data->shared()) return moved;
+  return data->Move(leave, to, budget);
+}
 
 }  // namespace
 
@@ -74,35 +102,9 @@ uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t
       MarkBackgroundThread();
       for (size_t i; (i = next.fetch_add(1)) < round.size();) {
         const std::shared_ptr<Inode>& inode = round[i].first->inode;
-        // Each piece is copied with the file's lock held shared, so that
-        // its readers (and stat, and a listing of its directory) go on,
-        // and put in place with it held exclusive. A piece the file
-        // changed under (a write, a flush of its cached pages, a
-        // truncate) is moved again under the exclusive lock, as its
-        // writers wait: a file written all along still moves. The file
-        // may be shared or gone meanwhile.
         for (uint64_t done = 0; done < round[i].second && !full.load();) {
-          const uint64_t budget = std::min(kMovePiece, round[i].second - done);
-          absl::StatusOr<ExtentMap::PreparedMove> prepared =
-              absl::FailedPreconditionError("no data to move");
-          {
-            absl::ReaderMutexLock lock(&inode->mu);
-            const CachedFile* data = inode->data();
-            if (data != nullptr && !data->shared()) {
-              prepared = data->PrepareMove(leave, to, budget);
-            }
-          }
-          absl::StatusOr<uint64_t> piece = 0;
-          if (!prepared.ok()) {
-            piece = prepared.status();
-          } else if (prepared->bytes() > 0) {
-            absl::MutexLock lock(&inode->mu);
-            CachedFile* data = inode->data();
-            piece = data == nullptr ? 0 : data->FinishMove(*std::move(prepared));
-            if (*piece == 0 && data != nullptr && !data->shared()) {
-              piece = data->Move(leave, to, budget);
-            }
-          }
+          const absl::StatusOr<uint64_t> piece =
+              MovePiece(*inode, leave, to, std::min(kMovePiece, round[i].second - done));
           // No room in any of `to`: no other file will find any either.
           if (absl::IsResourceExhausted(piece.status())) full.store(true);
           if (!piece.ok() || *piece == 0) break;

@@ -1411,6 +1411,9 @@ TEST_F(SpillTest, APreparedMoveLandsOnlyOnTheFileItCopied) {
 
   absl::StatusOr<ExtentMap::PreparedMove> move = map.PrepareMove(Gpus, {kSpill}, kAll);
   ASSERT_TRUE(move.ok()) << move.status();
+  move = map.PrepareMove(Gpus, {kSpill}, kAll);
+  ASSERT_TRUE(move.ok()) << move.status();
+  EXPECT_EQ(PoolUsed(), 2 * map.allocated_bytes()) << "the move assigned over gave its blocks back";
   const uint64_t bytes = move->bytes();
   EXPECT_EQ(map.FinishMove(*std::move(move)), bytes);
   EXPECT_EQ(map.BytesIn(kSpill), map.allocated_bytes());

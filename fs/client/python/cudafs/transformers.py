@@ -71,10 +71,11 @@ def load_state_dict(name_or_path: cudafs.PathLike,
 def from_pretrained(name_or_path: cudafs.PathLike, *, model_class: Any = None,
                     writable: bool = False, **kwargs: Any) -> Any:
     """model_class.from_pretrained(None, config=, state_dict=, **kwargs)
-    (model_class: AutoModelForCausalLM by default) with the state_dict of
-    load_state_dict(name_or_path, writable). device_map defaults to the GPU
-    holding the first tensor, where the weights already are, so that
-    transformers keeps them there instead of copying them."""
+    with the state_dict of load_state_dict(name_or_path, writable);
+    model_class defaults to the class the config names (architectures),
+    config to the folder's. device_map defaults to the GPU holding the
+    first tensor, where the weights already are, so that transformers
+    keeps them there instead of copying them."""
     import transformers
 
     folder = _folder(name_or_path)
