@@ -207,11 +207,14 @@ ctest_on_each_transport() {
 # below check the daemon (the fallback's libfuse, the sanitizers), and the
 # daemon runs in a process of its own: they compile it and their unit tests,
 # not the mount tests again (most of what they took to build).
+# `cudafs run` preloads ./build's interposer: it is not compiled against
+# libfuse, and a sanitized one could not load into an unsanitized program.
 mount_tests_with() {
   local daemon
   daemon=$(realpath "$1")
   shift
-  (cd build && CUDAFS_TEST_BINARY=$daemon ctest -L mount "$@")
+  (cd build && CUDAFS_TEST_BINARY=$daemon CUDAFS_PRELOAD_LIBRARY=$PWD/libcudafs_preload.so \
+    ctest -L mount "$@")
 }
 
 # The suite against the system's libfuse, ignoring build/libfuse: the
