@@ -91,7 +91,7 @@ CudaDevice::~CudaDevice() {
 
 std::string CudaDevice::Describe() const { return gpu_.description; }
 
-std::string CudaDevice::PartPlace(size_t /*part*/) const {
+std::string CudaDevice::place() const {
   return absl::StrCat("gpu", gpu_.device);
 }
 

@@ -93,7 +93,7 @@ class CudaDevice final : public Device {
   ~CudaDevice() override;
 
   std::string Describe() const override;
-  std::string PartPlace(size_t part) const override;
+  std::string place() const override;
   std::optional<GpuMemory> PartMemory(size_t part) const override;
   uint64_t arena_size() const override { return gpu_.arena_size; }
   uint64_t granule_size() const override { return gpu_.granule; }

@@ -13,7 +13,9 @@ void MarkBackgroundThread() { background_thread = true; }
 
 bool IsBackgroundThread() { return background_thread; }
 
-std::vector<DeviceRange> Device::parts() const { return {{0, arena_size()}}; }
+std::vector<DevicePart> Device::parts() const {
+  return {{{0, arena_size()}, Describe(), place(), /*spill=*/false}};
+}
 
 void* Device::AllocateHostBuffer(size_t length) {
   // Page alignment keeps O_DIRECT-style callers and vector copies happy.

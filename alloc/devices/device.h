@@ -59,11 +59,27 @@ struct DeviceToDevice {
 };
 
 class Exporter;
+class SpillReadiness;
 
 // A range of arena bytes.
 struct DeviceRange {
   uint64_t offset;
   size_t length;
+};
+
+// A range of the arena whose memory comes and fails apart (each GPU of a
+// PooledDevice): no block may straddle two, and each is accounted on its
+// own.
+struct DevicePart {
+  DeviceRange range;
+  // One line for --stats and the logs (the device's Describe()).
+  std::string description;
+  // Device::place() of the memory behind it.
+  std::string place;
+  // Host memory that takes bytes only where no other part can (spill=): the
+  // arena offers it last, and data moves there to give a GPU's memory back
+  // to other programs.
+  bool spill = false;
 };
 
 // The granule of the devices free to choose one (host, null): what the CUDA
@@ -81,19 +97,13 @@ class Device {
   // Bytes of address space in the arena. Fixed for the device's lifetime.
   virtual uint64_t arena_size() const = 0;
 
-  // The ranges of the arena whose memory comes and fails apart (each GPU
-  // of a PooledDevice), in order and disjoint: no block may straddle two,
-  // and each is accounted on its own. The whole arena by default.
-  virtual std::vector<DeviceRange> parts() const;
-  // One line for part `part`, for --stats and the logs.
-  virtual std::string DescribePart(size_t /*part*/) const { return Describe(); }
-  // A short name for where part `part` keeps bytes, for users' scripts
+  // A short name for where this device keeps bytes, for users' scripts
   // (user.cudafs.where, --stats): "gpu0" (the CUDA ordinal), "host".
-  virtual std::string PartPlace(size_t /*part*/) const { return "device"; }
-  // Whether part `part` is host memory that takes bytes only where no
-  // other part can (spill=): the arena offers it last, and data moves there
-  // to give a GPU's memory back to other programs.
-  virtual bool IsSpillPart(size_t /*part*/) const { return false; }
+  virtual std::string place() const = 0;
+
+  // The arena's parts (DevicePart), in order and disjoint. One by default:
+  // the whole arena, named by Describe() and place().
+  virtual std::vector<DevicePart> parts() const;
 
   // The memory of the GPU behind part `part`, as its driver reports it now
   // (other programs' allocations included), and the reserve= to keep free
@@ -109,17 +119,9 @@ class Device {
     std::string pci_bus_id;
   };
   virtual std::optional<GpuMemory> PartMemory(size_t /*part*/) const { return std::nullopt; }
-  // Keeps `bytes` of the spill parts' host memory ready to take data at
-  // link speed, committed and pinned ahead, a step a call (SpillDevice).
-  // Whether a call should come again soon: it made progress and more is
-  // wanted. Nothing by default.
-  virtual bool KeepSpillReady(uint64_t /*bytes*/) { return false; }
-  // Host memory so kept and holding no data now (what --stats shows the
-  // daemon's resident memory went to). 0 by default.
-  virtual uint64_t SpillReadyBytes() const { return 0; }
-  // Whether [offset, offset + length) lies in memory kept ready that way,
-  // so that committing it costs nothing. False by default.
-  virtual bool IsReady(uint64_t /*offset*/, uint64_t /*length*/) const { return false; }
+  // What this device offers to keep host memory ready for moves into its
+  // spill parts (spill_readiness.h); null where it has none (the default).
+  virtual SpillReadiness* spill_readiness() { return nullptr; }
 
   // Where the arena's bytes are plain memory of this process (the host
   // device): the address of arena byte `offset`, so that a pool copies

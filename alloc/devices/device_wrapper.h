@@ -26,18 +26,12 @@ class DeviceWrapper : public Device {
   std::string Describe() const override { return target_->Describe(); }
   uint64_t arena_size() const override { return target_->arena_size(); }
   uint64_t granule_size() const override { return target_->granule_size(); }
-  std::vector<DeviceRange> parts() const override { return target_->parts(); }
-  std::string DescribePart(size_t part) const override { return target_->DescribePart(part); }
-  std::string PartPlace(size_t part) const override { return target_->PartPlace(part); }
-  bool IsSpillPart(size_t part) const override { return target_->IsSpillPart(part); }
+  std::string place() const override { return target_->place(); }
+  std::vector<DevicePart> parts() const override { return target_->parts(); }
   std::optional<GpuMemory> PartMemory(size_t part) const override {
     return target_->PartMemory(part);
   }
-  bool KeepSpillReady(uint64_t bytes) override { return target_->KeepSpillReady(bytes); }
-  uint64_t SpillReadyBytes() const override { return target_->SpillReadyBytes(); }
-  bool IsReady(uint64_t offset, uint64_t length) const override {
-    return target_->IsReady(offset, length);
-  }
+  SpillReadiness* spill_readiness() override { return target_->spill_readiness(); }
   char* HostView(uint64_t offset) override { return target_->HostView(offset); }
   absl::Status Commit(uint64_t offset, uint64_t length) override {
     return target_->Commit(offset, length);

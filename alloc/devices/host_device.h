@@ -49,7 +49,7 @@ class HostDevice final : public Device, public Exporter {
   ~HostDevice() override;
 
   std::string Describe() const override;
-  std::string PartPlace(size_t /*part*/) const override { return "host"; }
+  std::string place() const override { return "host"; }
   char* HostView(uint64_t offset) override { return base_ + offset; }
   uint64_t arena_size() const override { return size_; }
   uint64_t granule_size() const override { return kGranule; }

@@ -15,7 +15,7 @@ class NullDevice : public Device {
   explicit NullDevice(uint64_t arena_size);
 
   std::string Describe() const override { return "null device (data is discarded)"; }
-  std::string PartPlace(size_t /*part*/) const override { return "null"; }
+  std::string place() const override { return "null"; }
   uint64_t arena_size() const override { return arena_size_; }
   uint64_t granule_size() const override { return kGranule; }
   absl::Status Commit(uint64_t, uint64_t) override { return absl::OkStatus(); }

@@ -87,43 +87,41 @@ std::string PooledDevice::Describe() const {
   return absl::StrCat(members_.size(), " devices: ", absl::StrJoin(names, "; "));
 }
 
-std::vector<DeviceRange> PooledDevice::parts() const {
-  std::vector<DeviceRange> parts;
-  for (const Member& m : members_) parts.push_back({m.base, m.device->arena_size()});
+std::string PooledDevice::place() const {
+  std::vector<std::string> places;
+  for (const Member& m : members_) places.push_back(m.device->place());
+  return absl::StrJoin(places, ",");
+}
+
+std::vector<DevicePart> PooledDevice::parts() const {
+  std::vector<DevicePart> parts;
+  for (const Member& m : members_) {
+    parts.push_back({{m.base, m.device->arena_size()}, m.device->Describe(), m.device->place(),
+                     m.spill});
+  }
   return parts;
-}
-
-std::string PooledDevice::DescribePart(size_t part) const {
-  return members_.at(part).device->Describe();
-}
-
-std::string PooledDevice::PartPlace(size_t part) const {
-  return members_.at(part).device->PartPlace(0);
 }
 
 std::optional<Device::GpuMemory> PooledDevice::PartMemory(size_t part) const {
   return members_.at(part).device->PartMemory(0);
 }
 
-bool PooledDevice::KeepSpillReady(uint64_t bytes) {
-  bool again = false;
-  for (const Member& m : members_) {
-    if (m.spill) again |= m.device->KeepSpillReady(bytes);
-  }
-  return again;
+SpillReadiness* PooledDevice::spill_readiness() {
+  return members_.back().spill ? this : nullptr;
 }
 
-uint64_t PooledDevice::SpillReadyBytes() const {
-  uint64_t bytes = 0;
-  for (const Member& m : members_) {
-    if (m.spill) bytes += m.device->SpillReadyBytes();
-  }
-  return bytes;
+bool PooledDevice::KeepReady(uint64_t bytes) {
+  return members_.back().device->spill_readiness()->KeepReady(bytes);
+}
+
+uint64_t PooledDevice::ready_bytes() const {
+  return members_.back().device->spill_readiness()->ready_bytes();
 }
 
 bool PooledDevice::IsReady(uint64_t offset, uint64_t length) const {
   const size_t m = MemberOf(offset, length);
-  return m < members_.size() && members_[m].device->IsReady(offset - members_[m].base, length);
+  return m + 1 == members_.size() && members_[m].spill &&
+         members_[m].device->spill_readiness()->IsReady(offset - members_[m].base, length);
 }
 
 size_t PooledDevice::MemberOf(uint64_t offset, uint64_t length) const {

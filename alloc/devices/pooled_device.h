@@ -22,10 +22,11 @@
 #include "alloc/devices/device.h"
 #include "alloc/devices/exporter.h"
 #include "alloc/devices/pinned_buffer_pool.h"
+#include "alloc/devices/spill_readiness.h"
 
 namespace cudafs {
 
-class PooledDevice final : public Device, public Exporter {
+class PooledDevice final : public Device, public Exporter, public SpillReadiness {
  public:
   // Members' arenas start on multiples of this.
   static constexpr uint64_t kMemberAlignment = kGiB;
@@ -42,13 +43,14 @@ class PooledDevice final : public Device, public Exporter {
   std::string Describe() const override;
   uint64_t arena_size() const override { return arena_size_; }
   uint64_t granule_size() const override { return granule_; }
-  std::vector<DeviceRange> parts() const override;
-  std::string DescribePart(size_t part) const override;
-  std::string PartPlace(size_t part) const override;
-  bool IsSpillPart(size_t part) const override { return members_.at(part).spill; }
+  // The members' places, joined by commas ("gpu0,gpu1,host").
+  std::string place() const override;
+  std::vector<DevicePart> parts() const override;
   std::optional<GpuMemory> PartMemory(size_t part) const override;
-  bool KeepSpillReady(uint64_t bytes) override;
-  uint64_t SpillReadyBytes() const override;
+  // The spill member's, at its offsets; null without one.
+  SpillReadiness* spill_readiness() override;
+  bool KeepReady(uint64_t bytes) override;
+  uint64_t ready_bytes() const override;
   bool IsReady(uint64_t offset, uint64_t length) const override;
   absl::Status Commit(uint64_t offset, uint64_t length) override;
   absl::Status Decommit(uint64_t offset, uint64_t length) override;

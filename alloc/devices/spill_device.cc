@@ -229,7 +229,7 @@ absl::Status SpillDevice::Decommit(uint64_t offset, uint64_t length) {
   return absl::OkStatus();
 }
 
-bool SpillDevice::KeepSpillReady(uint64_t bytes) {
+bool SpillDevice::KeepReady(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
   ready_target_ = bytes;
   ReleaseSurplus();
@@ -254,7 +254,7 @@ bool SpillDevice::IsReady(uint64_t offset, uint64_t length) const {
   return true;
 }
 
-uint64_t SpillDevice::SpillReadyBytes() const {
+uint64_t SpillDevice::ready_bytes() const {
   absl::MutexLock lock(&mu_);
   return pinned_ - committed_;
 }

@@ -2,7 +2,7 @@
 // GPUs for. Its memory is committed and registered with every GPU a chunk at
 // a time, so that a GPU copies into it and out of it directly, at link
 // speed. A chunk stays whole while any granule of it is committed, and an
-// empty chunk is kept while KeepSpillReady asks for that much ready memory.
+// empty chunk is kept while KeepReady asks for that much ready memory.
 //
 // Committing fresh host memory is what a move into host memory waits for
 // (docs/DESIGN.md, "Giving memory back"), so a chunk is committed on several
@@ -27,10 +27,11 @@
 #include "alloc/base/sizes.h"
 #include "alloc/devices/commit_pool.h"
 #include "alloc/devices/device_wrapper.h"
+#include "alloc/devices/spill_readiness.h"
 
 namespace cudafs {
 
-class SpillDevice final : public DeviceWrapper {
+class SpillDevice final : public DeviceWrapper, public SpillReadiness {
  public:
   static constexpr uint64_t kChunk = 256 * kMiB;
   static constexpr int kReadyChunks = 4;
@@ -68,12 +69,12 @@ class SpillDevice final : public DeviceWrapper {
   // chunks toward it per call (a caller polls; true while it made
   // progress and more is wanted), and releases emptied chunks above it at
   // once. Best effort: memory the host refuses is simply not ready.
-  bool KeepSpillReady(uint64_t bytes) override;
+  bool KeepReady(uint64_t bytes) override;
   // Whether every chunk of the range is pinned (ready, or pinned ahead).
   bool IsReady(uint64_t offset, uint64_t length) const override;
-
   // Registered memory not committed.
-  uint64_t SpillReadyBytes() const override;
+  uint64_t ready_bytes() const override;
+  SpillReadiness* spill_readiness() override { return this; }
   // Chunks pinned ahead (or being pinned ahead) and holding no data yet.
   int ahead_chunks() const;
 

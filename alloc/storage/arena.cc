@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "alloc/devices/exporter.h"
+#include "alloc/devices/spill_readiness.h"
 
 namespace cudafs {
 
@@ -16,20 +17,22 @@ namespace {
 // only whole min_blocks can be allocated).
 uint64_t UsableCapacity(const Device& device, uint64_t min_block, uint64_t capacity) {
   uint64_t whole_arena = 0;
-  for (const DeviceRange& part : device.parts()) whole_arena += part.length / min_block * min_block;
+  for (const DevicePart& part : device.parts()) {
+    whole_arena += part.range.length / min_block * min_block;
+  }
   const uint64_t wanted = std::min(capacity, whole_arena);
   return (wanted + min_block - 1) / min_block * min_block;
 }
 
 std::vector<uint64_t> PartOffsets(const Device& device) {
   std::vector<uint64_t> offsets;
-  for (const DeviceRange& part : device.parts()) offsets.push_back(part.offset);
+  for (const DevicePart& part : device.parts()) offsets.push_back(part.range.offset);
   return offsets;
 }
 
 std::vector<bool> SpillParts(const Device& device) {
   std::vector<bool> spill;
-  for (size_t p = 0; p < device.parts().size(); ++p) spill.push_back(device.IsSpillPart(p));
+  for (const DevicePart& part : device.parts()) spill.push_back(part.spill);
   return spill;
 }
 
@@ -42,14 +45,15 @@ Arena::Arena(Device* device, uint64_t min_block, uint64_t capacity)
       granule_(device->granule_size()),
       part_offsets_(PartOffsets(*device)),
       spill_(SpillParts(*device)),
+      ready_(device->spill_readiness()),
       held_back_(part_offsets_.size()) {
   // The buddy allocator covers a range of any multiple of min_block with
   // the aligned power-of-two blocks of its binary decomposition, so the
   // bytes past the capacity are simply not in it. Several parts may each
   // fill up to the capacity: Headroom bounds their sum.
   absl::MutexLock lock(&mu_);
-  for (const DeviceRange& part : device->parts()) {
-    const uint64_t range = std::min<uint64_t>(part.length / min_block * min_block, capacity_);
+  for (const DevicePart& part : device->parts()) {
+    const uint64_t range = std::min<uint64_t>(part.range.length / min_block * min_block, capacity_);
     parts_.push_back(std::make_unique<Part>(range, min_block));
   }
 }
@@ -80,9 +84,9 @@ absl::StatusOr<Block> Arena::AllocateForMove(uint64_t size, absl::Span<const siz
   for (const size_t part : parts) {
     // Host memory kept ready takes the block with no commit (the fresh
     // memory a commit would fault in is what makes moves slow).
-    if (spill_[part]) {
+    if (spill_[part] && ready_ != nullptr) {
       block = AllocateIn(
-          part, size, [&](uint64_t offset) { return device_->IsReady(offset, size); },
+          part, size, [&](uint64_t offset) { return ready_->IsReady(offset, size); },
           /*bounded=*/false);
       if (block.ok()) return block;
     }

@@ -77,7 +77,7 @@ class Arena {
   absl::StatusOr<Block> AllocateExclusive(uint64_t size, size_t part = 0);
   // A block to move a block of the same size into, in the first of
   // `parts` that backs one; in a spill part, in memory the device keeps
-  // ready where there is some (Device::IsReady). The capacity does not
+  // ready where there is some (SpillReadiness::IsReady). The capacity does not
   // bound it: the bytes it takes are given back when the block it replaces
   // is freed.
   absl::StatusOr<Block> AllocateForMove(uint64_t size, absl::Span<const size_t> parts);
@@ -186,7 +186,9 @@ class Arena {
   mutable absl::Mutex mu_;
   // Where each part starts, and its allocator, by offset.
   const std::vector<uint64_t> part_offsets_;
-  const std::vector<bool> spill_;  // by part: Device::IsSpillPart
+  const std::vector<bool> spill_;  // by part: DevicePart::spill
+  // The device's, where it keeps host memory ready for moves; else null.
+  SpillReadiness* const ready_;
   // By part: HoldBack. Read with no lock, as every allocation asks.
   std::vector<std::atomic<bool>> held_back_;
   std::vector<std::unique_ptr<Part>> parts_ ABSL_GUARDED_BY(mu_);

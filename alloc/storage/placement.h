@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "alloc/devices/spill_readiness.h"
 #include "alloc/storage/arena.h"
 #include "alloc/storage/placement_rules.h"
 
@@ -37,11 +38,16 @@ class Placement {
   // in its turn.
   void HoldBack(size_t part, bool held) { arena_->HoldBack(part, held); }
   // Keeps `bytes` of host memory ready to take a move at link speed
-  // (Device::KeepSpillReady): whether to call again soon.
-  bool KeepReady(uint64_t bytes) { return arena_->device().KeepSpillReady(bytes); }
+  // (SpillReadiness::KeepReady): whether to call again soon.
+  bool KeepReady(uint64_t bytes) {
+    SpillReadiness* ready = arena_->device().spill_readiness();
+    return ready != nullptr && ready->KeepReady(bytes);
+  }
 
   // One line naming place `part`, for logs and errors.
-  std::string Describe(size_t part) const { return arena_->device().DescribePart(part); }
+  std::string Describe(size_t part) const {
+    return arena_->device().parts().at(part).description;
+  }
 
  private:
   Arena* const arena_;

@@ -257,7 +257,7 @@ class Filesystem {
   // another process maps stay.
   uint64_t CompactData(uint64_t budget);
   // Bytes of blocks regular file `ino` holds in each place
-  // (Device::PartPlace), as kWhereAttribute's value: "gpu0 N\nhost M\n".
+  // (DevicePart::place), as kWhereAttribute's value: "gpu0 N\nhost M\n".
   absl::StatusOr<std::string> Where(InodeNumber ino);
 
  private:

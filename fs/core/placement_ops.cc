@@ -152,13 +152,13 @@ absl::StatusOr<std::string> Filesystem::Where(InodeNumber ino) {
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
   if (!inode.is_regular()) return PosixError(ENODATA);
-  const Device& device = state_->arena->device();
+  const std::vector<DevicePart> parts = state_->arena->device().parts();
   absl::btree_map<std::string, uint64_t> places;
   {
     absl::ReaderMutexLock lock(&inode.mu);
     if (const CachedFile* data = inode.data()) {
-      for (size_t part = 0; part < state_->arena->part_count(); ++part) {
-        if (const uint64_t bytes = data->BytesIn(part)) places[device.PartPlace(part)] += bytes;
+      for (size_t part = 0; part < parts.size(); ++part) {
+        if (const uint64_t bytes = data->BytesIn(part)) places[parts[part].place] += bytes;
       }
     }
   }

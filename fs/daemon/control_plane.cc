@@ -6,6 +6,7 @@
 #include "alloc/base/errors.h"
 #include "alloc/base/log.h"
 #include "alloc/base/status_macros.h"
+#include "alloc/devices/spill_readiness.h"
 
 namespace cudafs {
 
@@ -30,18 +31,20 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
   // Each GPU of a pool: what it is, the memory it holds, the bytes of
   // files on it.
   if (arena.parts.size() > 1) {
+    const std::vector<DevicePart> parts = context_->device->parts();
     for (size_t i = 0; i < arena.parts.size(); ++i) {
-      absl::StrAppend(&stats, "device", i, " ", context_->device->DescribePart(i), "\ndevice", i,
-                      "_place ", context_->device->PartPlace(i), "\ndevice", i, "_bytes ",
+      absl::StrAppend(&stats, "device", i, " ", parts[i].description, "\ndevice", i, "_place ",
+                      parts[i].place, "\ndevice", i, "_bytes ",
                       arena.parts[i].committed_bytes, "\ndevice", i, "_used_bytes ",
                       arena.parts[i].used, "\n");
     }
   }
   if (keeper_->active()) {
     const RoomKeeper::Stats room = keeper_->stats();
+    const SpillReadiness* ready = context_->device->spill_readiness();
     absl::StrAppend(&stats, "moved_out_bytes ", room.moved_out_bytes, "\nmoved_back_bytes ",
                     room.moved_back_bytes, "\nmake_room_calls ", room.make_room_calls,
-                    "\nspill_ready_bytes ", context_->device->SpillReadyBytes(), "\n");
+                    "\nspill_ready_bytes ", (ready != nullptr ? ready->ready_bytes() : 0), "\n");
   }
   if (faults_ != nullptr) absl::StrAppend(&stats, "faults_injected ", faults_->injected(), "\n");
   if (sharing_ != nullptr) {

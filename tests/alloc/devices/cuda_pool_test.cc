@@ -44,7 +44,7 @@ class CudaPoolTest : public testing::Test {
     return pool.ok() ? std::move(*pool) : nullptr;
   }
 
-  static uint64_t SecondBase(const PooledDevice& pool) { return pool.parts()[1].offset; }
+  static uint64_t SecondBase(const PooledDevice& pool) { return pool.parts()[1].range.offset; }
 
   // Waits up to 5 s for GPU `index` of `pool` to drop its context.
   static bool AwaitRelease(const PooledDevice& pool, int index) {

@@ -13,6 +13,7 @@
 #include "alloc/devices/cuda_device.h"
 #include "alloc/devices/faulty_device.h"
 #include "alloc/devices/host_device.h"
+#include "alloc/devices/spill_readiness.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_cuda_driver.h"
 #include "tests/support/recording_device.h"
@@ -36,7 +37,7 @@ struct Pool {
     second = faulty.get();
     members.push_back(std::move(faulty));
     device = PooledDevice::Create(std::move(members)).value();
-    second_base = device->parts()[1].offset;
+    second_base = device->parts()[1].range.offset;
   }
   std::unique_ptr<PooledDevice> device;
   FaultyDevice* second = nullptr;
@@ -57,19 +58,21 @@ void WriteAt(Device& device, uint64_t offset, const std::string& bytes) {
 
 TEST(PooledDeviceTest, MembersAreDisjointPartsOnGibBoundaries) {
   Pool pool;
-  const std::vector<DeviceRange> parts = pool.device->parts();
+  const std::vector<DevicePart> parts = pool.device->parts();
   ASSERT_EQ(parts.size(), 2u);
-  EXPECT_EQ(parts[0].offset, 0u);
-  EXPECT_EQ(parts[0].length, kMemberSize);
-  EXPECT_EQ(parts[1].offset, PooledDevice::kMemberAlignment);
-  EXPECT_EQ(pool.device->arena_size(), parts[1].offset + parts[1].length);
-  EXPECT_EQ(pool.device->DescribePart(1), "faulty host memory");
+  EXPECT_EQ(parts[0].range.offset, 0u);
+  EXPECT_EQ(parts[0].range.length, kMemberSize);
+  EXPECT_EQ(parts[1].range.offset, PooledDevice::kMemberAlignment);
+  EXPECT_EQ(pool.device->arena_size(), parts[1].range.offset + parts[1].range.length);
+  EXPECT_EQ(parts[1].description, "faulty host memory");
+  EXPECT_EQ(parts[1].place, "host");
+  EXPECT_EQ(pool.device->place(), "host,host");
   EXPECT_EQ(pool.device->Describe(), "2 devices: host memory; faulty host memory");
   // A decorator over the pool (fault injection) shows the same parts.
   const FaultyDevice wrapped(pool.device.get());
   ASSERT_EQ(wrapped.parts().size(), 2u);
-  EXPECT_EQ(wrapped.parts()[1].offset, parts[1].offset);
-  EXPECT_EQ(wrapped.DescribePart(1), "faulty host memory");
+  EXPECT_EQ(wrapped.parts()[1].range.offset, parts[1].range.offset);
+  EXPECT_EQ(wrapped.parts()[1].description, "faulty host memory");
 }
 
 TEST(PooledDeviceTest, RefusesMembersOfDifferentGranules) {
@@ -240,19 +243,19 @@ struct SpillPool {
     auto recording = std::make_unique<RecordingDevice>(Host());
     spill = recording.get();
     device = PooledDevice::Create(std::move(members), std::move(recording)).value();
-    for (const DeviceRange& part : device->parts()) {
-      EXPECT_TRUE(device->Commit(part.offset, 8 * kGranule).ok());
+    for (const DevicePart& part : device->parts()) {
+      EXPECT_TRUE(device->Commit(part.range.offset, 8 * kGranule).ok());
     }
   }
   ~SpillPool() {
-    for (const DeviceRange& part : device->parts()) {
-      EXPECT_TRUE(device->Decommit(part.offset, 8 * kGranule).ok());
+    for (const DevicePart& part : device->parts()) {
+      EXPECT_TRUE(device->Decommit(part.range.offset, 8 * kGranule).ok());
     }
     for (const RecordingDevice* member : {gpus[0], gpus[1], spill}) {
       for (const std::string& violation : member->violations()) ADD_FAILURE() << violation;
     }
   }
-  uint64_t base(size_t part) const { return device->parts()[part].offset; }
+  uint64_t base(size_t part) const { return device->parts()[part].range.offset; }
 
   std::unique_ptr<PooledDevice> device;
   RecordingDevice* gpus[2] = {nullptr, nullptr};
@@ -277,38 +280,61 @@ TEST(PooledDeviceSpillTest, TheSpillIsTheLastPartAndTheOnlySpillPart) {
       PooledDevice::Create(std::move(gpus), Host(3 * kMemberSize));
   ASSERT_TRUE(pool.ok()) << pool.status();
   const PooledDevice& device = **pool;
-  const std::vector<DeviceRange> parts = device.parts();
+  const std::vector<DevicePart> parts = device.parts();
   ASSERT_EQ(parts.size(), 3u);
-  EXPECT_EQ(parts[1].length, 2 * kMemberSize);
-  EXPECT_EQ(parts[2].offset, 2 * PooledDevice::kMemberAlignment);
-  EXPECT_EQ(parts[2].length, 3 * kMemberSize) << "the spill device's own arena";
-  EXPECT_EQ(device.arena_size(), parts[2].offset + parts[2].length);
-  EXPECT_FALSE(device.IsSpillPart(0));
-  EXPECT_FALSE(device.IsSpillPart(1));
-  EXPECT_TRUE(device.IsSpillPart(2));
+  EXPECT_EQ(parts[1].range.length, 2 * kMemberSize);
+  EXPECT_EQ(parts[2].range.offset, 2 * PooledDevice::kMemberAlignment);
+  EXPECT_EQ(parts[2].range.length, 3 * kMemberSize) << "the spill device's own arena";
+  EXPECT_EQ(device.arena_size(), parts[2].range.offset + parts[2].range.length);
+  EXPECT_FALSE(device.parts()[0].spill);
+  EXPECT_FALSE(device.parts()[1].spill);
+  EXPECT_TRUE(device.parts()[2].spill);
   for (size_t part = 0; part < parts.size(); ++part) {
-    EXPECT_EQ(device.PartPlace(part), "host") << part;
+    EXPECT_EQ(device.parts()[part].place, "host") << part;
     EXPECT_FALSE(device.PartMemory(part).has_value()) << "part " << part << " is no GPU";
   }
   EXPECT_EQ(device.Describe(), "3 devices: host memory; host memory; host memory");
   // Seen through a decorator, as the arena of a mount with fault injection.
   const FaultyDevice wrapped(pool->get());
-  EXPECT_TRUE(wrapped.IsSpillPart(2));
-  EXPECT_FALSE(wrapped.IsSpillPart(1));
-  EXPECT_EQ(wrapped.PartPlace(2), "host");
+  EXPECT_TRUE(wrapped.parts()[2].spill);
+  EXPECT_FALSE(wrapped.parts()[1].spill);
+  EXPECT_EQ(wrapped.parts()[2].place, "host");
 }
 
 TEST(PooledDeviceSpillTest, WithoutASpillNoPartIsOne) {
   Pool pool;
   ASSERT_EQ(pool.device->parts().size(), 2u);
-  EXPECT_FALSE(pool.device->IsSpillPart(0));
-  EXPECT_FALSE(pool.device->IsSpillPart(1));
+  EXPECT_FALSE(pool.device->parts()[0].spill);
+  EXPECT_FALSE(pool.device->parts()[1].spill);
 
   std::vector<std::unique_ptr<Device>> one;
   one.push_back(Host());
   std::unique_ptr<PooledDevice> alone = PooledDevice::Create(std::move(one)).value();
   ASSERT_EQ(alone->parts().size(), 1u);
-  EXPECT_FALSE(alone->IsSpillPart(0));
+  EXPECT_FALSE(alone->parts()[0].spill);
+  EXPECT_EQ(pool.device->spill_readiness(), nullptr) << "no host memory to keep ready";
+  EXPECT_EQ(alone->spill_readiness(), nullptr);
+}
+
+// The pool keeps its spill member's memory ready, and answers at its own
+// offsets where that memory is: in the spill part only.
+TEST(PooledDeviceSpillTest, HostMemoryIsKeptReadyInTheSpillPartOnly) {
+  std::vector<std::unique_ptr<Device>> gpus;
+  gpus.push_back(Host());
+  std::unique_ptr<PooledDevice> pool = PooledDevice::Create(std::move(gpus), Host()).value();
+  SpillReadiness* ready = pool->spill_readiness();
+  ASSERT_NE(ready, nullptr);
+  const uint64_t spill = pool->parts()[1].range.offset;
+  EXPECT_EQ(ready->ready_bytes(), 0u);
+  EXPECT_FALSE(ready->IsReady(spill, kGranule)) << "nothing asked yet";
+  ready->KeepReady(kGranule);
+  EXPECT_GE(ready->ready_bytes(), kGranule);
+  EXPECT_TRUE(ready->IsReady(spill, kGranule));
+  EXPECT_FALSE(ready->IsReady(0, kGranule)) << "the GPU's memory is never kept ready";
+  EXPECT_FALSE(ready->IsReady(spill - kGranule, 2 * kGranule)) << "across two parts";
+  ready->KeepReady(0);
+  EXPECT_EQ(ready->ready_bytes(), 0u);
+  EXPECT_FALSE(ready->IsReady(spill, kGranule));
 }
 
 TEST(PooledDeviceSpillTest, RefusesASpillOfAnotherGranuleOrWithoutGpus) {
@@ -331,8 +357,8 @@ TEST(PooledDeviceSpillTest, OneGpuAndASpillAreTwoParts) {
   std::unique_ptr<PooledDevice> pool =
       PooledDevice::Create(std::move(gpus), Host()).value();
   ASSERT_EQ(pool->parts().size(), 2u);
-  EXPECT_FALSE(pool->IsSpillPart(0));
-  EXPECT_TRUE(pool->IsSpillPart(1));
+  EXPECT_FALSE(pool->parts()[0].spill);
+  EXPECT_TRUE(pool->parts()[1].spill);
 }
 
 // A copy between a GPU and the spill goes between the GPU and the spill's
@@ -415,14 +441,14 @@ TEST(PooledDeviceSpillTest, AFakeGpuAndItsSpill) {
       PooledDevice::Create(std::move(gpus), Host());
   ASSERT_TRUE(created.ok()) << created.status();
   PooledDevice& pool = **created;
-  EXPECT_EQ(pool.PartPlace(0), "gpu1");
-  EXPECT_EQ(pool.PartPlace(1), "host");
-  EXPECT_FALSE(pool.IsSpillPart(0));
-  EXPECT_TRUE(pool.IsSpillPart(1));
+  EXPECT_EQ(pool.parts()[0].place, "gpu1");
+  EXPECT_EQ(pool.parts()[1].place, "host");
+  EXPECT_FALSE(pool.parts()[0].spill);
+  EXPECT_TRUE(pool.parts()[1].spill);
   EXPECT_FALSE(pool.PartMemory(0).has_value()) << "no context yet";
   EXPECT_EQ(fake.stats().live_contexts, 0) << "asking made a context";
 
-  const uint64_t spill = pool.parts()[1].offset;
+  const uint64_t spill = pool.parts()[1].range.offset;
   ASSERT_TRUE(pool.Commit(0, 4 * kGranule).ok());
   ASSERT_TRUE(pool.Commit(spill, 4 * kGranule).ok());
   fake.set_used_by_others(1, 100 * kMiB);

@@ -136,7 +136,7 @@ TEST(SpillDeviceTest, AGranuleCommitsAndRegistersItsWholeChunkOnce) {
   EXPECT_EQ(spill.host->commit_calls(), commits) << "the chunk was committed already";
   EXPECT_EQ(spill.gpus[0].registrations(), 1);
   EXPECT_EQ(spill.Pinned(), kChunk);
-  EXPECT_EQ(spill.device->SpillReadyBytes(), kChunk - 2 * kGranule);
+  EXPECT_EQ(spill.device->ready_bytes(), kChunk - 2 * kGranule);
 
   // Its bytes are plain memory the GPUs copy into.
   spill.device->HostView(kChunk + kGranule)[7] = 'x';
@@ -161,13 +161,13 @@ TEST(SpillDeviceTest, AChunkGoesOnlyOnceItIsEmpty) {
 TEST(SpillDeviceTest, ReadyMeansEveryChunkOfTheRangeIsPinned) {
   Spill spill;
   EXPECT_FALSE(spill.device->IsReady(0, kGranule));
-  spill.device->KeepSpillReady(kChunk);
+  spill.device->KeepReady(kChunk);
   EXPECT_TRUE(spill.device->IsReady(0, kChunk));
   EXPECT_TRUE(spill.device->IsReady(kChunk - kGranule, kGranule));
   EXPECT_FALSE(spill.device->IsReady(kChunk - kGranule, 2 * kGranule)) << "chunk 1 is not";
   EXPECT_FALSE(spill.device->IsReady(0, 0));
   EXPECT_FALSE(spill.device->IsReady(spill.device->arena_size(), kGranule));
-  spill.device->KeepSpillReady(0);
+  spill.device->KeepReady(0);
   EXPECT_FALSE(spill.device->IsReady(0, kGranule));
 }
 
@@ -177,7 +177,7 @@ TEST(SpillDeviceTest, ARangeOverSeveralChunksAndTheShortLastOne) {
   ASSERT_TRUE(spill.device->Commit(kChunk - kGranule, size - (kChunk - kGranule)).ok());
   EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1, 2, 3}));
   EXPECT_EQ(spill.Pinned(), size);
-  EXPECT_EQ(spill.device->SpillReadyBytes(), kChunk - kGranule);
+  EXPECT_EQ(spill.device->ready_bytes(), kChunk - kGranule);
   ASSERT_TRUE(spill.device->Decommit(kChunk - kGranule, size - (kChunk - kGranule)).ok());
   EXPECT_TRUE(spill.Registered().empty());
 }
@@ -189,7 +189,7 @@ TEST(SpillDeviceTest, WhatTheHostRefusesLeavesNothingCommittedOrRegistered) {
   const absl::Status refused = spill.device->Commit(kChunk - kGranule, 2 * kGranule);
   EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
   EXPECT_EQ(spill.Registered(), std::vector<size_t>{0});
-  EXPECT_EQ(spill.device->SpillReadyBytes(), kChunk - kGranule)
+  EXPECT_EQ(spill.device->ready_bytes(), kChunk - kGranule)
       << "the granule of chunk 0 the failed range took was given back";
   spill.host->AllowCommits();
   ASSERT_TRUE(spill.device->Decommit(0, kGranule).ok());
@@ -199,15 +199,15 @@ TEST(SpillDeviceTest, WhatTheHostRefusesLeavesNothingCommittedOrRegistered) {
 TEST(SpillDeviceTest, ReadyMemoryIsPinnedAheadAFewChunksACallAndLetGo) {
   Spill spill(6);
   const uint64_t wanted = (SpillDevice::kReadyChunks + 1) * kChunk;
-  EXPECT_TRUE(spill.device->KeepSpillReady(wanted)) << "more to come";
+  EXPECT_TRUE(spill.device->KeepReady(wanted)) << "more to come";
   EXPECT_EQ(spill.Count(), static_cast<size_t>(SpillDevice::kReadyChunks));
-  EXPECT_FALSE(spill.device->KeepSpillReady(wanted)) << "done";
+  EXPECT_FALSE(spill.device->KeepReady(wanted)) << "done";
   EXPECT_EQ(spill.Count(), static_cast<size_t>(SpillDevice::kReadyChunks) + 1);
   EXPECT_EQ(spill.Registered().back(), static_cast<size_t>(SpillDevice::kReadyChunks))
       << "the lowest first";
-  EXPECT_FALSE(spill.device->KeepSpillReady(wanted));
-  EXPECT_EQ(spill.device->SpillReadyBytes(), wanted);
-  spill.device->KeepSpillReady(2 * kChunk);
+  EXPECT_FALSE(spill.device->KeepReady(wanted));
+  EXPECT_EQ(spill.device->ready_bytes(), wanted);
+  spill.device->KeepReady(2 * kChunk);
   EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1})) << "the highest went";
 
   // Data in a ready chunk commits nothing more; emptied, the chunk stays
@@ -219,9 +219,9 @@ TEST(SpillDeviceTest, ReadyMemoryIsPinnedAheadAFewChunksACallAndLetGo) {
   EXPECT_EQ(spill.Count(), 2u);
 
   // A smaller target lets the highest go at once.
-  spill.device->KeepSpillReady(kChunk);
+  spill.device->KeepReady(kChunk);
   EXPECT_EQ(spill.Registered(), std::vector<size_t>{0});
-  spill.device->KeepSpillReady(0);
+  spill.device->KeepReady(0);
   EXPECT_TRUE(spill.Registered().empty());
 }
 
@@ -236,7 +236,7 @@ TEST(SpillDeviceTest, ManyThreadsCommittingInOneChunkPinItOnce) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(spill.host->granules_committed(), kChunk / kGranule);
   EXPECT_EQ(spill.gpus[1].registrations(), 1);
-  EXPECT_EQ(spill.device->SpillReadyBytes(), 0u);
+  EXPECT_EQ(spill.device->ready_bytes(), 0u);
   threads.clear();
   for (uint64_t g = 0; g < kChunk / kGranule; ++g) {
     threads.emplace_back([&spill, g] {
@@ -250,7 +250,7 @@ TEST(SpillDeviceTest, ManyThreadsCommittingInOneChunkPinItOnce) {
 TEST(SpillDeviceTest, DestroyedWithDataItUnregistersEverything) {
   Spill spill;
   ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
-  spill.device->KeepSpillReady(3 * kChunk);
+  spill.device->KeepReady(3 * kChunk);
   EXPECT_EQ(spill.Count(), 4u);
   // ~Spill checks that the GPUs hold no range once the device is gone.
 }
@@ -299,24 +299,24 @@ TEST(SpillDeviceTest, ChunksArePinnedAheadOfArrivingDataWithinTheBoundAndGoWhenI
     return spill.device->ahead_chunks() == 0 && spill.Count() == 5;
   })) << "the chunks pinned ahead went once data stopped";
   EXPECT_LE(spill.gpus[0].most(), 5u + 2u) << "data in five chunks and two ahead, at most";
-  EXPECT_EQ(spill.device->SpillReadyBytes(), 5 * (kChunk - kGranule));
+  EXPECT_EQ(spill.device->ready_bytes(), 5 * (kChunk - kGranule));
   for (size_t c = 0; c < 5; ++c) ASSERT_TRUE(spill.device->Decommit(c * kChunk, kGranule).ok());
   EXPECT_TRUE(spill.Registered().empty());
 }
 
-// Ready memory (KeepSpillReady) does not count chunks pinned ahead, and
+// Ready memory (KeepReady) does not count chunks pinned ahead, and
 // keeps what it asked for once they go.
 TEST(SpillDeviceTest, ChunksPinnedAheadAreNoPartOfTheReadyMemory) {
   Spill spill(8, Ahead(2));
   ASSERT_TRUE(spill.device->Commit(0, kGranule).ok());
   ASSERT_TRUE(Eventually([&] { return spill.device->ahead_chunks() == 2; }));
   ASSERT_TRUE(Eventually([&] { return spill.Count() == 3; }));
-  EXPECT_FALSE(spill.device->KeepSpillReady(kChunk));
+  EXPECT_FALSE(spill.device->KeepReady(kChunk));
   EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1, 2, 3}))
       << "the rest of chunk 0 is not a chunk's worth: one more";
   EXPECT_TRUE(Eventually([&] { return spill.Count() == 2; }))
       << "once data stopped, what the target does not want went";
-  EXPECT_GE(spill.device->SpillReadyBytes(), kChunk);
+  EXPECT_GE(spill.device->ready_bytes(), kChunk);
 }
 
 // The host refusing memory while chunks are pinned ahead: the data that
@@ -334,7 +334,7 @@ TEST(SpillDeviceTest, TheHostRefusingMemoryWhileChunksArePinnedAheadLosesNothing
   EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
   EXPECT_TRUE(Eventually([&] { return spill.device->ahead_chunks() == 0; }));
   EXPECT_EQ(spill.Registered(), (std::vector<size_t>{0, 1, 2}));
-  EXPECT_EQ(spill.device->SpillReadyBytes(), 3 * (kChunk - kGranule))
+  EXPECT_EQ(spill.device->ready_bytes(), 3 * (kChunk - kGranule))
       << "the granule of chunk 2 the refused range took was given back";
   spill.host->AllowCommits();
   for (size_t c = 0; c < 3; ++c) ASSERT_TRUE(spill.device->Decommit(c * kChunk, kGranule).ok());

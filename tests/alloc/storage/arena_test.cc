@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/devices/pooled_device.h"
+#include "alloc/devices/spill_readiness.h"
 #include "gtest/gtest.h"
 #include "tests/support/random_pattern.h"
 #include "tests/support/recording_device.h"
@@ -773,10 +774,10 @@ TEST_F(SpillArenaTest, KnowsItsSpillPartAndTheGpusBeforeIt) {
   EXPECT_FALSE(arena_->IsSpillPart(1));
   EXPECT_TRUE(arena_->IsSpillPart(kSpill));
   EXPECT_EQ(arena_->leading_parts(), 2u);
-  const std::vector<DeviceRange> parts = device_->parts();
+  const std::vector<DevicePart> parts = device_->parts();
   for (size_t p = 0; p < parts.size(); ++p) {
-    EXPECT_EQ(arena_->PartOf(parts[p].offset), p);
-    EXPECT_EQ(arena_->PartOf(parts[p].offset + parts[p].length - 1), p);
+    EXPECT_EQ(arena_->PartOf(parts[p].range.offset), p);
+    EXPECT_EQ(arena_->PartOf(parts[p].range.offset + parts[p].range.length - 1), p);
   }
   EXPECT_EQ(arena_->capacity(), 3 * kPartGranules * kGranule) << "the spill counts in it";
 
@@ -951,9 +952,12 @@ TEST_F(SpillArenaTest, AllocateForMovePassesOverAPartThatCannotBackTheBlock) {
 // is some (it needs no commit), and any other where there is none.
 TEST(SpillArenaReadyTest, AMoveIntoTheSpillTakesReadyMemoryFirst) {
   // The pool, with the spill's memory ready from `ready_from` up.
-  class ReadyFrom final : public DeviceWrapper {
+  class ReadyFrom final : public DeviceWrapper, public SpillReadiness {
    public:
     using DeviceWrapper::DeviceWrapper;
+    SpillReadiness* spill_readiness() override { return this; }
+    bool KeepReady(uint64_t /*bytes*/) override { return false; }
+    uint64_t ready_bytes() const override { return 0; }
     bool IsReady(uint64_t offset, uint64_t /*length*/) const override {
       return offset >= ready_from;
     }
@@ -966,7 +970,7 @@ TEST(SpillArenaReadyTest, AMoveIntoTheSpillTakesReadyMemoryFirst) {
       PooledDevice::Create(std::move(gpus), HostDevice::Create(kGranules * kGranule).value())
           .value());
   Arena arena(&device, kMinBlock, std::numeric_limits<uint64_t>::max());
-  const uint64_t spill = device.parts()[1].offset;
+  const uint64_t spill = device.parts()[1].range.offset;
   device.ready_from = spill + 6 * kGranule;
 
   absl::StatusOr<Block> ready = arena.AllocateForMove(kGranule, {1});

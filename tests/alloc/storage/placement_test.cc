@@ -36,10 +36,10 @@ class PlacementTest : public testing::Test {
   }
 
   size_t PartOf(const Block& block) const {
-    const std::vector<DeviceRange> parts = device_->parts();
+    const std::vector<DevicePart> parts = device_->parts();
     for (size_t p = 0; p < parts.size(); ++p) {
-      if (block.offset >= parts[p].offset &&
-          block.offset + block.size <= parts[p].offset + parts[p].length) {
+      const DeviceRange& range = parts[p].range;
+      if (block.offset >= range.offset && block.offset + block.size <= range.offset + range.length) {
         return p;
       }
     }

@@ -453,7 +453,7 @@ TEST_P(RoomKeeperTest, HostMemoryIsKeptReadyOnlyWhileAGpuHoldingDataIsNearItsRes
   ASSERT_GE(Free(0), kReserve);
   now_ += absl::Seconds(1);
   keeper_->Round();
-  EXPECT_GE(spill.SpillReadyBytes(), 4 * kFileBytes)
+  EXPECT_GE(spill.ready_bytes(), 4 * kFileBytes)
       << "as much as the GPU holds, below its reserve";
   EXPECT_EQ(Pinned(), SpillDevice::kChunk);
 
@@ -500,7 +500,7 @@ TEST_P(RoomKeeperTest, HostMemoryKeptReadyIsWhatReadyAsksFor) {
     keeper_->Round();
   }
   EXPECT_EQ(Pinned(), 2 * SpillDevice::kChunk) << "as much as the GPU holds, at most";
-  EXPECT_GE(spill.SpillReadyBytes(), 40 * kFileBytes);
+  EXPECT_GE(spill.ready_bytes(), 40 * kFileBytes);
 
   LeaveFree(0, kReserve / 2);
   now_ += absl::Seconds(1);
