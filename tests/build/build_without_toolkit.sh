@@ -13,7 +13,8 @@
 # BUILD_DIR defaults to build-notoolkit, TARGET to cudafs (`all`: the tests
 # too, to run them on a GPU machine). Needs root (unshare -m, mount).
 # CUDAFS_LIBFUSE_PREFIX: the libfuse >= 3.18 that ./build.sh built
-# (default build/libfuse, where it is).
+# (default build/libfuse, where it is; empty: the system's libfuse).
+# CUDAFS_CMAKE_ARGS: more arguments for CMake, split at spaces.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build_dir=${1:-build-notoolkit}
@@ -54,7 +55,7 @@ if echo '#include <cuda.h>' | c++ -fsyntax-only -x c++ - 2> /dev/null; then
 fi
 echo "build_without_toolkit: hidden: ${hidden[*]:-(no toolkit was installed)}"
 
-libfuse_prefix=${CUDAFS_LIBFUSE_PREFIX:-$PWD/build/libfuse}
+libfuse_prefix=${CUDAFS_LIBFUSE_PREFIX-$PWD/build/libfuse}
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
 launcher=()
 if command -v ccache > /dev/null; then
@@ -64,7 +65,8 @@ fi
 rm -f "$build_dir/CMakeCache.txt"
 mkdir -p "$build_dir"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCUDAFS_BUILD_BENCHMARKS=OFF \
-  -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" "${launcher[@]}" > "$build_dir/configure.log" 2>&1 ||
+  -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" "${launcher[@]}" ${CUDAFS_CMAKE_ARGS:-} \
+  > "$build_dir/configure.log" 2>&1 ||
   { cat "$build_dir/configure.log"; exit 1; }
 if grep -q "CUDAFS_TOOLKIT_INCLUDE_DIR:PATH=/" "$build_dir/CMakeCache.txt"; then
   echo "build_without_toolkit: CMake found a toolkit anyway:" >&2
