@@ -324,12 +324,14 @@ tsan() {
     mount_tests_with build-tsan/cudafs --output-on-failure -j "$(nproc)" --timeout 900 -E '/cuda'
 }
 
-# Everything but the mount tests (which hold no lock annotations, and are
-# half of what the tests take to compile), built with Clang in
-# build-clang: its -Wthread-safety checks the absl::Mutex annotations
-# (every ABSL_GUARDED_BY field, every lock a function requires) that GCC
-# reads as comments, and CMakeLists.txt makes each finding an error.
-# Compiled only (no debug information): the passes above run the same code.
+# The code that holds lock annotations, built with Clang in build-clang:
+# the daemon, the fake CUDA driver, and the unit tests of threaded code
+# (tsan_unit_tests, the only tests that hold any, and tests/support). Its
+# -Wthread-safety checks the absl::Mutex annotations (every ABSL_GUARDED_BY
+# field, every lock a function requires) that GCC reads as comments, and
+# CMakeLists.txt makes each finding an error. A new test that holds
+# annotations belongs in tsan_unit_tests. Compiled only (no debug
+# information): the passes above run the same code.
 clang_check() {
   install_dependencies
   install_packages clang
@@ -337,7 +339,7 @@ clang_check() {
     -DCMAKE_CXX_COMPILER=clang++ \
     -DCUDAFS_LIBFUSE_PREFIX="$libfuse_prefix" -DCUDAFS_BUILD_BENCHMARKS=OFF \
     -DCUDAFS_BUILD_MOUNT_TESTS=OFF "${compiler_launcher[@]}" ${CMAKE_ARGS:-}
-  cmake --build build-clang -j "$(nproc)"
+  cmake --build build-clang -j "$(nproc)" --target cudafs fake_libcuda "${tsan_unit_tests[@]}"
 }
 
 command=${1:-}
