@@ -49,9 +49,6 @@ class PooledDevice final : public Device, public Exporter, public SpillReadiness
   std::optional<GpuMemory> PartMemory(size_t part) const override;
   // The spill member's, at its offsets; null without one.
   SpillReadiness* spill_readiness() override;
-  bool KeepReady(uint64_t bytes) override;
-  uint64_t ready_bytes() const override;
-  bool IsReady(uint64_t offset, uint64_t length) const override;
   absl::Status Commit(uint64_t offset, uint64_t length) override;
   absl::Status Decommit(uint64_t offset, uint64_t length) override;
   absl::Status Write(absl::Span<const HostToDevice> copies) override;
@@ -78,6 +75,12 @@ class PooledDevice final : public Device, public Exporter, public SpillReadiness
   Device& member(size_t i) const { return *members_[i].device; }
 
  private:
+  // SpillReadiness, reached only through spill_readiness(): a pool without
+  // a spill member has none to forward to.
+  bool KeepReady(uint64_t bytes) override;
+  uint64_t ready_bytes() const override;
+  bool IsReady(uint64_t offset, uint64_t length) const override;
+
   struct Member {
     std::unique_ptr<Device> device;
     uint64_t base = 0;
