@@ -10,6 +10,7 @@
 #include <sys/statvfs.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdint>
 #include <map>
@@ -290,6 +291,9 @@ void SleepToNextSecond() {
 constexpr uint64_t kVram = kGiB;
 constexpr uint64_t kReserve = 128 * kMiB;
 constexpr uint64_t kFileBytes = 8 * kMiB;
+// Chunks go a second after the last data (ahead_idle), each released in
+// turn; under ThreadSanitizer a release of 256 MiB takes seconds.
+constexpr std::chrono::seconds kReleaseTimeout(30);
 constexpr uint64_t kReturnPerRound = 16 * kMiB;
 constexpr absl::Duration kSettle = absl::Seconds(2);
 constexpr absl::Duration kHold = absl::Seconds(10);
@@ -370,10 +374,12 @@ class RoomKeeperTest : public testing::TestWithParam<uint64_t> {
   // is flagged so, and less than two chunks' worth is pinned beyond the
   // data (what the chunks holding data, which may be two, have free).
   bool NothingPinnedAhead() const {
-    return Eventually([this] {
-      return Spill().ahead_chunks() == 0 &&
-             Pinned() < mount_->PartUsed(SpillPart()) + 2 * SpillDevice::kChunk;
-    });
+    return Eventually(
+        [this] {
+          return Spill().ahead_chunks() == 0 &&
+                 Pinned() < mount_->PartUsed(SpillPart()) + 2 * SpillDevice::kChunk;
+        },
+        kReleaseTimeout);
   }
   std::string Gpu(int index) const { return "gpu" + std::to_string(index); }
 
@@ -815,6 +821,10 @@ TEST_P(RoomKeeperTest, TheHostRefusingMemoryInTheMiddleOfAPipelinedMoveLosesNoth
                                   Filesystem::MoveOrder::kLeastRecentlyUsed),
             8 * kFileBytes);
   ASSERT_TRUE(NothingPinnedAhead());
+  // And the chunks pinned ahead are released, not just being released: a
+  // chunk still pinned would take the move's data without a commit.
+  ASSERT_TRUE(Eventually([this] { return Pinned() == SpillDevice::kChunk; }, kReleaseTimeout))
+      << Pinned() << " bytes pinned";
   spill_host_->FailCommitsBeyond(0);
   const absl::Status status = keeper_->MakeRoom(std::nullopt, /*hold=*/false);
   EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
