@@ -8,6 +8,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "alloc/base/coding.h"
 #include "alloc/base/status_macros.h"
 
 namespace cudafs {
@@ -182,6 +183,21 @@ absl::StatusOr<bool> CachedFile::WriteThroughCache(uint64_t offset, const char* 
   }
   cache()->CommitWrite(write, offset, data, length);
   return true;
+}
+
+void CachedFile::EncodeTo(std::string* out) const {
+  extents_.EncodeTo(out);
+  PutVarint(out, last_use());
+}
+
+absl::Status CachedFile::DecodeFrom(absl::string_view* in) {
+  CUDAFS_RETURN_IF_ERROR(extents_.DecodeFrom(in));
+  uint64_t last_use = 0;
+  if (!GetVarintUpTo(in, UINT32_MAX, &last_use)) {
+    return absl::InvalidArgumentError("file: a record cut short");
+  }
+  last_use_.store(static_cast<uint32_t>(last_use), std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 absl::Status CachedFile::Flush() {

@@ -19,10 +19,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "alloc/storage/arena.h"
 #include "alloc/storage/extent_map.h"
 #include "cache/page_cache.h"
@@ -85,6 +87,10 @@ class CachedFile {
   absl::Status CopyInto(absl::Span<const Exporter::CopyMemory> memory, uint64_t size);
   uint64_t allocated_bytes() const { return extents_.allocated_bytes(); }
   bool shared() const { return extents_.shared(); }
+  // As ExtentMap's, with when the file was last used; only for a file
+  // without dirty pages (Flush first), whose bytes are all in the arena.
+  void EncodeTo(std::string* out) const;
+  absl::Status DecodeFrom(absl::string_view* in);
 
   // As ExtentMap's. Cached pages stay as they are: they are the file's
   // bytes by offset, which a move does not change, and the blocks under

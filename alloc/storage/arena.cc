@@ -125,15 +125,51 @@ absl::StatusOr<Block> Arena::AllocateIn(size_t part, uint64_t size,
                                         absl::FunctionRef<bool(uint64_t offset)> accept,
                                         bool bounded) {
   const uint64_t base = part_offsets_[part];
+  return Take(
+      part, size,
+      [&](BuddyAllocator& allocator) {
+        return allocator.AllocateWhere(size, [&](uint64_t local) { return accept(base + local); });
+      },
+      bounded);
+}
+
+absl::Status Arena::Claim(Block block) {
+  const bool power_of_two = block.size >= min_block_ && std::has_single_bit(block.size);
+  if (!power_of_two || block.offset % block.size != 0 || block.offset > ~uint64_t{0} - block.size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "block [%d, +%d) is no block of this arena (min_block %d)", block.offset, block.size,
+        min_block_));
+  }
+  const size_t part = PartOf(block.offset);
+  const uint64_t local = block.offset - part_offsets_[part];
+  bool free = false;
+  const absl::StatusOr<Block> taken = Take(
+      part, block.size,
+      [&](BuddyAllocator& allocator) -> std::optional<uint64_t> {
+        free = allocator.AllocateAt(local, block.size);
+        if (!free) return std::nullopt;
+        return local;
+      },
+      /*bounded=*/false);
+  if (taken.ok()) return absl::OkStatus();
+  if (!free) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "block [%d, +%d) is not free in the arena: claimed twice, or past its end", block.offset,
+        block.size));
+  }
+  return taken.status();
+}
+
+absl::StatusOr<Block> Arena::Take(size_t part, uint64_t size,
+                                  absl::FunctionRef<std::optional<uint64_t>(BuddyAllocator&)> pick,
+                                  bool bounded) {
+  const uint64_t base = part_offsets_[part];
   Block block{0, size};
   std::vector<uint64_t> to_commit;
   {
     absl::MutexLock lock(&mu_);
     std::optional<uint64_t> offset;
-    if (!bounded || size <= Headroom()) {
-      offset = parts_[part]->allocator.AllocateWhere(
-          size, [&](uint64_t local) { return accept(base + local); });
-    }
+    if (!bounded || size <= Headroom()) offset = pick(parts_[part]->allocator);
     if (!offset) {
       return absl::ResourceExhaustedError(
           absl::StrFormat("no free block of %d bytes in the arena", size));

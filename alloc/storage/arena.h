@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -82,6 +83,12 @@ class Arena {
   // is freed.
   absl::StatusOr<Block> AllocateForMove(uint64_t size, absl::Span<const size_t> parts);
   void Free(Block block);
+  // Takes exactly `block`, as another arena on the same device memory
+  // handed it out, committing what it lacks (a device that kept the memory
+  // keeps its bytes: Filesystem::LoadImage). Not bounded by the capacity:
+  // what was stored stays. InvalidArgument for a block this arena could not
+  // have handed out, or one not free.
+  absl::Status Claim(Block block);
 
   // Compaction (CompactionPlan). Once the partly used committed granules of
   // a GPU's part have more than kCompactionSlackGranules granules free in
@@ -148,6 +155,11 @@ class Arena {
   absl::StatusOr<Block> AllocateIn(size_t part, uint64_t size,
                                    absl::FunctionRef<bool(uint64_t offset)> accept,
                                    bool bounded = true);
+  // AllocateIn's work, for the block `pick` takes from the part's
+  // allocator (its offset there; nullopt: none).
+  absl::StatusOr<Block> Take(size_t part, uint64_t size,
+                             absl::FunctionRef<std::optional<uint64_t>(BuddyAllocator&)> pick,
+                             bool bounded);
   // Bytes the arena may still hand out, whatever the part.
   uint64_t Headroom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -62,6 +62,19 @@ std::optional<uint64_t> BuddyAllocator::AllocateWithin(uint64_t size, uint64_t f
   return std::nullopt;
 }
 
+bool BuddyAllocator::AllocateAt(uint64_t offset, uint64_t size) {
+  if (size < min_block_ || !std::has_single_bit(size) || offset % size != 0) return false;
+  const int want = OrderOf(size);
+  for (int order = want; order < static_cast<int>(free_.size()); ++order) {
+    const auto it = free_[order].find(offset & ~(SizeOf(order) - 1));
+    if (it != free_[order].end()) {
+      Take(it, order, offset, want);
+      return true;
+    }
+  }
+  return false;
+}
+
 uint64_t BuddyAllocator::Take(absl::btree_set<uint64_t>::iterator free, int order, uint64_t offset,
                               int want) {
   uint64_t start = *free;

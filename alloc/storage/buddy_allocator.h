@@ -58,6 +58,12 @@ class BuddyAllocator {
   // blocks into a range it chose (Arena::AllocateForCompaction).
   std::optional<uint64_t> AllocateWithin(uint64_t size, uint64_t from, uint64_t to);
 
+  // Allocates exactly the block [offset, offset + size) (size a power of
+  // two >= min_block, offset a multiple of it) if all of it is free; false
+  // otherwise. Takes over blocks another allocator handed out (a
+  // filesystem image, Arena::Claim).
+  bool AllocateAt(uint64_t offset, uint64_t size);
+
   // Returns a block obtained from Allocate (or Split) with the same size.
   void Free(uint64_t offset, uint64_t size);
 

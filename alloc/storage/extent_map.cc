@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "alloc/base/coding.h"
 #include "alloc/base/status_macros.h"
 #include "alloc/devices/exporter.h"
 
@@ -21,6 +22,50 @@ static_assert(sizeof(ExtentMap) <= 56, "ExtentMap grew past its small-file size"
 
 ExtentMap::~ExtentMap() {
   for (const auto& [file_offset, block] : extents_) arena()->Free(block);
+}
+
+void ExtentMap::EncodeTo(std::string* out) const {
+  PutVarint(out, data_end_);
+  PutVarint(out, reserved_end_);
+  PutVarint(out, home_);
+  PutVarint(out, extents_.size());
+  for (const auto& [start, block] : extents_) {
+    PutVarint(out, start);
+    PutVarint(out, block.offset);
+    PutVarint(out, block.size);
+  }
+}
+
+absl::Status ExtentMap::DecodeFrom(absl::string_view* in) {
+  const auto bad = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("file extents: ", what));
+  };
+  uint64_t home = 0;
+  uint64_t count = 0;
+  if (!extents_.empty() || !GetVarint(in, &data_end_) || !GetVarint(in, &reserved_end_) ||
+      !GetVarintUpTo(in, kNoHome, &home) || !GetVarint(in, &count)) {
+    return bad("a record cut short");
+  }
+  // Only a preference: a part this arena lacks is none.
+  home_ = home < arena()->part_count() ? static_cast<uint16_t>(home) : kNoHome;
+  uint64_t end = 0;  // of the previous extent
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t start = 0;
+    Block block;
+    if (!GetVarint(in, &start) || !GetVarint(in, &block.offset) || !GetVarint(in, &block.size)) {
+      return bad("a record cut short");
+    }
+    // The layout (see the top of the header): aligned by file offset to
+    // their size, in order, apart.
+    if (block.size == 0 || start % block.size != 0 || start < end ||
+        start > ~uint64_t{0} - block.size) {
+      return bad(absl::StrFormat("extent at %d of %d bytes breaks the layout", start, block.size));
+    }
+    CUDAFS_RETURN_IF_ERROR(arena()->Claim(block));
+    extents_.emplace(start, block);
+    end = start + block.size;
+  }
+  return absl::OkStatus();
 }
 
 ExtentSet::const_iterator ExtentMap::Find(uint64_t offset) const {

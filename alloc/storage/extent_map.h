@@ -16,12 +16,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "alloc/devices/exporter.h"
 #include "alloc/storage/arena.h"
@@ -201,6 +203,15 @@ class ExtentMap {
 
   // Bytes of arena held (st_blocks).
   uint64_t allocated_bytes() const { return extents_.bytes(); }
+
+  // The map as a record of a filesystem image (alloc/base/coding.h): its
+  // extents and where its data ends. A shared file's mapping is another
+  // process's, so no image holds one: the caller refuses those.
+  void EncodeTo(std::string* out) const;
+  // Reads such a record into this empty map, claiming its blocks in the
+  // arena (Arena::Claim). InvalidArgument for a record that is none or
+  // breaks the layout (the blocks it claimed are freed with the map).
+  absl::Status DecodeFrom(absl::string_view* in);
 
   const Space& space() const { return *space_; }
 

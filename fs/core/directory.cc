@@ -4,6 +4,9 @@
 #include <cassert>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+#include "alloc/base/coding.h"
+
 namespace cudafs {
 
 Directory::OwnedRecord Directory::Record::Make(absl::string_view name, Entry entry,
@@ -49,6 +52,59 @@ void Directory::Replace(absl::string_view name, Entry entry) {
   Record* record = *by_name_.find(name);
   record->ino = entry.ino;
   record->type = (entry.type & S_IFMT) >> 12;
+}
+
+void Directory::EncodeTo(std::string* out) const {
+  PutVarint(out, parent_);
+  PutVarint(out, next_cookie_);
+  PutVarint(out, by_cookie_.size());
+  for (const OwnedRecord& record : by_cookie_) {
+    PutBytes(out, record->name());
+    PutVarint(out, record->ino);
+    PutVarint(out, record->type);
+    PutVarint(out, record->cookie);
+  }
+}
+
+absl::Status Directory::DecodeFrom(absl::string_view* in) {
+  const auto bad = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("directory: ", what));
+  };
+  constexpr uint64_t kMaxCookie = (uint64_t{1} << 60) - 1;
+  uint64_t count = 0;
+  if (!by_cookie_.empty() || !GetVarint(in, &parent_) ||
+      !GetVarintUpTo(in, kMaxCookie, &next_cookie_) || !GetVarint(in, &count)) {
+    return bad("a record cut short");
+  }
+  uint64_t last_cookie = kDotDotCookie;
+  for (uint64_t i = 0; i < count; ++i) {
+    absl::string_view name;
+    uint64_t ino = 0;
+    uint64_t type = 0;
+    uint64_t cookie = 0;
+    if (!GetBytes(in, &name) || !GetVarint(in, &ino) || !GetVarintUpTo(in, S_IFMT >> 12, &type) ||
+        !GetVarint(in, &cookie)) {
+      return bad("a record cut short");
+    }
+    if (name.empty() || name.size() > UINT8_MAX || name == "." || name == ".." ||
+        name.find_first_of(absl::string_view("/\0", 2)) != absl::string_view::npos) {
+      return bad(absl::StrCat("no name a directory holds: \"", name, "\""));
+    }
+    const mode_t mode = static_cast<mode_t>(type << 12);
+    if (!S_ISREG(mode) && !S_ISDIR(mode) && !S_ISLNK(mode) && !S_ISCHR(mode) && !S_ISBLK(mode) &&
+        !S_ISFIFO(mode) && !S_ISSOCK(mode)) {
+      return bad(absl::StrCat("entry \"", name, "\" has no type"));
+    }
+    if (cookie <= last_cookie || cookie >= next_cookie_) {
+      return bad(absl::StrCat("entry \"", name, "\" is out of cookie order"));
+    }
+    if (by_name_.contains(name)) return bad(absl::StrCat("\"", name, "\" twice"));
+    OwnedRecord record = Record::Make(name, Entry{ino, mode}, cookie);
+    by_name_.insert(record.get());
+    by_cookie_.insert(std::move(record));
+    last_cookie = cookie;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace cudafs

@@ -23,10 +23,12 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <string>
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace cudafs {
@@ -58,6 +60,14 @@ class Directory {
 
   bool empty() const { return by_name_.empty(); }
   size_t size() const { return by_name_.size(); }
+
+  // The directory as a record of a filesystem image (alloc/base/coding.h),
+  // its cookies included: a listing in progress resumes across a restart.
+  void EncodeTo(std::string* out) const;
+  // Reads such a record into this empty directory. InvalidArgument for a
+  // record that is none (names, types and cookies are checked; whether
+  // the inodes exist is the caller's business).
+  absl::Status DecodeFrom(absl::string_view* in);
 
   // Calls fn(name, entry, cookie) for entries with cookie > `after`, in
   // cookie order, until fn returns false.

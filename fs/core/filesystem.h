@@ -260,6 +260,17 @@ class Filesystem {
   // (DevicePart::place), as kWhereAttribute's value: "gpu0 N\nhost M\n".
   absl::StatusOr<std::string> Where(InodeNumber ino);
 
+  // Images (image_ops.cc): the whole filesystem as bytes, for a process
+  // that takes it over on the same device memory. SaveImage writes the
+  // cache back first and must run with no operation and no move running;
+  // FailedPrecondition while another process maps a file (ExportShared).
+  // LoadImage, into a filesystem nothing was done with yet on that memory,
+  // claims the image's blocks in the arena; InvalidArgument, with nothing
+  // claimed or changed, for an image that is not one, breaks the tree or
+  // does not fit this arena.
+  absl::StatusOr<std::string> SaveImage();
+  absl::Status LoadImage(absl::string_view image);
+
  private:
   // The inodes, namespace, configuration and page cache that every
   // operation works on (fs/core/filesystem_state.h).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_format.h"
 #include "alloc/base/errors.h"
 #include "alloc/base/status_macros.h"
 
@@ -50,6 +51,35 @@ absl::StatusOr<std::shared_ptr<Inode>> InodeTable::Create(mode_t mode) {
   auto inode = std::make_shared<Inode>(next_ino_++, mode);
   inodes_.insert(inode);
   return inode;
+}
+
+InodeTable::References InodeTable::ReferencesOf(const Inode& inode) const {
+  absl::MutexLock lock(&mu_);
+  Counts();
+  return References{inode.lookups, inode.opens};
+}
+
+absl::Status InodeTable::Replace(std::vector<Adopted> inodes, uint64_t next_ino) {
+  absl::flat_hash_set<std::shared_ptr<Inode>, ByNumber, ByNumber> table;
+  uint64_t space = 0;
+  for (const Adopted& adopted : inodes) {
+    const uint64_t ino = adopted.inode->ino;
+    if (ino == 0 || ino >= next_ino || !table.insert(adopted.inode).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("inode %d is used twice, or not below the next number %d", ino, next_ino));
+    }
+    space += kSlotBytes + adopted.extra_space;
+  }
+  absl::MutexLock lock(&mu_);
+  Counts();
+  for (const Adopted& adopted : inodes) {
+    adopted.inode->lookups = adopted.references.lookups;
+    adopted.inode->opens = adopted.references.opens;
+  }
+  inodes_ = std::move(table);
+  used_space_ = space;
+  next_ino_ = next_ino;
+  return absl::OkStatus();
 }
 
 std::shared_ptr<Inode> InodeTable::Get(uint64_t ino) const {
@@ -107,6 +137,11 @@ void InodeTable::DropIfUnused(const std::shared_ptr<Inode>& inode) {
 std::vector<std::shared_ptr<Inode>> InodeTable::All() const {
   absl::ReaderMutexLock lock(&mu_);
   return {inodes_.begin(), inodes_.end()};
+}
+
+uint64_t InodeTable::next_number() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return next_ino_;
 }
 
 uint64_t InodeTable::size() const {

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -65,7 +66,29 @@ class InodeTable {
   // rmdir or rename replaced it). The caller must not hold inode.mu.
   void DropIfUnused(const std::shared_ptr<Inode>& inode);
 
+  // An inode's reference counts, for a filesystem image.
+  struct References {
+    uint64_t lookups = 0;
+    uint32_t opens = 0;
+  };
+  References ReferencesOf(const Inode& inode) const;
+  // An inode of a filesystem image, with its counts and the space it
+  // takes beyond its slot (extra hard links, extended attributes).
+  struct Adopted {
+    std::shared_ptr<Inode> inode;
+    References references;
+    uint64_t extra_space = 0;
+  };
+  // Replaces every inode (the root included, which `inodes` must hold)
+  // by `inodes`, numbered below `next_ino`, which new inodes then start
+  // from. Not bounded by max_inodes: what was stored stays.
+  // InvalidArgument (and no change) for a number used twice or not below
+  // next_ino.
+  absl::Status Replace(std::vector<Adopted> inodes, uint64_t next_ino);
+
   uint64_t size() const;
+  // The number the next new inode gets.
+  uint64_t next_number() const;
   uint64_t max_inodes() const { return max_inodes_; }
   // Whole slots of inode space still free; 0 when unlimited.
   uint64_t free_slots() const;

@@ -1,7 +1,9 @@
 #include "fs/core/symlink_target.h"
 
+#include <climits>
 #include <utility>
 
+#include "alloc/base/coding.h"
 #include "alloc/base/status_macros.h"
 
 namespace cudafs {
@@ -23,6 +25,34 @@ absl::StatusOr<std::string> SymlinkTarget::Read() const {
   std::string target(size_, '\0');
   CUDAFS_RETURN_IF_ERROR(long_target_->Read(0, size_, target.data()));
   return target;
+}
+
+void SymlinkTarget::EncodeTo(std::string* out) const {
+  PutVarint(out, size_);
+  if (long_target_) {
+    long_target_->EncodeTo(out);
+  } else {
+    PutBytes(out, short_target_);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<const SymlinkTarget>> SymlinkTarget::DecodeFrom(
+    const ExtentMap::Space* space, absl::string_view* in) {
+  uint64_t size = 0;
+  if (!GetVarintUpTo(in, PATH_MAX - 1, &size) || size == 0) {
+    return absl::InvalidArgumentError("symlink: no target length");
+  }
+  if (size > kShortMax) {
+    auto blocks = std::make_unique<ExtentMap>(space);
+    CUDAFS_RETURN_IF_ERROR(blocks->DecodeFrom(in));
+    return std::unique_ptr<const SymlinkTarget>(
+        new SymlinkTarget(std::string(), std::move(blocks), size));
+  }
+  absl::string_view target;
+  if (!GetBytes(in, &target) || target.size() != size) {
+    return absl::InvalidArgumentError("symlink: a record cut short");
+  }
+  return std::unique_ptr<const SymlinkTarget>(new SymlinkTarget(std::string(target), nullptr, size));
 }
 
 }  // namespace cudafs

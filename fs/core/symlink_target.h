@@ -27,6 +27,13 @@ class SymlinkTarget {
   static absl::StatusOr<std::unique_ptr<const SymlinkTarget>> Make(const ExtentMap::Space* space,
                                                                    absl::string_view target);
 
+  // The target as a record of a filesystem image (alloc/base/coding.h): a
+  // long one by its block, which DecodeFrom claims in the arena of `space`
+  // (InvalidArgument for a record that is none).
+  void EncodeTo(std::string* out) const;
+  static absl::StatusOr<std::unique_ptr<const SymlinkTarget>> DecodeFrom(
+      const ExtentMap::Space* space, absl::string_view* in);
+
   // The target; an I/O error when the arena cannot be read.
   absl::StatusOr<std::string> Read() const;
   size_t size() const { return size_; }

@@ -989,5 +989,36 @@ TEST(SpillArenaReadyTest, AMoveIntoTheSpillTakesReadyMemoryFirst) {
   for (const Block& block : {*ready, *also, *other, *on_gpu}) arena.Free(block);
 }
 
+// Claim takes the very block another arena on the same memory handed out,
+// committing its granules as an allocation would, and refuses a block
+// taken, out of place or out of range.
+TEST_F(ArenaTest, ClaimTakesExactlyTheBlockAskedFor) {
+  const Block block{5 * kGranule + 3 * kMinBlock, kMinBlock};
+  ASSERT_TRUE(arena_->Claim(block).ok());
+  live_.push_back(block);
+  const Block large{8 * kGranule, 2 * kGranule};
+  ASSERT_TRUE(arena_->Claim(large).ok());
+  live_.push_back(large);
+  ExpectCommittedGranulesFollowLiveBlocks();
+  EXPECT_EQ(arena_->Stats().blocks.used, kMinBlock + 2 * kGranule);
+
+  EXPECT_TRUE(absl::IsInvalidArgument(arena_->Claim(block))) << "taken";
+  EXPECT_TRUE(absl::IsInvalidArgument(arena_->Claim({8 * kGranule + kGranule, kMinBlock})))
+      << "inside a taken block";
+  EXPECT_TRUE(absl::IsInvalidArgument(arena_->Claim({kMinBlock, 2 * kMinBlock}))) << "misaligned";
+  EXPECT_TRUE(absl::IsInvalidArgument(arena_->Claim({0, 3 * kMinBlock}))) << "no power of two";
+  EXPECT_TRUE(absl::IsInvalidArgument(arena_->Claim({kGranules * kGranule, kMinBlock})))
+      << "past the end";
+  EXPECT_TRUE(absl::IsInvalidArgument(arena_->Claim({~uint64_t{0} - kMinBlock + 1, kMinBlock})));
+  ExpectCommittedGranulesFollowLiveBlocks();
+  // What was claimed is allocated: nothing else gets it.
+  for (int i = 0; i < 200; ++i) {
+    absl::StatusOr<Block> other = arena_->Allocate(kMinBlock);
+    if (!other.ok()) break;
+    live_.push_back(*other);
+    EXPECT_TRUE(other->offset + kMinBlock <= block.offset || other->offset >= block.offset + kMinBlock);
+  }
+}
+
 }  // namespace
 }  // namespace cudafs

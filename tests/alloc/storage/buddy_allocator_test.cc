@@ -455,5 +455,35 @@ TEST(BuddyAllocatorTest, AllocateWithinTakesTheSmallestFreeBlockInTheRange) {
   EXPECT_EQ(allocator.Stats().largest_free, 256 * K) << "everything coalesced";
 }
 
+// AllocateAt takes exactly the block asked for, when all of it is free,
+// checked against the model at random over a range that is no power of two.
+TEST(BuddyAllocatorTest, AllocateAtTakesExactlyAFreeBlock) {
+  const uint64_t capacity = 1000 * kMinBlock;
+  BuddyAllocator allocator(capacity, kMinBlock);
+  SpaceModel model(capacity, kMinBlock);
+  std::mt19937 random(5);
+  std::vector<std::pair<uint64_t, uint64_t>> live;
+  for (int step = 0; step < 4000; ++step) {
+    const uint64_t size = kMinBlock << (random() % 8);
+    const uint64_t offset = (random() % (capacity / size + 1)) * size;
+    const bool fits = offset + size <= capacity && model.IsFree(offset, size);
+    ASSERT_EQ(allocator.AllocateAt(offset, size), fits) << offset << " +" << size;
+    if (fits) {
+      model.Mark(offset, size, true);
+      live.emplace_back(offset, size);
+    }
+    if (!live.empty() && random() % 3 == 0) {
+      const size_t victim = random() % live.size();
+      allocator.Free(live[victim].first, live[victim].second);
+      model.Mark(live[victim].first, live[victim].second, false);
+      live.erase(live.begin() + victim);
+    }
+    ASSERT_EQ(allocator.Stats().used, model.used_bytes());
+  }
+  EXPECT_FALSE(allocator.AllocateAt(kMinBlock, 2 * kMinBlock)) << "misaligned";
+  EXPECT_FALSE(allocator.AllocateAt(0, 3 * kMinBlock)) << "no power of two";
+  EXPECT_FALSE(allocator.AllocateAt(0, kMinBlock / 2)) << "below min_block";
+}
+
 }  // namespace
 }  // namespace cudafs
