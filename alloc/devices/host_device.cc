@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -119,6 +120,28 @@ absl::StatusOr<std::unique_ptr<HostDevice>> HostDevice::Create(uint64_t arena_si
     return absl::ErrnoToStatus(
         errno, absl::StrFormat("cannot make %d bytes of host memory for the arena", size));
   }
+  std::move(close_memory).Cancel();
+  return Map(memory, size);
+}
+
+absl::StatusOr<std::unique_ptr<HostDevice>> HostDevice::Adopt(int memfd) {
+  absl::Cleanup close_memory = [memfd] { close(memfd); };
+  struct stat st{};
+  if (fstat(memfd, &st) != 0) return DescriptorError(errno, "the arena's memfd");
+  // Only memfds (and other shmem files) have seals to ask for.
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (!S_ISREG(st.st_mode) || fcntl(memfd, F_GET_SEALS) < 0 || size == 0 ||
+      size % kGranule != 0) {
+    return absl::InvalidArgumentError("the descriptor handed over is no arena's memfd");
+  }
+  std::move(close_memory).Cancel();
+  return Map(memfd, size);
+}
+
+absl::StatusOr<std::unique_ptr<HostDevice>> HostDevice::Map(int memory, uint64_t size) {
+  absl::Cleanup close_memory = [memory] {
+    if (memory >= 0) close(memory);
+  };
   // Aligned to a granule, so that each granule can be one huge page: for
   // anonymous memory one page to fault in and zero, not 512 (committing
   // host memory is most of what moving data off a GPU costs), and for the

@@ -46,7 +46,17 @@ class HostDevice final : public Device, public Exporter {
   // Reserves `arena_size` bytes (rounded up to a granule).
   static absl::StatusOr<std::unique_ptr<HostDevice>> Create(uint64_t arena_size,
                                                             Backing backing = Backing::kMemfd);
+  // The arena over `memfd`, the memory of another HostDevice of the memfd
+  // backing (memory()), which a process that took it over keeps as it
+  // was: a successor's filesystem loads its image there
+  // (Filesystem::LoadImage). Owns the descriptor, closing it on failure
+  // too. InvalidArgument for a descriptor that is not such a memfd.
+  static absl::StatusOr<std::unique_ptr<HostDevice>> Adopt(int memfd);
   ~HostDevice() override;
+
+  // The memfd holding the arena's bytes, to be handed to a successor; -1
+  // for anonymous memory.
+  int memory() const { return memory_; }
 
   std::string Describe() const override;
   std::string place() const override { return "host"; }
@@ -78,6 +88,9 @@ class HostDevice final : public Device, public Exporter {
   };
 
   HostDevice(int memory, char* base, uint64_t size) : memory_(memory), base_(base), size_(size) {}
+  // Maps `size` bytes, granule-aligned, of `memory` (-1: anonymous) as a
+  // device; closes `memory` on failure.
+  static absl::StatusOr<std::unique_ptr<HostDevice>> Map(int memory, uint64_t size);
 
   bool WholeGranules(DeviceRange range) const;
   // Whether no shared range overlaps `range` but one equal to it.

@@ -1,5 +1,6 @@
 #include "alloc/devices/host_device.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -95,6 +96,34 @@ TEST(HostDeviceTest, CreateRoundsTheArenaUpToAGranule) {
 TEST(HostDeviceTest, CreateRejectsAnEmptyArena) {
   absl::StatusOr<std::unique_ptr<HostDevice>> device = HostDevice::Create(0);
   EXPECT_TRUE(absl::IsInvalidArgument(device.status())) << device.status();
+}
+
+// Adopt: a second device over the first one's memfd sees its bytes, and
+// committing them again (fallocate) keeps them.
+TEST(HostDeviceTest, AdoptKeepsTheBytesOfTheMemfdItTakesOver) {
+  std::unique_ptr<HostDevice> first = HostDevice::Create(4 * HostDevice::kGranule).value();
+  ASSERT_TRUE(first->Commit(HostDevice::kGranule, HostDevice::kGranule).ok());
+  const std::string bytes = "kept across processes";
+  ASSERT_TRUE(first->Write({{HostDevice::kGranule + 100, bytes.data(), bytes.size()}}).ok());
+  absl::StatusOr<std::unique_ptr<HostDevice>> second = HostDevice::Adopt(dup(first->memory()));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->arena_size(), first->arena_size());
+  first.reset();  // its process is gone; its decommits never come
+  ASSERT_TRUE((*second)->Commit(HostDevice::kGranule, HostDevice::kGranule).ok());
+  std::string read(bytes.size(), '\0');
+  ASSERT_TRUE((*second)->Read({{read.data(), HostDevice::kGranule + 100, read.size()}}).ok());
+  EXPECT_EQ(read, bytes);
+}
+
+TEST(HostDeviceTest, AdoptRefusesWhatIsNoArena) {
+  EXPECT_TRUE(absl::IsInvalidArgument(HostDevice::Adopt(open("/dev/null", O_RDWR)).status()));
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  EXPECT_TRUE(absl::IsInvalidArgument(HostDevice::Adopt(fds[0]).status()));
+  close(fds[1]);
+  const int empty = memfd_create("empty", MFD_CLOEXEC);
+  EXPECT_TRUE(absl::IsInvalidArgument(HostDevice::Adopt(empty).status()));
+  EXPECT_FALSE(HostDevice::Adopt(-1).ok());
 }
 
 TEST_P(HostDeviceBackingTest, CommitMakesGranulesResidentAndDecommitGivesThemBack) {

@@ -5,7 +5,10 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <map>
@@ -312,6 +315,101 @@ TEST_F(FilesystemImageTest, DamagedImagesAreRefusedWithoutTouchingTheMemory) {
   EXPECT_LT(loaded.size(), 100u);
   ASSERT_TRUE(successor_->LoadImage(*image).ok());
   EXPECT_EQ(Described(*successor_), before);
+}
+
+// Reads exactly `size` bytes, or fails the test.
+bool ReadAll(int fd, void* out, size_t size) {
+  char* at = static_cast<char*>(out);
+  while (size > 0) {
+    const ssize_t n = read(fd, at, size);
+    if (n <= 0) return false;
+    at += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void WriteAll(int fd, const void* data, size_t size) {
+  const char* at = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = write(fd, at, size);
+    if (n <= 0) _exit(3);
+    at += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void SendString(int fd, const std::string& bytes) {
+  const uint64_t size = bytes.size();
+  WriteAll(fd, &size, sizeof(size));
+  WriteAll(fd, bytes.data(), bytes.size());
+}
+
+bool ReceiveString(int fd, std::string* bytes) {
+  uint64_t size = 0;
+  if (!ReadAll(fd, &size, sizeof(size))) return false;
+  bytes->resize(size);
+  return ReadAll(fd, bytes->data(), size);
+}
+
+// The keeper's part: another process holds the arena's memfd while the
+// process that wrote the files dies by SIGKILL, and a successor process
+// finds them in it through the image.
+TEST(FilesystemImageProcessTest, FilesOutliveTheProcessThatWroteThemWhileTheMemoryIsHeld) {
+  absl::StatusOr<std::unique_ptr<HostDevice>> keeper = HostDevice::Create(kArenaBytes);
+  ASSERT_TRUE(keeper.ok());
+  const int memfd = (*keeper)->memory();
+  int channel[2];
+  ASSERT_EQ(pipe(channel), 0);
+  const pid_t writer = fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {
+    close(channel[0]);
+    std::unique_ptr<HostDevice> device = HostDevice::Adopt(dup(memfd)).value();
+    Arena arena(device.get(), kMinBlock);
+    FilesystemConfig config;
+    config.cache_bytes = 4 * kMiB;
+    Filesystem fs(&arena, config);
+    std::mt19937 random(11);
+    InodeNumber dir = fs.MakeDirectory(kRootInode, "dir", 0755, Caller::Root()).value().st_ino;
+    for (int i = 0; i < 40; ++i) {
+      const InodeNumber ino =
+          fs.MakeNode(i % 2 ? dir : kRootInode, "f" + std::to_string(i), S_IFREG | 0644, 0,
+                      Caller::Root())
+              .value()
+              .st_ino;
+      std::string bytes(static_cast<size_t>(random() % (3 * kMiB)), '\0');
+      for (char& c : bytes) c = static_cast<char>(random());
+      if (!fs.Write(ino, random() % 10000, bytes.data(), bytes.size(), false, Caller::Root()).ok()) {
+        _exit(4);
+      }
+    }
+    std::string description;
+    for (const auto& [path, what] : Described(fs)) absl::StrAppend(&description, path, "\t", what, "\n");
+    absl::StatusOr<std::string> image = fs.SaveImage();
+    if (!image.ok()) _exit(5);
+    SendString(channel[1], *image);
+    SendString(channel[1], description);
+    pause();  // until killed
+    _exit(6);
+  }
+  close(channel[1]);
+  std::string image, description;
+  const bool received = ReceiveString(channel[0], &image) && ReceiveString(channel[0], &description);
+  kill(writer, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(writer, &status, 0), writer);
+  close(channel[0]);
+  ASSERT_TRUE(received) << "the writer ended with status " << status;
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+  std::unique_ptr<HostDevice> device = HostDevice::Adopt(dup(memfd)).value();
+  Arena arena(device.get(), kMinBlock);
+  Filesystem successor(&arena, FilesystemConfig());
+  ASSERT_TRUE(successor.LoadImage(image).ok());
+  std::string found;
+  for (const auto& [path, what] : Described(successor)) absl::StrAppend(&found, path, "\t", what, "\n");
+  EXPECT_EQ(found, description);
 }
 
 }  // namespace
