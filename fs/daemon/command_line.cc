@@ -61,6 +61,8 @@ absl::Status ApplyFlag(absl::Span<const char* const> argv, size_t& i, OptionTarg
     options.action = Action::kStats;
   } else if (flag == "--make-room") {
     options.action = Action::kMakeRoom;
+  } else if (flag == "--upgrade") {
+    options.action = Action::kUpgrade;
   } else if (flag == "--all" || flag == "--json") {
     const MountOptions::StatsFormat format =
         flag == "--all" ? MountOptions::StatsFormat::kAll : MountOptions::StatsFormat::kJson;
@@ -108,11 +110,14 @@ absl::Status TakeMakeRoomArguments(absl::Span<const absl::string_view> positiona
   return absl::OkStatus();
 }
 
-// --stats' MOUNTPOINT, or a mount's [SOURCE] MOUNTPOINT.
+// --stats' and --upgrade's MOUNTPOINT, or a mount's [SOURCE] MOUNTPOINT.
 absl::Status TakeMountArguments(absl::Span<const absl::string_view> positionals,
                                 MountOptions& options) {
   if (options.action == Action::kStats && positionals.size() != 1) {
     return absl::InvalidArgumentError("--stats takes one MOUNTPOINT");
+  }
+  if (options.action == Action::kUpgrade && positionals.size() != 1) {
+    return absl::InvalidArgumentError("--upgrade takes one MOUNTPOINT");
   }
   if (options.action != Action::kStats &&
       options.stats_format != MountOptions::StatsFormat::kSummary) {
@@ -191,6 +196,7 @@ std::string UsageText(absl::string_view program) {
       R"(usage: %1$s [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
        %1$s --help | --version | --list-devices | --stats [--all|--json] MOUNTPOINT
        %1$s --make-room MOUNTPOINT SIZE|all
+       %1$s --upgrade MOUNTPOINT
        %1$s run [-o MOUNTPOINT]... -- COMMAND [ARG...]
 
 Mounts a filesystem that keeps file data in GPU memory. SOURCE is the name
@@ -208,6 +214,9 @@ General options:
                          move data off the mount's GPUs to host memory until SIZE
                          (N[k|m|g|t|p|e], as size=) is free on each, or all it
                          can; returns then
+  --upgrade MOUNTPOINT   hand the mount to this cudafs binary without unmounting
+                         it (after a package upgrade): files, open files and
+                         requests carry over; host memory mounts on /dev/fuse
   run [-o MOUNTPOINT]... -- COMMAND [ARG...]
                          run COMMAND so that its GPU allocations that fail
                          for want of memory wait for the cudafs mounts (or

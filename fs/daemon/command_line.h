@@ -3,6 +3,7 @@
 //   cudafs [SOURCE] MOUNTPOINT [-f] [-d] [-s] [-o OPT[,OPT...]]
 //   cudafs --help | --version | --list-devices | --stats [--all|--json] MOUNTPOINT
 //   cudafs --make-room MOUNTPOINT SIZE|all
+//   cudafs --upgrade MOUNTPOINT
 //   cudafs --options-markdown   (not in --help: the README's option table)
 //   cudafs --manual             (not in --help: the cudafs(8) page, in roff)
 //

@@ -1,5 +1,7 @@
 #include "fs/daemon/control_plane.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,7 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
   // Anyone who may read the root's attributes may know where to ask; the
   // service checks each request.
   if (name == kSocketAttribute && sharing_ != nullptr) return sharing_->address();
+  if (name == kDaemonAttribute) return absl::StrCat(getpid());
   if (name != kStatsAttribute) return std::nullopt;
   // The counters follow everyone's activity on the mount (a side channel
   // on other users' I/O): for root and the user who mounted it only.
@@ -65,7 +68,7 @@ std::optional<absl::StatusOr<std::string>> ControlPlane::Get(absl::string_view n
 std::optional<absl::Status> ControlPlane::Set(absl::string_view name, absl::string_view value,
                                               uid_t caller) {
   // Read-only, like a file in /proc.
-  if (name == kStatsAttribute || name == kSocketAttribute) {
+  if (name == kStatsAttribute || name == kSocketAttribute || name == kDaemonAttribute) {
     return PosixError(EPERM, "the control attributes are read-only");
   }
   if (faults_ == nullptr || name != kFaultsAttribute) return std::nullopt;
@@ -108,7 +111,7 @@ absl::Status ControlPlane::MakeRoom(const Request& request, uid_t caller) {
 }
 
 std::optional<absl::Status> ControlPlane::Remove(absl::string_view name) {
-  if (name == kStatsAttribute || name == kSocketAttribute) {
+  if (name == kStatsAttribute || name == kSocketAttribute || name == kDaemonAttribute) {
     return PosixError(EPERM, "the control attributes are read-only");
   }
   return std::nullopt;

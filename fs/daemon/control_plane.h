@@ -40,6 +40,8 @@ namespace cudafs {
 
 inline constexpr char kStatsAttribute[] = "user.cudafs.stats";
 inline constexpr char kFaultsAttribute[] = "user.cudafs.faults";
+// The daemon's pid, which cudafs --upgrade asks to hand the mount over.
+inline constexpr char kDaemonAttribute[] = "user.cudafs.daemon";
 inline constexpr const char* kSocketAttribute = kShareSocketAttribute;
 
 class ControlPlane final : public ControlAttributes, public RoomMaker {

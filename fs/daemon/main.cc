@@ -34,6 +34,7 @@
 #include "fs/daemon/run_command.h"
 #include "fs/daemon/serve.h"
 #include "fs/daemon/stats_command.h"
+#include "fs/daemon/upgrade_command.h"
 #include "fs/fuse/libfuse.h"
 
 namespace cudafs {
@@ -64,6 +65,8 @@ std::optional<int> RunCommand(const MountOptions& options) {
       return StatsCommand(options.mountpoint, options.stats_format);
     case MountOptions::Action::kMakeRoom:
       return MakeRoomCommand(options.mountpoint, options.make_room_bytes);
+    case MountOptions::Action::kUpgrade:
+      return UpgradeCommand(options.mountpoint);
     case MountOptions::Action::kMount:
       break;
   }

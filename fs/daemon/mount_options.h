@@ -35,7 +35,7 @@ struct SizeSpec {
 
 struct MountOptions {
   enum class Action {
-    kMount, kHelp, kVersion, kListDevices, kStats, kMakeRoom, kOptionsMarkdown, kManual
+    kMount, kHelp, kVersion, kListDevices, kStats, kMakeRoom, kUpgrade, kOptionsMarkdown, kManual
   };
   Action action = Action::kMount;
   // --stats: a one-line summary, every counter (--all), or JSON (--json).

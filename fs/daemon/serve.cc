@@ -1,11 +1,16 @@
 #include "fs/daemon/serve.h"
 
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,12 +18,16 @@
 #include <vector>
 
 #include "absl/algorithm/container.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "alloc/base/log.h"
+#include "alloc/base/status_macros.h"
 #include "alloc/devices/faulty_device.h"
+#include "alloc/devices/host_device.h"
 #include "alloc/devices/open_device.h"
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
@@ -26,6 +35,7 @@
 #include "fs/daemon/background_tasks.h"
 #include "fs/daemon/command_failure.h"
 #include "fs/daemon/control_plane.h"
+#include "fs/daemon/hand_over.h"
 #include "fs/daemon/host_probes.h"
 #include "fs/daemon/mount_info.h"
 #include "fs/fuse/fuse_kernel_notifier.h"
@@ -110,11 +120,70 @@ absl::StatusOr<Storage> OpenStorage(const MountPlan& plan) {
   return storage;
 }
 
-// A FUSE session for `context`, mounted on the mountpoint, with `notifier`
-// attached to it. libfuse gets the options it handles but root's
-// auto_unmount (the watcher's), and io_uring when the plan chose it.
+// What a session negotiated at INIT, as far as it shapes what the kernel
+// sends and expects: a successor's must be its predecessor's, as the
+// kernel keeps the first negotiation (hand_over.h).
+std::string NegotiationOf(const FuseContext& context) {
+  return absl::StrFormat("libfuse %s, %s, max_request %d, direct_io_min %d, zero_message_open %d, "
+                         "kernel_kills_set_id %d",
+                         fuse_pkgversion(), context.stats.transport.load(),
+                         context.settings.max_request, context.negotiated.direct_io_min,
+                         context.negotiated.zero_message_open,
+                         context.negotiated.kernel_kills_set_id);
+}
+
+// Takes over the connection `predecessor` handed over: libfuse answers
+// nothing but INIT until it has seen one, and offers no call to adopt a
+// connection, so the session is mounted on one end of a socket pair that
+// holds the INIT the kernel sent the predecessor, receives and negotiates
+// it as its own (its reply goes to the pair, where no one reads it: the
+// kernel keeps the first), and then has the /dev/fuse descriptor put in
+// that end's place. Receiving it into a buffer of the workers' size lets
+// INIT grant the max_write they read (receive-buf-size.patch).
+absl::Status AdoptSession(fuse_session* session, Predecessor& predecessor, FuseContext& context) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    return absl::ErrnoToStatus(errno, "socketpair");
+  }
+  // pair[1] stays open until INIT's reply has gone into it: a write to a
+  // pair whose other end is closed would raise SIGPIPE.
+  absl::Cleanup close_other_end = [&] { close(pair[1]); };
+  const std::string& init = predecessor.handed.init_request;
+  const bool queued = send(pair[1], init.data(), init.size(), 0) == static_cast<ssize_t>(init.size());
+  if (!queued || fuse_session_mount(session, absl::StrCat("/dev/fd/", pair[0]).c_str()) != 0) {
+    close(pair[0]);
+    return absl::InternalError("cannot start a session on the connection handed over");
+  }
+  // Freed when the workers start theirs: only a buffer this large matters.
+  std::vector<char> buffer(std::max<size_t>(context.settings.max_request, 1 << 20) + 8192);
+  fuse_buf request = {};
+  request.mem = buffer.data();
+  request.size = buffer.size();
+  const int received = fuse_session_receive_buf(session, &request);
+  if (received != static_cast<int>(init.size())) {
+    return absl::InternalError("the INIT handed over did not come through");
+  }
+  fuse_session_process_buf(session, &request);
+  if (NegotiationOf(context) != predecessor.handed.negotiation) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this cudafs negotiates otherwise with the kernel (", NegotiationOf(context),
+        ") than the running one (", predecessor.handed.negotiation, "): remount instead"));
+  }
+  // The session's descriptor is now the connection.
+  if (dup3(predecessor.handed.fuse_fd, fuse_session_fd(session), O_CLOEXEC) < 0) {
+    return absl::ErrnoToStatus(errno, "dup3 of the connection handed over");
+  }
+  close(std::exchange(predecessor.handed.fuse_fd, -1));
+  return absl::OkStatus();
+}
+
+// A FUSE session for `context`, mounted on the mountpoint (or, for a
+// successor, on the connection handed over), with `notifier` attached to
+// it. libfuse gets the options it handles but root's auto_unmount (the
+// watcher's), and io_uring when the plan chose it.
 absl::StatusOr<fuse_session*> StartSession(const MountOptions& options, FuseContext& context,
-                                           FuseKernelNotifier& notifier) {
+                                           FuseKernelNotifier& notifier,
+                                           Predecessor* predecessor) {
   std::vector<std::string> arguments = {"cudafs",         "-o", "default_permissions",       "-o",
                                         "subtype=cudafs", "-o", FsnameOption(options.source)};
   for (const std::string& option : options.fuse_options) {
@@ -140,6 +209,14 @@ absl::StatusOr<fuse_session*> StartSession(const MountOptions& options, FuseCont
     return absl::InternalError("cannot start the FUSE session (see the message above)");
   }
   notifier.Attach(session);
+  if (predecessor != nullptr) {
+    if (absl::Status adopted = AdoptSession(session, *predecessor, context); !adopted.ok()) {
+      notifier.Attach(nullptr);
+      fuse_session_destroy(session);
+      return adopted;
+    }
+    return session;
+  }
   if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
     notifier.Attach(nullptr);
     fuse_session_destroy(session);
@@ -181,28 +258,78 @@ std::unique_ptr<ShareServer> StartSharing(Filesystem& filesystem, KernelNotifier
   return *std::move(server);
 }
 
-// Serves the mounted `session` until it is unmounted (or a stop signal
-// unmounts it); returns the daemon's exit status.
-int ServeUntilUnmounted(fuse_session* session, const std::string& mountpoint, Device& device,
-                        const FuseSettings& settings) {
-  const int result = RunSessionLoop(session, mountpoint, device, static_cast<int>(settings.workers),
-                                    settings.max_request);
-  if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
-  return result < 0 ? 1 : 0;
-}
-
 void EndSession(fuse_session* session, FuseKernelNotifier& notifier, UringBuffers& uring_buffers) {
   uring_buffers.UnregisterAll();  // before libfuse frees them
   notifier.Attach(nullptr);
   fuse_session_destroy(session);
 }
 
+// What this daemon hands a successor (hand_over.h), or why it cannot: the
+// data must be in host memory (GPU memory is not handed over yet), the
+// session's requests must come through /dev/fuse (a ring's requests in
+// flight would hang), and no fusermount3 may be waiting to unmount the
+// mount when this process ends (other users' auto_unmount). Writes the
+// image: call with the workers and the background tasks stopped.
+absl::StatusOr<HandedOver> StateToHandOver(const MountOptions& options, const Storage& storage,
+                                           const Arena& arena, Filesystem& filesystem,
+                                           const FuseContext& context, fuse_session* session,
+                                           const std::string& init_request,
+                                           const std::vector<std::string>& arguments) {
+  auto* host = dynamic_cast<HostDevice*>(storage.device.get());
+  if (host == nullptr || host->memory() < 0) {
+    return absl::FailedPreconditionError(
+        "only a mount whose files are in host memory (backend=host) can be handed over yet: "
+        "this one needs a remount");
+  }
+  if (context.settings.uring) {
+    return absl::FailedPreconditionError(
+        "a mount served over io_uring cannot be handed over yet (one mounted with uring=off can)");
+  }
+  if (absl::c_linear_search(options.fuse_options, "auto_unmount") && geteuid() != 0) {
+    return absl::FailedPreconditionError(
+        "fusermount3 would unmount this mount (auto_unmount) when its daemon ends: remount it");
+  }
+  if (init_request.empty()) return absl::FailedPreconditionError("the session has no INIT yet");
+  HandedOver state;
+  CUDAFS_ASSIGN_OR_RETURN(state.image, filesystem.SaveImage());
+  state.fuse_fd = dup(fuse_session_fd(session));
+  state.arena_fd = dup(host->memory());
+  if (state.fuse_fd < 0 || state.arena_fd < 0) return absl::ErrnoToStatus(errno, "dup");
+  state.capacity = arena.capacity();
+  state.generation = context.settings.generation;
+  state.init_request = init_request;
+  state.negotiation = NegotiationOf(context);
+  state.arguments = arguments;
+  return state;
+}
+
+// This process's command line: a mount's, as made (a successor serves with
+// the one handed to it).
+std::vector<std::string> OwnArguments() {
+  std::ifstream file("/proc/self/cmdline", std::ios::binary);
+  const std::string cmdline((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  return absl::StrSplit(cmdline, '\0', absl::SkipEmpty());
+}
+
+// The storage a predecessor handed over: its host arena.
+absl::StatusOr<Storage> AdoptStorage(HandedOver& handed) {
+  absl::StatusOr<std::unique_ptr<HostDevice>> device =
+      HostDevice::Adopt(std::exchange(handed.arena_fd, -1));
+  if (!device.ok()) return device.status();
+  Storage storage;
+  storage.device = *std::move(device);
+  storage.backend = BackendKind::kHost;
+  storage.capacity = handed.capacity;
+  return storage;
+}
+
 }  // namespace
 
-int Serve(const MountPlan& plan, ReadyPipe& ready) {
+int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
   const MountOptions& options = plan.options();
   const auto fail = [&](absl::string_view message) {
     Fail(message);
+    if (predecessor != nullptr) predecessor->listener->Answer(absl::FailedPreconditionError(message));
     ready.Send(kExitUsage);
     return kExitUsage;
   };
@@ -217,7 +344,8 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   if (!started.ok()) return fail(started.status().message());
   std::optional<AbandonedMountWatcher>& watcher = *started;
 
-  absl::StatusOr<Storage> storage = OpenStorage(plan);
+  absl::StatusOr<Storage> storage =
+      predecessor != nullptr ? AdoptStorage(predecessor->handed) : OpenStorage(plan);
   if (!storage.ok()) return fail(storage.status().message());
   auto& [device, faults, backend, capacity] = *storage;
   Arena arena(device.get(), options.min_block, capacity);
@@ -228,15 +356,43 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   FuseKernelNotifier notifier;
   config.notifier = &notifier;
   Filesystem filesystem(&arena, config);
+  // A successor shares the arena's memory with its predecessor, which
+  // serves on if this one fails: from here on a failure must exit without
+  // freeing (which would decommit) anything.
+  const auto fail_taking_over = [&](absl::string_view message) {
+    fail(message);
+    _exit(kExitUsage);
+  };
+  if (predecessor != nullptr) {
+    if (absl::Status loaded = filesystem.LoadImage(predecessor->handed.image); !loaded.ok()) {
+      fail_taking_over(absl::StrCat("the running daemon's files: ", loaded.message()));
+    }
+    predecessor->handed.image.clear();
+  }
   Placement placement(&arena);
   RoomKeeper keeper(&filesystem, &placement, RoomKeeper::Options{.ready = options.spill_ready});
   UringBuffers uring_buffers(device.get());
-  FuseContext context(&filesystem, device.get(), plan.FuseSettingsFor(backend), &uring_buffers);
+  FuseSettings settings = plan.FuseSettingsFor(backend);
+  if (predecessor != nullptr) settings.generation = predecessor->handed.generation;
+  FuseContext context(&filesystem, device.get(), settings, &uring_buffers);
   ControlPlane control(&context, &arena, getuid(), faults, &keeper, plan.WhyNoRoom(backend));
   context.control = &control;
 
-  absl::StatusOr<fuse_session*> session = StartSession(options, context, notifier);
-  if (!session.ok()) return fail(session.status().message());
+  absl::StatusOr<fuse_session*> session = StartSession(options, context, notifier, predecessor);
+  if (!session.ok()) {
+    if (predecessor != nullptr) fail_taking_over(session.status().message());
+    return fail(session.status().message());
+  }
+  // The INIT a successor replays, and the command line it serves with; a
+  // successor has its predecessor's.
+  std::string init_request = predecessor != nullptr ? predecessor->handed.init_request : "";
+  const std::vector<std::string> arguments =
+      predecessor != nullptr ? predecessor->handed.arguments : OwnArguments();
+  if (predecessor != nullptr) {
+    // The predecessor exits now; requests wait in the kernel meanwhile.
+    predecessor->listener->Answer(absl::OkStatus());
+    LogInfo("took the mount over from the running daemon");
+  }
   const std::optional<MountInfoLine> mount = OwnMount(options.mountpoint);
   if (mount && watcher) watcher->Watch(*mount);
 
@@ -262,10 +418,31 @@ int Serve(const MountPlan& plan, ReadyPipe& ready) {
   }
   ready.Send(0);
 
-  const BackgroundTasks tasks(filesystem, config.trim_growth_when_idle, keeper);
-  const int status = ServeUntilUnmounted(*session, options.mountpoint, *device, context.settings);
+  // Serves until unmounted (or a stop signal unmounts it); a hand-over
+  // asked for (SIGUSR1) stops the workers and the background tasks, and
+  // this process exits once a successor serves, or serves on.
+  int result = 0;
+  for (;;) {
+    std::optional<BackgroundTasks> tasks;
+    tasks.emplace(filesystem, config.trim_growth_when_idle, keeper);
+    result = RunSessionLoop(*session, options.mountpoint, *device,
+                            static_cast<int>(context.settings.workers),
+                            context.settings.max_request, &init_request);
+    if (result != kHandOverAsked) break;
+    tasks.reset();
+    const absl::Status handed = HandOver([&] {
+      return StateToHandOver(options, *storage, arena, filesystem, context, *session, init_request,
+                             arguments);
+    });
+    if (handed.ok()) {
+      LogInfo("handed the mount over to its successor");
+      _exit(0);  // the successor owns everything now: nothing to free or unmount
+    }
+    LogError(absl::StrCat("no hand-over, serving on: ", handed.message()));
+  }
+  if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
   EndSession(*session, notifier, uring_buffers);
-  return status;
+  return result < 0 ? 1 : 0;
 }
 
 }  // namespace cudafs

@@ -9,6 +9,7 @@
 #define CUDAFS_FS_DAEMON_SERVE_H_
 
 #include "fs/daemon/daemonize.h"
+#include "fs/daemon/hand_over.h"
 #include "fs/daemon/mount_plan.h"
 
 namespace cudafs {
@@ -16,8 +17,10 @@ namespace cudafs {
 // Carries out `plan`; `ready` learns the exit status the command returns
 // once the mount is usable or has failed. Returns the daemon's exit status:
 // 0 once unmounted, 1 when serving failed, 2 (kExitUsage) when the mount
-// could not be made (with a one-line message on stderr).
-int Serve(const MountPlan& plan, ReadyPipe& ready);
+// could not be made (with a one-line message on stderr). With
+// `predecessor`, takes over its mount (hand_over.h) instead of mounting,
+// and answers it.
+int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor = nullptr);
 
 }  // namespace cudafs
 

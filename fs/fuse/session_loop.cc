@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <string>
@@ -31,9 +32,24 @@ void Wake() {
   (void)!write(g_wakeup_fd, &one, sizeof one);
 }
 
-void OnStopSignal(int) { Wake(); }
+volatile sig_atomic_t g_stop_asked = 0;
+
+void OnStopSignal(int) {
+  g_stop_asked = 1;
+  Wake();
+}
 
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+// Asks for a hand-over (session_loop.h); only root and the daemon's user
+// can send it, as they alone may take the mount over.
+constexpr int kHandOverSignal = SIGUSR1;
+volatile sig_atomic_t g_hand_over_asked = 0;
+
+void OnHandOverSignal(int) {
+  g_hand_over_asked = 1;
+  Wake();
+}
 
 // Sent to our own workers to interrupt a read() of /dev/fuse (EINTR) when
 // the daemon stops; its handler does nothing.
@@ -64,8 +80,8 @@ constexpr absl::Duration kStopTimeout = absl::Seconds(5);
 
 class Workers {
  public:
-  Workers(fuse_session* session, Device& device, size_t max_request)
-      : session_(session), device_(device), max_request_(max_request) {}
+  Workers(fuse_session* session, Device& device, size_t max_request, std::string* init_request)
+      : session_(session), device_(device), max_request_(max_request), init_request_(init_request) {}
 
   void Start(int count) {
     absl::MutexLock lock(&mu_);
@@ -88,6 +104,16 @@ class Workers {
     return true;
   }
 
+  // Ends every worker between two requests, leaving the session as it is:
+  // what the kernel has not handed out stays queued for whoever reads the
+  // connection next. (Not through fuse_session_exit: libfuse drops a
+  // request it read after the session was marked exited, and the kernel
+  // would wait for its answer forever.) False as Stop.
+  bool Pause(absl::Duration timeout) {
+    pausing_.store(true, std::memory_order_relaxed);
+    return Stop(timeout);
+  }
+
   void Join() {
     for (std::thread& thread : threads_) thread.join();
     threads_.clear();
@@ -97,13 +123,19 @@ class Workers {
     absl::MutexLock lock(&mu_);
     return error_;
   }
+  // Whether the session ended under a worker (unmounted, or failed).
+  bool ended() {
+    absl::MutexLock lock(&mu_);
+    return ended_;
+  }
 
  private:
   void Serve() {
     const size_t capacity = kRequestOffset + ReceiveBufferSize(max_request_);
     const PinnedBuffer buffer(&device_, capacity);
     int error = 0;
-    while (buffer.data() != nullptr && !fuse_session_exited(session_)) {
+    while (buffer.data() != nullptr && !fuse_session_exited(session_) &&
+           !pausing_.load(std::memory_order_relaxed)) {
       fuse_buf request = {};
       request.mem = buffer.data() + kRequestOffset;
       request.size = capacity - kRequestOffset;
@@ -112,13 +144,23 @@ class Workers {
       if (received <= 0) {
         // 0: unmounted (libfuse saw ENODEV). Errors after the session was
         // told to exit come from its device fd being closed under us.
-        if (!fuse_session_exited(session_)) error = received;
+        if (!fuse_session_exited(session_)) {
+          error = received;
+          absl::MutexLock lock(&mu_);
+          ended_ = true;
+        }
         break;
+      }
+      if (static_cast<size_t>(received) >= sizeof(fuse_in_header) &&
+          static_cast<const fuse_in_header*>(request.mem)->opcode == FUSE_INIT) {
+        // Before any other request: the kernel waits for INIT's reply.
+        init_request_->assign(static_cast<const char*>(request.mem), received);
       }
       fuse_session_process_buf(session_, &request);
     }
     if (buffer.data() == nullptr) error = -ENOMEM;
-    fuse_session_exit(session_);
+    // The others stop too, but for a pause, which stops each itself.
+    if (!pausing_.load(std::memory_order_relaxed)) fuse_session_exit(session_);
     absl::MutexLock lock(&mu_);
     if (error < 0 && error_ == 0) error_ = error;
     --running_;
@@ -135,10 +177,13 @@ class Workers {
   fuse_session* const session_;
   Device& device_;
   const size_t max_request_;
+  std::string* const init_request_;
+  std::atomic<bool> pausing_{false};
   std::vector<std::thread> threads_;
   absl::Mutex mu_;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   int error_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Blocks (SIG_BLOCK) or unblocks (SIG_UNBLOCK) the stop signals in the
@@ -147,6 +192,7 @@ void MaskStopSignals(int how) {
   sigset_t stop_set;
   sigemptyset(&stop_set);
   for (int signal : kStopSignals) sigaddset(&stop_set, signal);
+  sigaddset(&stop_set, kHandOverSignal);
   pthread_sigmask(how, &stop_set, nullptr);
 }
 
@@ -155,9 +201,12 @@ void MaskStopSignals(int how) {
 void BlockStopSignals() { MaskStopSignals(SIG_BLOCK); }
 
 int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
-                   int threads, size_t max_request) {
+                   int threads, size_t max_request, std::string* init_request) {
   g_wakeup_fd = eventfd(0, EFD_CLOEXEC);
   if (g_wakeup_fd < 0) return -errno;
+  g_hand_over_asked = 0;
+  g_stop_asked = 0;
+  fuse_session_reset(session);  // served again after a hand-over that failed
 
   struct sigaction stop = {};
   stop.sa_handler = OnStopSignal;
@@ -169,10 +218,13 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   struct sigaction interrupt = {};
   interrupt.sa_handler = OnInterruptSignal;
   sigemptyset(&interrupt.sa_mask);
-  struct sigaction saved[std::size(kStopSignals)], saved_pipe, saved_interrupt;
+  struct sigaction hand_over = stop;
+  hand_over.sa_handler = OnHandOverSignal;
+  struct sigaction saved[std::size(kStopSignals)], saved_pipe, saved_interrupt, saved_hand_over;
   for (size_t i = 0; i < std::size(kStopSignals); ++i) {
     sigaction(kStopSignals[i], &stop, &saved[i]);
   }
+  sigaction(kHandOverSignal, &hand_over, &saved_hand_over);
   sigaction(kInterruptSignal, &interrupt, &saved_interrupt);
   // A reader that went away must not kill the daemon.
   sigaction(SIGPIPE, &ignore, &saved_pipe);
@@ -180,7 +232,7 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   // Workers block the stop signals, so they reach this thread; one that
   // came since BlockStopSignals is delivered to the handler now.
   BlockStopSignals();
-  Workers workers(session, device, max_request);
+  Workers workers(session, device, max_request, init_request);
   workers.Start(threads);
   MaskStopSignals(SIG_UNBLOCK);
 
@@ -190,26 +242,34 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   // The workers stop before the session's /dev/fuse descriptor is closed
   // (fuse_session_unmount closes it): a worker still reading it could
   // otherwise read whatever file the daemon opens next under that number.
-  fuse_session_exit(session);
-  if (!workers.Stop(kStopTimeout)) {
+  const bool pause = g_hand_over_asked && !g_stop_asked;
+  if (!pause) fuse_session_exit(session);
+  if (!(pause ? workers.Pause(kStopTimeout) : workers.Stop(kStopTimeout))) {
     // Workers stuck in the device would touch it after it is gone; the
     // driver frees VRAM at process exit anyway.
     LogError(absl::StrCat(mountpoint, ": requests still in flight; exiting"));
     _exit(1);
   }
   workers.Join();
+  // A hand-over asked while the session was ending anyway (unmounted, or
+  // a stop signal) is moot.
+  const bool hand_over_asked = g_hand_over_asked && !g_stop_asked && !workers.ended();
   // Closing the descriptor ends the connection: files still open on the
   // mount fail with ENOTCONN from here on.
-  fuse_session_unmount(session);
+  if (!hand_over_asked) fuse_session_unmount(session);
+  // A stop signal from here on waits for the next loop's handlers (after a
+  // hand-over that failed) rather than killing a daemon still mounted.
+  BlockStopSignals();
 
   for (size_t i = 0; i < std::size(kStopSignals); ++i) {
     sigaction(kStopSignals[i], &saved[i], nullptr);
   }
+  sigaction(kHandOverSignal, &saved_hand_over, nullptr);
   sigaction(SIGPIPE, &saved_pipe, nullptr);
   sigaction(kInterruptSignal, &saved_interrupt, nullptr);
   close(g_wakeup_fd);
   g_wakeup_fd = -1;
-  return workers.error();
+  return hand_over_asked ? kHandOverAsked : workers.error();
 }
 
 }  // namespace cudafs

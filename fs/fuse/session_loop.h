@@ -12,8 +12,11 @@
 //
 // The loop ends when the filesystem is unmounted, or on SIGINT, SIGTERM or
 // SIGHUP, which unmount it (files still open on it then fail with ENOTCONN,
-// as the daemon is going away). The workers are interrupted with SIGUSR2,
-// whose handler does nothing.
+// as the daemon is going away), or on SIGUSR1, which asks for the mount to
+// be handed to another process (fs/daemon/hand_over.h): the workers then
+// stop between requests and the session stays mounted, its requests
+// waiting in the kernel for whoever reads them next. The workers are
+// interrupted with SIGUSR2, whose handler does nothing.
 #ifndef CUDAFS_FS_FUSE_SESSION_LOOP_H_
 #define CUDAFS_FS_FUSE_SESSION_LOOP_H_
 
@@ -32,11 +35,16 @@ namespace cudafs {
 void BlockStopSignals();
 
 // Serves `session`, mounted on `mountpoint`, with `threads` workers until it
-// ends, then unmounts it. Each worker receives into a buffer for requests
-// of up to `max_request` bytes (FuseSettings::max_request, which Init asks
-// for as max_write). Returns 0, or -errno when the loop failed.
+// ends, then unmounts it, but for a hand-over. Each worker receives into a
+// buffer for requests of up to `max_request` bytes (FuseSettings::
+// max_request, which Init asks for as max_write). The INIT request the
+// kernel sends is kept in `init_request`, which a successor replays to
+// take the session over (hand_over.h). Returns 0 once unmounted,
+// kHandOverAsked when a hand-over was asked (the session still mounted;
+// call again to go on serving), or -errno when the loop failed.
+inline constexpr int kHandOverAsked = 1;
 int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
-                   int threads, size_t max_request);
+                   int threads, size_t max_request, std::string* init_request);
 
 }  // namespace cudafs
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -1866,6 +1867,116 @@ TEST_P(CliMountTest, UringOptionPicksTheTransport) {
     EXPECT_EQ(HoldsIoUring(*daemon), mode != "off" && available);
     EXPECT_TRUE(UnmountNow(dir.path()));
   }
+}
+
+// The daemon serving `mountpoint`, as its root says (what --upgrade asks).
+std::optional<pid_t> DaemonAttribute(const std::string& mountpoint) {
+  char value[32] = {};
+  const ssize_t n = getxattr(mountpoint.c_str(), "user.cudafs.daemon", value, sizeof value - 1);
+  if (n <= 0) return std::nullopt;
+  return static_cast<pid_t>(std::atoi(value));
+}
+
+// --upgrade: this binary takes the mount over without unmounting it, twice.
+// The files, a descriptor held open (read and written before, between and
+// after) and the requests of a writer running throughout carry over, and
+// the old daemons exit; the last one unmounts as any does. A mount served
+// over io_uring, or with its files on a GPU, is not handed over: the
+// command says why, and the running daemon serves on.
+TEST_P(CliMountTest, UpgradeHandsTheMountToThisBinaryWithNothingLost) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(MountOn(dir, {"size=64m"}).exit_code, 0);
+  const std::string big = RandomBytes(5 * kMiB, 31);
+  ASSERT_TRUE(WriteFile(dir.path() + "/big", big));
+  const std::optional<std::string> stats =
+      RunCommand({kBinary, "--stats", dir.path()}).out;
+  const bool uring = stats->find("io_uring") != std::string::npos;
+  const bool handed_over = backend() == "host" && !uring;
+  Fd held(open((dir.path() + "/held").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_GE(held.get(), 0);
+  ASSERT_EQ(pwrite(held.get(), "before ", 7, 0), 7);
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  int appended = 0;
+  const std::string log = dir.path() + "/log";
+  std::thread writer([&] {
+    while (!stop) {
+      const std::string line = "line " + std::to_string(appended) + "\n";
+      const int fd = open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0 || write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+        ++failures;
+      }
+      if (fd >= 0) close(fd);
+      ++appended;
+    }
+  });
+  std::vector<pid_t> daemons = {DaemonAttribute(dir.path()).value_or(0)};
+  for (int round = 0; round < 2; ++round) {
+    std::this_thread::sleep_for(100ms);
+    const CommandResult upgrade = RunCommand({kBinary, "--upgrade", dir.path()}, 90s);
+    if (handed_over) {
+      EXPECT_EQ(upgrade.exit_code, 0) << upgrade.err;
+      EXPECT_NE(upgrade.err.find("took the mount over"), std::string::npos) << upgrade.err;
+    } else {
+      EXPECT_EQ(upgrade.exit_code, 2) << upgrade.err;
+      EXPECT_NE(upgrade.err.find(backend() == "host" ? "io_uring" : "host memory"),
+                std::string::npos)
+          << upgrade.err;
+    }
+    daemons.push_back(DaemonAttribute(dir.path()).value_or(0));
+    char word[16] = {};
+    ASSERT_EQ(pread(held.get(), word, 7, 0), 7);
+    EXPECT_STREQ(word, "before ");
+  }
+  stop = true;
+  writer.join();
+  EXPECT_EQ(failures, 0);
+  ASSERT_EQ(pwrite(held.get(), "after", 5, 7), 5);
+  char both[13] = {};
+  ASSERT_EQ(pread(held.get(), both, 12, 0), 12);
+  EXPECT_STREQ(both, "before after");
+  EXPECT_EQ(held.Close(), 0);
+  EXPECT_TRUE(BytesEqual(ReadStored(dir.path() + "/big").value_or(""), big));
+  std::string expected;
+  for (int i = 0; i < appended; ++i) expected += "line " + std::to_string(i) + "\n";
+  EXPECT_TRUE(BytesEqual(ReadStored(log).value_or(""), expected));
+
+  if (handed_over) {
+    EXPECT_NE(daemons[1], daemons[0]);
+    EXPECT_NE(daemons[2], daemons[1]);
+    EXPECT_TRUE(Eventually([&] { return !ProcessAlive(daemons[0]) && !ProcessAlive(daemons[1]); },
+                           10s));
+  } else {
+    EXPECT_EQ(daemons[2], daemons[0]);
+  }
+  EXPECT_TRUE(ProcessAlive(daemons[2]));
+  EXPECT_TRUE(UnmountNow(dir.path()));
+  EXPECT_TRUE(Eventually([&] { return !ProcessAlive(daemons[2]); }, 10s));
+}
+
+// --upgrade of what is no cudafs mount, and a SIGUSR1 that no successor
+// asked for, change nothing.
+TEST_P(CliMountTest, UpgradeOfNoMountFailsAndAStraySignalIsIgnored) {
+  const CommandResult none = RunCommand({kBinary, "--upgrade", "/tmp"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("/tmp is not served by a cudafs"), std::string::npos) << none.err;
+  EXPECT_EQ(RunCommand({kBinary, "--upgrade"}).exit_code, 2);
+
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ASSERT_EQ(MountOn(dir, {"size=64m"}).exit_code, 0);
+  ASSERT_TRUE(WriteFile(dir.path() + "/f", "kept"));
+  const std::optional<pid_t> daemon = DaemonAttribute(dir.path());
+  ASSERT_TRUE(daemon.has_value());
+  ASSERT_SYS_OK(kill(*daemon, SIGUSR1));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(ProcessAlive(*daemon));
+  EXPECT_EQ(ReadFile(dir.path() + "/f"), "kept");
+  ASSERT_TRUE(WriteFile(dir.path() + "/g", "served"));
+  EXPECT_EQ(ReadFile(dir.path() + "/g"), "served");
+  EXPECT_TRUE(UnmountNow(dir.path()));
 }
 
 CUDAFS_INSTANTIATE_BACKENDS(CliMountTest);

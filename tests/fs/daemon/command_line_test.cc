@@ -88,6 +88,16 @@ TEST(ParseCommandLineTest, ActionsNeedNoMountpoint) {
   }
 }
 
+TEST(ParseCommandLineTest, UpgradeTakesOneMountpoint) {
+  absl::StatusOr<MountOptions> options = Parse({"--upgrade", "/mnt/gpu"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->action, MountOptions::Action::kUpgrade);
+  EXPECT_EQ(options->mountpoint, "/mnt/gpu");
+  EXPECT_TRUE(Contains(ParseError({"--upgrade"}), "--upgrade takes one MOUNTPOINT"));
+  EXPECT_TRUE(Contains(ParseError({"--upgrade", "a", "b"}), "--upgrade takes one MOUNTPOINT"));
+  EXPECT_FALSE(Parse({"--upgrade", "--json", "/mnt/gpu"}).ok()) << "--json is for --stats";
+}
+
 TEST(ParseCommandLineTest, StatsTakesOneMountpoint) {
   absl::StatusOr<MountOptions> options = Parse({"--stats", "/mnt/gpu"});
   ASSERT_TRUE(options.ok()) << options.status();

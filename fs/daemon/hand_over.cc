@@ -1,0 +1,271 @@
+#include "fs/daemon/hand_over.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "alloc/base/coding.h"
+#include "alloc/base/errors.h"
+#include "fs/wire/descriptor_socket.h"
+
+namespace cudafs {
+namespace {
+
+// The format of the message: a successor of another version refuses it.
+constexpr uint64_t kVersion = 1;
+constexpr char kState = 'S';
+constexpr char kRefusal = 'E';
+constexpr char kServing = 'K';
+// The header; the image rides in a memfd of its own.
+constexpr size_t kMaxMessage = 64 * 1024;
+
+sockaddr_un AddressOf(pid_t daemon, socklen_t* length) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string name = absl::StrCat("cudafs-hand-over-", daemon);
+  std::memcpy(address.sun_path + 1, name.data(), name.size());  // abstract: a NUL first
+  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return address;
+}
+
+// Waits until `fd` is readable, for at most `timeout`.
+bool Readable(int fd, absl::Duration timeout) {
+  pollfd poll_fd{fd, POLLIN, 0};
+  int result;
+  do {
+    result = poll(&poll_fd, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+  } while (result < 0 && errno == EINTR);
+  return result > 0;
+}
+
+absl::StatusOr<ucred> PeerOf(int socket) {
+  ucred peer{};
+  socklen_t length = sizeof(peer);
+  if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) {
+    return absl::ErrnoToStatus(errno, "SO_PEERCRED");
+  }
+  return peer;
+}
+
+// The whole of memfd `fd`, `size` bytes.
+absl::StatusOr<std::string> ReadAll(int fd, uint64_t size) {
+  std::string bytes(size, '\0');
+  for (uint64_t done = 0; done < size;) {
+    const ssize_t n = pread(fd, bytes.data() + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::DataLossError("the image handed over is cut short");
+    done += static_cast<uint64_t>(n);
+  }
+  return bytes;
+}
+
+absl::StatusOr<int> ImageMemfd(const std::string& image) {
+  const int fd = memfd_create("cudafs-image", MFD_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "memfd_create for the image");
+  for (size_t done = 0; done < image.size();) {
+    const ssize_t n = write(fd, image.data() + done, image.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : ENOSPC;
+      close(fd);
+      return absl::ErrnoToStatus(error, "writing the image");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return fd;
+}
+
+}  // namespace
+
+HandedOver::HandedOver(HandedOver&& other) noexcept
+    : fuse_fd(std::exchange(other.fuse_fd, -1)),
+      arena_fd(std::exchange(other.arena_fd, -1)),
+      capacity(other.capacity),
+      generation(other.generation),
+      init_request(std::move(other.init_request)),
+      negotiation(std::move(other.negotiation)),
+      image(std::move(other.image)),
+      arguments(std::move(other.arguments)) {}
+
+HandedOver::~HandedOver() {
+  if (fuse_fd >= 0) close(fuse_fd);
+  if (arena_fd >= 0) close(arena_fd);
+}
+
+absl::Status HandOver(absl::FunctionRef<absl::StatusOr<HandedOver>()> make_state) {
+  const int connection = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (connection < 0) return absl::ErrnoToStatus(errno, "socket");
+  socklen_t length = 0;
+  const sockaddr_un address = AddressOf(getpid(), &length);
+  if (connect(connection, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    const int error = errno;
+    close(connection);
+    return absl::ErrnoToStatus(error, "SIGUSR1 came, but no successor listens (cudafs --upgrade)");
+  }
+  const absl::StatusOr<ucred> peer = PeerOf(connection);
+  if (!peer.ok() || (peer->uid != 0 && peer->uid != getuid())) {
+    close(connection);
+    return absl::PermissionDeniedError(
+        "the process waiting for the mount is neither root nor the mount's user: ignored");
+  }
+  const absl::StatusOr<HandedOver> state = make_state();
+  std::string message;
+  std::vector<int> fds;
+  int image_fd = -1;
+  if (!state.ok()) {
+    message = absl::StrCat(std::string(1, kRefusal), state.status().message());
+  } else {
+    absl::StatusOr<int> image = ImageMemfd(state->image);
+    if (!image.ok()) {
+      message = absl::StrCat(std::string(1, kRefusal), image.status().message());
+    } else {
+      image_fd = *image;
+      message.push_back(kState);
+      PutVarint(&message, kVersion);
+      PutVarint(&message, state->capacity);
+      PutVarint(&message, state->generation);
+      PutBytes(&message, state->init_request);
+      PutBytes(&message, state->negotiation);
+      PutVarint(&message, state->image.size());
+      PutVarint(&message, state->arguments.size());
+      for (const std::string& argument : state->arguments) PutBytes(&message, argument);
+      fds = {state->fuse_fd, state->arena_fd, image_fd};
+    }
+  }
+  const ssize_t sent =
+      SendWithDescriptors(connection, message.data(), message.size(), fds.data(), fds.size(), 0);
+  const int send_error = errno;
+  if (image_fd >= 0) close(image_fd);
+  absl::Status result;
+  char answer[4096];
+  if (sent != static_cast<ssize_t>(message.size())) {
+    result = absl::ErrnoToStatus(send_error, "sending the mount to the successor");
+  } else if (!state.ok()) {
+    result = state.status();
+  } else if (!Readable(connection, HandOverListener::kTimeout)) {
+    result = absl::DeadlineExceededError("the successor did not answer");
+  } else {
+    const ssize_t n = recv(connection, answer, sizeof(answer), 0);
+    if (n == 1 && answer[0] == kServing) {
+      result = absl::OkStatus();
+    } else if (n > 1 && answer[0] == kRefusal) {
+      result = absl::FailedPreconditionError(
+          absl::StrCat("the successor refused: ", absl::string_view(answer + 1, n - 1)));
+    } else {
+      result = absl::UnavailableError("the successor went away");
+    }
+  }
+  close(connection);
+  return result;
+}
+
+absl::StatusOr<HandOverListener> HandOverListener::Ask(pid_t daemon) {
+  const int listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (listener < 0) return absl::ErrnoToStatus(errno, "socket");
+  HandOverListener result(listener, daemon);
+  socklen_t length = 0;
+  const sockaddr_un address = AddressOf(daemon, &length);
+  if (bind(listener, reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
+      listen(listener, 1) != 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrFormat("cannot wait for daemon %d (another upgrade of it running?)", daemon));
+  }
+  if (kill(daemon, SIGUSR1) != 0) {
+    return errno == EPERM
+               ? absl::PermissionDeniedError("only root and the mount's user may upgrade it")
+               : absl::ErrnoToStatus(errno, absl::StrFormat("daemon %d", daemon));
+  }
+  return result;
+}
+
+HandOverListener::HandOverListener(HandOverListener&& other) noexcept
+    : listener_(std::exchange(other.listener_, -1)),
+      daemon_(other.daemon_),
+      connection_(std::exchange(other.connection_, -1)) {}
+
+HandOverListener::~HandOverListener() {
+  if (connection_ >= 0) close(connection_);
+  if (listener_ >= 0) close(listener_);
+}
+
+absl::StatusOr<HandedOver> HandOverListener::Receive() {
+  if (!Readable(listener_, kTimeout)) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "daemon %d did not hand its mount over within %d s (a daemon older than --upgrade "
+        "ignores the request: remount it)",
+        daemon_, absl::ToInt64Seconds(kTimeout)));
+  }
+  connection_ = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (connection_ < 0) return absl::ErrnoToStatus(errno, "accept");
+  const absl::StatusOr<ucred> peer = PeerOf(connection_);
+  if (!peer.ok() || peer->pid != daemon_) {
+    return absl::PermissionDeniedError("another process than the daemon answered");
+  }
+  if (!Readable(connection_, kTimeout)) return absl::DeadlineExceededError("the daemon sent nothing");
+  std::string message(kMaxMessage, '\0');
+  std::vector<int> fds;
+  bool refused = false;
+  const ssize_t n = ReceiveWithDescriptors(connection_, message.data(), message.size(), 0, 3, &fds,
+                                           &refused);
+  HandedOver handed;
+  if (fds.size() == 3) {
+    handed.fuse_fd = fds[0];
+    handed.arena_fd = fds[1];
+  } else {
+    for (const int fd : fds) close(fd);
+  }
+  if (n <= 0 || refused) return absl::UnavailableError("the daemon sent nothing usable");
+  message.resize(static_cast<size_t>(n));
+  if (message[0] == kRefusal) {
+    if (fds.size() == 3) close(fds[2]);
+    return absl::FailedPreconditionError(message.substr(1));
+  }
+  absl::string_view in(message);
+  in.remove_prefix(1);
+  uint64_t version = 0, generation = 0, image_size = 0, argument_count = 0;
+  absl::string_view init, negotiation;
+  bool parsed = message[0] == kState && fds.size() == 3 && GetVarint(&in, &version) &&
+                version == kVersion && GetVarint(&in, &handed.capacity) &&
+                GetVarintUpTo(&in, UINT32_MAX, &generation) && GetBytes(&in, &init) &&
+                GetBytes(&in, &negotiation) && GetVarint(&in, &image_size) &&
+                GetVarintUpTo(&in, in.size(), &argument_count);
+  for (uint64_t i = 0; parsed && i < argument_count; ++i) {
+    absl::string_view argument;
+    parsed = GetBytes(&in, &argument);
+    handed.arguments.emplace_back(argument);
+  }
+  parsed = parsed && in.empty();
+  absl::StatusOr<std::string> image =
+      parsed ? ReadAll(fds[2], image_size) : absl::InvalidArgumentError("");
+  if (fds.size() == 3) close(fds[2]);
+  if (!parsed) {
+    return absl::InvalidArgumentError(
+        "the daemon speaks another hand-over format: upgrade needs a remount this time");
+  }
+  if (!image.ok()) return image.status();
+  handed.generation = static_cast<uint32_t>(generation);
+  handed.init_request = std::string(init);
+  handed.negotiation = std::string(negotiation);
+  handed.image = *std::move(image);
+  return handed;
+}
+
+void HandOverListener::Answer(const absl::Status& serving) {
+  if (connection_ < 0) return;
+  const std::string answer = serving.ok() ? std::string(1, kServing)
+                                          : absl::StrCat(std::string(1, kRefusal), serving.message());
+  (void)!send(connection_, answer.data(), answer.size(), MSG_NOSIGNAL);
+}
+
+}  // namespace cudafs

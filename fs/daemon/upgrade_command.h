@@ -1,0 +1,21 @@
+// cudafs --upgrade MOUNTPOINT: this binary takes the mount over from the
+// daemon serving it (hand_over.h), with the options that daemon was
+// started with, and serves it in the background; the files, the open
+// files and the requests waiting carry over. For a package upgrade, whose
+// new binary would otherwise serve only mounts made after it.
+#ifndef CUDAFS_FS_DAEMON_UPGRADE_COMMAND_H_
+#define CUDAFS_FS_DAEMON_UPGRADE_COMMAND_H_
+
+#include <string>
+
+namespace cudafs {
+
+// The exit status: 0 once this binary serves the mount; 2 (kExitUsage),
+// with a one-line message on stderr, when it does not (the old daemon
+// then serves on): not a cudafs mount, a daemon that cannot hand over
+// (what it says), or one that does not answer.
+int UpgradeCommand(const std::string& mountpoint);
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_DAEMON_UPGRADE_COMMAND_H_
