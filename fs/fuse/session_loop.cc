@@ -208,9 +208,11 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   g_stop_asked = 0;
   fuse_session_reset(session);  // served again after a hand-over that failed
 
+  // No SA_RESTART: the main thread's read of the wakeup eventfd returns
+  // EINTR (and is read again), and ThreadSanitizer runs a handler only when
+  // the call it interrupted returns, which a restarted read never did.
   struct sigaction stop = {};
   stop.sa_handler = OnStopSignal;
-  stop.sa_flags = SA_RESTART;
   sigemptyset(&stop.sa_mask);
   struct sigaction ignore = stop;
   ignore.sa_handler = SIG_IGN;
