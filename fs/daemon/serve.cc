@@ -1,6 +1,7 @@
 #include "fs/daemon/serve.h"
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -311,6 +312,22 @@ std::vector<std::string> OwnArguments() {
   return absl::StrSplit(cmdline, '\0', absl::SkipEmpty());
 }
 
+// A successor's session is mounted on a descriptor, not on a path, so
+// libfuse does not unmount it when a stop signal ends the loop: this does,
+// if the mount there is still `mount` (after an unmount it is gone, and
+// another may be there). Root only; another user's successor leaves the
+// mount to `fusermount3 -u`, answering ENOTCONN meanwhile.
+void UnmountHandedOver(const MountInfoLine& mount) {
+  const int fd = open(mount.mountpoint.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  const bool ours = MountIdOf(fd) == mount.id;
+  close(fd);
+  if (ours && umount2(mount.mountpoint.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
+    LogError(absl::StrCat("cannot unmount ", mount.mountpoint, ": ", std::strerror(errno),
+                          " (fusermount3 -u does)"));
+  }
+}
+
 // The storage a predecessor handed over: its host arena.
 absl::StatusOr<Storage> AdoptStorage(HandedOver& handed) {
   absl::StatusOr<std::unique_ptr<HostDevice>> device =
@@ -441,6 +458,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
     LogError(absl::StrCat("no hand-over, serving on: ", handed.message()));
   }
   if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
+  if (predecessor != nullptr && mount) UnmountHandedOver(*mount);
   EndSession(*session, notifier, uring_buffers);
   return result < 0 ? 1 : 0;
 }

@@ -1957,8 +1957,8 @@ TEST_P(CliMountTest, UpgradeHandsTheMountToThisBinaryWithNothingLost) {
 }
 
 // --upgrade of what is no cudafs mount, and a SIGUSR1 that no successor
-// asked for, change nothing.
-TEST_P(CliMountTest, UpgradeOfNoMountFailsAndAStraySignalIsIgnored) {
+// asked for, change nothing; a successor ends on SIGTERM as a daemon does.
+TEST_P(CliMountTest, UpgradeFailsOnNoMountIgnoresStraySignalsAndASuccessorStopsOnSigterm) {
   const CommandResult none = RunCommand({kBinary, "--upgrade", "/tmp"});
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("/tmp is not served by a cudafs"), std::string::npos) << none.err;
@@ -1976,7 +1976,17 @@ TEST_P(CliMountTest, UpgradeOfNoMountFailsAndAStraySignalIsIgnored) {
   EXPECT_EQ(ReadFile(dir.path() + "/f"), "kept");
   ASSERT_TRUE(WriteFile(dir.path() + "/g", "served"));
   EXPECT_EQ(ReadFile(dir.path() + "/g"), "served");
-  EXPECT_TRUE(UnmountNow(dir.path()));
+  if (backend() != "host" || RunCommand({kBinary, "--upgrade", dir.path()}).exit_code != 0) {
+    EXPECT_TRUE(UnmountNow(dir.path()));
+    return;
+  }
+  // A successor, mounted on a descriptor rather than a path, unmounts on a
+  // stop signal all the same.
+  const std::optional<pid_t> successor = DaemonAttribute(dir.path());
+  ASSERT_TRUE(successor.has_value());
+  ASSERT_SYS_OK(kill(*successor, SIGTERM));
+  EXPECT_TRUE(Eventually([&] { return !IsMounted(dir.path()); }, 10s));
+  EXPECT_TRUE(Eventually([&] { return !ProcessAlive(*successor); }, 10s));
 }
 
 CUDAFS_INSTANTIATE_BACKENDS(CliMountTest);
