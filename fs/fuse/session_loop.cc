@@ -246,7 +246,9 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   // otherwise read whatever file the daemon opens next under that number.
   const bool pause = g_hand_over_asked && !g_stop_asked;
   if (!pause) fuse_session_exit(session);
-  if (!(pause ? workers.Pause(kStopTimeout) : workers.Stop(kStopTimeout))) {
+  // A pause waits for every request in flight, however long it takes:
+  // the daemon serves on afterwards, or hands over, and must not die.
+  if (!(pause ? workers.Pause(absl::InfiniteDuration()) : workers.Stop(kStopTimeout))) {
     // Workers stuck in the device would touch it after it is gone; the
     // driver frees VRAM at process exit anyway.
     LogError(absl::StrCat(mountpoint, ": requests still in flight; exiting"));
