@@ -139,8 +139,7 @@ std::string NegotiationOf(const FuseContext& context) {
 // holds the INIT the kernel sent the predecessor, receives and negotiates
 // it as its own (its reply goes to the pair, where no one reads it: the
 // kernel keeps the first), and then has the /dev/fuse descriptor put in
-// that end's place. Receiving it into a buffer of the workers' size lets
-// INIT grant the max_write they read (receive-buf-size.patch).
+// that end's place.
 absl::Status AdoptSession(fuse_session* session, Predecessor& predecessor, FuseContext& context) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
@@ -155,8 +154,9 @@ absl::Status AdoptSession(fuse_session* session, Predecessor& predecessor, FuseC
     close(pair[0]);
     return absl::InternalError("cannot start a session on the connection handed over");
   }
-  // Freed when the workers start theirs: only a buffer this large matters.
-  std::vector<char> buffer(std::max<size_t>(context.settings.max_request, 1 << 20) + 8192);
+  // As large as the workers' own, so that INIT grants the max_write they
+  // read.
+  std::vector<char> buffer(ReceiveBufferSize(context.settings.max_request));
   fuse_buf request = {};
   request.mem = buffer.data();
   request.size = buffer.size();

@@ -57,14 +57,6 @@ constexpr int kInterruptSignal = SIGUSR2;
 
 void OnInterruptSignal(int) {}
 
-// libfuse reads whole requests of up to its session buffer size (max_write
-// plus a 4 KiB header; fuse_i.h) into the buffer it is given. Before INIT
-// that size is 256 pages plus the header; with our receive-buf-size patch
-// the buffer the INIT request arrives in raises it, so that INIT may grant
-// the max_write that Init asks for (max_request).
-size_t ReceiveBufferSize(size_t max_request) {
-  return std::max<size_t>(max_request, 256 * static_cast<size_t>(sysconf(_SC_PAGESIZE))) + 4096;
-}
 
 // Where a request starts in a worker's buffer: placed so that a FUSE_WRITE's
 // payload, which follows the request header and fuse_write_in, begins on a
@@ -199,6 +191,10 @@ void MaskStopSignals(int how) {
 }  // namespace
 
 void BlockStopSignals() { MaskStopSignals(SIG_BLOCK); }
+
+size_t ReceiveBufferSize(size_t max_request) {
+  return std::max<size_t>(max_request, 256 * static_cast<size_t>(sysconf(_SC_PAGESIZE))) + 4096;
+}
 
 int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
                    int threads, size_t max_request, std::string* init_request) {

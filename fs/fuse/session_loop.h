@@ -34,6 +34,13 @@ namespace cudafs {
 // filesystem is mounted. RunSessionLoop unblocks them.
 void BlockStopSignals();
 
+// The buffer a worker receives requests into: libfuse reads whole requests
+// of up to its session buffer size (max_write plus a 4 KiB header;
+// fuse_i.h). Before INIT that size is 256 pages plus the header; with our
+// receive-buf-size patch the buffer the INIT request arrives in raises it,
+// so that INIT may grant the max_write that Init asks for (max_request).
+size_t ReceiveBufferSize(size_t max_request);
+
 // Serves `session`, mounted on `mountpoint`, with `threads` workers until it
 // ends, then unmounts it, but for a hand-over. Each worker receives into a
 // buffer for requests of up to `max_request` bytes (FuseSettings::

@@ -1889,9 +1889,8 @@ TEST_P(CliMountTest, UpgradeHandsTheMountToThisBinaryWithNothingLost) {
   ASSERT_EQ(MountOn(dir, {"size=64m"}).exit_code, 0);
   const std::string big = RandomBytes(5 * kMiB, 31);
   ASSERT_TRUE(WriteFile(dir.path() + "/big", big));
-  const std::optional<std::string> stats =
-      RunCommand({kBinary, "--stats", dir.path()}).out;
-  const bool uring = stats->find("io_uring") != std::string::npos;
+  const bool uring =
+      RunCommand({kBinary, "--stats", dir.path()}).out.find("io_uring") != std::string::npos;
   const bool handed_over = backend() == "host" && !uring;
   Fd held(open((dir.path() + "/held").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   ASSERT_GE(held.get(), 0);
