@@ -815,11 +815,16 @@ TEST_P(RoomKeeperTest, TheHostRefusingMemoryInTheMiddleOfAPipelinedMoveLosesNoth
   Build(1, /*spill_bytes=*/kGiB);
   WriteFiles(40);
   const uint64_t used = mount_->UsedBytes();
-  // A first move pins chunk 0; then the host refuses any more memory (so
-  // that neither the moves nor the pin-ahead threads get the next chunk).
+  // A first move fills part of chunk 0; then the host refuses any more
+  // memory (so that neither the moves nor the pin-ahead threads get the
+  // next chunk). Chunk 0 is ready before it: a move prefers ready memory,
+  // and a chunk pinned ahead while chunk 0 was still being pinned would
+  // otherwise take some of the data.
+  ASSERT_FALSE(mount_->placement().KeepReady(SpillDevice::kChunk));
   ASSERT_EQ(mount_->fs().MoveData(0, {SpillPart()}, 8 * kFileBytes,
                                   Filesystem::MoveOrder::kLeastRecentlyUsed),
             8 * kFileBytes);
+  mount_->placement().KeepReady(0);
   ASSERT_TRUE(NothingPinnedAhead());
   // And the chunks pinned ahead are released, not just being released: a
   // chunk still pinned would take the move's data without a commit.
