@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """How long `cudafs --upgrade` stalls the programs using a mount.
 
-On a fresh host-backend mount (uring=off), writes FILES files of SIZE
-bytes in directories of 1,000, then runs `BINARY --upgrade` ROUNDS times
+On a fresh mount (uring=off; --backend host or cuda), writes FILES files
+of SIZE bytes in directories of 1,000 and BIG files of 1 GiB, then runs
+`BINARY --upgrade` ROUNDS times
 while a probe thread creates and removes a file in a loop (requests the
 kernel cannot answer from its caches). Prints, per round, the command's
-wall time and the probe's longest wait for one create: the pause
+wall time and the probe's longest wait for one create and remove: the pause
 programs see (the old daemon stopping and writing its image, the new one
-loading it and replaying INIT). Run as root. Example:
+loading it and replaying INIT). Afterwards every big file must read back
+as written. Run as root. Examples:
   bench/upgrade_pause.py build/cudafs --files 100000 --size 4096 --rounds 3
+  bench/upgrade_pause.py build/cudafs --backend cuda --big 40 --files 100000
 """
 import argparse
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -24,11 +28,25 @@ def main():
     parser.add_argument("--files", type=int, default=10000)
     parser.add_argument("--size", type=int, default=4096)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--backend", default="host", choices=["host", "cuda"])
+    parser.add_argument("--big", type=int, default=0, help="files of 1 GiB")
     args = parser.parse_args()
     binary = os.path.realpath(args.binary)
     mountpoint = tempfile.mkdtemp(prefix="cudafs-upgrade-")
-    subprocess.run([binary, mountpoint, "-o", "backend=host,uring=off,size=16g"], check=True)
+    size_gib = 16 + args.big + args.files * max(args.size, 4096) // (1 << 30)
+    subprocess.run([binary, mountpoint, "-o", "backend=%s,uring=off,size=%dg"
+                    % (args.backend, size_gib)], check=True)
     try:
+        digests = {}
+        chunk = os.urandom(64 << 20)
+        for i in range(args.big):
+            digest = hashlib.sha256()
+            with open(os.path.join(mountpoint, "big%d" % i), "wb") as f:
+                for piece in range(16):
+                    data = bytes([i, piece]) + chunk[2:]
+                    f.write(data)
+                    digest.update(data)
+            digests["big%d" % i] = digest.hexdigest()
         payload = os.urandom(args.size)
         for i in range(args.files):
             directory = os.path.join(mountpoint, "d%d" % (i // 1000))
@@ -38,28 +56,48 @@ def main():
                 f.write(payload)
         probe = os.path.join(mountpoint, "probe")
         for round_number in range(args.rounds):
-            longest = [0.0]
+            longest = [0.0, 0.0]  # the longest create and remove, and when it began
             stop = threading.Event()
 
             def watch():
                 while not stop.is_set():
-                    start = time.monotonic()
+                    began = time.monotonic()
                     os.close(os.open(probe, os.O_CREAT | os.O_WRONLY, 0o600))
-                    longest[0] = max(longest[0], time.monotonic() - start)
                     os.unlink(probe)
+                    took = time.monotonic() - began
+                    if took > longest[0]:
+                        longest[:] = [took, began]
 
             thread = threading.Thread(target=watch)
             thread.start()
             time.sleep(0.2)
             start = time.monotonic()
-            subprocess.run([binary, "--upgrade", mountpoint], check=True,
-                           stderr=subprocess.DEVNULL)
-            command = time.monotonic() - start
-            time.sleep(0.2)
-            stop.set()
-            thread.join()
-            print("round %d: %d files of %d B: --upgrade %.3f s, longest create %.3f s"
-                  % (round_number + 1, args.files, args.size, command, longest[0]), flush=True)
+            try:
+                upgrade = subprocess.run([binary, "--upgrade", mountpoint],
+                                         stderr=subprocess.PIPE, text=True)
+                command = time.monotonic() - start
+                time.sleep(0.2)
+            finally:
+                stop.set()
+                thread.join()
+            if upgrade.returncode != 0:
+                raise SystemExit("--upgrade failed: " + upgrade.stderr)
+            print("round %d: %d files of %d B and %d of 1 GiB (%s): --upgrade %.3f s, "
+                  "longest create and remove %.3f s (from %+.3f s)"
+                  % (round_number + 1, args.files, args.size, args.big, args.backend, command,
+                     longest[0], longest[1] - start), flush=True)
+        for name, expected in digests.items():
+            digest = hashlib.sha256()
+            with open(os.path.join(mountpoint, name), "rb") as f:
+                while True:
+                    data = f.read(64 << 20)
+                    if not data:
+                        break
+                    digest.update(data)
+            if digest.hexdigest() != expected:
+                raise SystemExit("%s changed across the upgrades" % name)
+        if digests:
+            print("%d files of 1 GiB read back unchanged" % len(digests), flush=True)
     finally:
         subprocess.run(["umount", mountpoint], check=False)
         os.rmdir(mountpoint)

@@ -1,9 +1,13 @@
 #include "alloc/devices/cuda_device.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <optional>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "alloc/base/log.h"
@@ -224,6 +228,7 @@ void CudaDevice::UnmapPiece(const Piece& piece) {
   // Failures here leak at most one piece of VRAM; the arena goes on.
   context_.Check("cuMemUnmap", cu_.cuMemUnmap(base_ + piece.offset, piece.length)).IgnoreError();
   context_.Check("cuMemRelease", cu_.cuMemRelease(piece.handle)).IgnoreError();
+  if (piece.fd >= 0) close(piece.fd);
 }
 
 absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
@@ -311,6 +316,94 @@ absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
   for (const Piece& piece : emptied) UnmapPiece(piece);
   absl::MutexLock lock(&mu_);
   --in_flight_;
+  return status;
+}
+
+absl::StatusOr<std::vector<CudaDevice::HandedPiece>> CudaDevice::HandOverPieces() {
+  if (!gpu_.shareable) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        gpu_.description, " cannot export its memory as file descriptors, so no other process "
+                          "can take the files over"));
+  }
+  absl::MutexLock lock(&mu_);
+  std::vector<HandedPiece> handed;
+  if (pieces_.empty()) return handed;
+  if (absl::Status s = context_.Enter(); !s.ok()) return s;
+  for (const Piece& piece : pieces_.All()) {
+    int fd = -1;
+    absl::Status s =
+        piece.fd >= 0
+            ? (fd = fcntl(piece.fd, F_DUPFD_CLOEXEC, 0)) >= 0 ? absl::OkStatus()
+                                                              : absl::ErrnoToStatus(errno, "dup")
+            : context_.Check("cuMemExportToShareableHandle",
+                             cu_.cuMemExportToShareableHandle(
+                                 &fd, piece.handle, cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    if (!s.ok()) {
+      for (const HandedPiece& done : handed) close(done.fd);
+      return s;
+    }
+    handed.push_back({piece.offset, piece.length, piece.committed, piece.exported, fd});
+  }
+  return handed;
+}
+
+absl::Status CudaDevice::AdoptPieces(absl::Span<const HandedPiece> pieces) {
+  // The descriptors of the pieces from `kept` on are closed here; those
+  // before it belong to pieces in the table, which close them.
+  size_t kept = 0;
+  absl::Cleanup close_rest = [pieces, &kept] {
+    for (size_t i = kept; i < pieces.size(); ++i) close(pieces[i].fd);
+  };
+  for (const HandedPiece& piece : pieces) {
+    if (piece.length == 0 || piece.length % gpu_.granule != 0 ||
+        piece.offset % gpu_.granule != 0 || !InRange(piece.offset, piece.length).ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: a piece handed over at [%d, +%d) does not fit the arena",
+                          gpu_.description, piece.offset, piece.length));
+    }
+  }
+  if (pieces.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  if (!pieces_.empty()) return absl::FailedPreconditionError("the arena holds pieces already");
+  if (!context_.held()) {
+    if (absl::Status s = CreateContext(); !s.ok()) return s;
+  }
+  absl::Status status = context_.Enter();
+  cu::CUmemAccessDesc access = {};
+  access.location = {cu::CU_MEM_LOCATION_TYPE_DEVICE, gpu_.device};
+  access.flags = cu::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  for (const HandedPiece& handed : pieces) {
+    if (!status.ok()) break;
+    if (pieces_.PieceOf(handed.offset) != nullptr ||
+        pieces_.PieceOf(handed.offset + handed.length - 1) != nullptr) {
+      status = absl::InvalidArgumentError("pieces handed over overlap");
+      break;
+    }
+    cu::CUmemGenericAllocationHandle handle;
+    status = context_.Check("cuMemImportFromShareableHandle",
+                            cu_.cuMemImportFromShareableHandle(
+                                &handle, reinterpret_cast<void*>(static_cast<intptr_t>(handed.fd)),
+                                cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    if (!status.ok()) break;
+    const cu::CUdeviceptr address = base_ + handed.offset;
+    status = context_.Check("cuMemMap", cu_.cuMemMap(address, handed.length, 0, handle, 0));
+    if (!status.ok()) {
+      cu_.cuMemRelease(handle);
+      break;
+    }
+    status = context_.Check("cuMemSetAccess",
+                            cu_.cuMemSetAccess(address, handed.length, &access, 1));
+    if (!status.ok()) {
+      cu_.cuMemUnmap(address, handed.length);
+      cu_.cuMemRelease(handle);
+      break;
+    }
+    pieces_.Restore(
+        Piece{handed.offset, handle, handed.length, handed.committed, handed.exported, handed.fd});
+    ++kept;
+  }
+  if (status.ok()) return status;
+  for (const Piece& piece : pieces_.TakeAll()) UnmapPiece(piece);
   return status;
 }
 

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "absl/time/time.h"
 #include "alloc/base/sizes.h"
 #include "alloc/devices/cuda_context.h"
@@ -114,6 +115,30 @@ class CudaDevice final : public Device {
 
   // The largest physical allocation Commit makes.
   static constexpr uint64_t kMaxPieceBytes = 32 * kMiB;
+
+  // One physical allocation of the arena as it passes to a successor
+  // process (cudafs --upgrade): where it is mapped, which granules hold
+  // data, and the allocation as a POSIX file descriptor.
+  struct HandedPiece {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    uint64_t committed = 0;  // a bit per granule (PhysicalPieces)
+    bool exported = false;
+    int fd = -1;  // the caller's to close
+  };
+  // Every piece the arena holds, exported (or, for a piece adopted, its
+  // descriptor again). FailedPrecondition where this GPU cannot export its
+  // memory. The pieces stay this device's too: the allocation lives while
+  // either process holds it.
+  absl::StatusOr<std::vector<HandedPiece>> HandOverPieces();
+  // Maps the pieces another process's arena on this GPU handed over, at
+  // the same offsets and with the same granules committed, creating the
+  // context. Takes every descriptor: each piece keeps its own until it is
+  // released. All or nothing: on failure this device holds none of them
+  // (the other process's hold is untouched).
+  absl::Status AdoptPieces(absl::Span<const HandedPiece> pieces);
+  const std::string& pci_bus_id() const { return gpu_.pci_bus_id; }
+  const CudaDeviceOptions& options() const { return options_; }
 
   struct Stats {
     bool has_context = false;

@@ -52,11 +52,22 @@ std::vector<PhysicalPieces::Piece> PhysicalPieces::Uncommit(uint64_t offset, uin
 }
 
 std::vector<PhysicalPieces::Piece> PhysicalPieces::TakeAll() {
+  std::vector<Piece> all = All();
+  pieces_.clear();
+  return all;
+}
+
+std::vector<PhysicalPieces::Piece> PhysicalPieces::All() const {
   std::vector<Piece> all;
   all.reserve(pieces_.size());
   for (const auto& [offset, piece] : pieces_) all.push_back(piece);
-  pieces_.clear();
   return all;
+}
+
+void PhysicalPieces::Restore(const Piece& piece) {
+  Piece restored = piece;
+  restored.committed &= AllGranules(piece.length);
+  pieces_.emplace(piece.offset, restored);
 }
 
 const PhysicalPieces::Piece* PhysicalPieces::PieceOf(uint64_t offset) const {

@@ -36,6 +36,11 @@ class PhysicalPieces {
     // Handed to another process (ExportShared), which keeps it alive:
     // zeroed before it is released, so it keeps no bytes of the file.
     bool exported = false;
+    // The allocation as a POSIX descriptor, where this process imported it
+    // from another (a handed-over arena): kept, as the driver exports no
+    // imported handle again, for the next hand-over; closed with the
+    // piece. -1 otherwise.
+    int fd = -1;
   };
 
   // Pieces of at most min(max_piece_bytes, 64 granules).
@@ -53,6 +58,11 @@ class PhysicalPieces {
   std::vector<Piece> Uncommit(uint64_t offset, uint64_t length);
   // Takes every piece out, committed or not.
   std::vector<Piece> TakeAll();
+  // Every piece, in arena order (what a successor process maps again).
+  std::vector<Piece> All() const;
+  // A piece as another process's table held it, committed granules and
+  // all; unless one starts there already.
+  void Restore(const Piece& piece);
 
   // The piece holding the byte at `offset`, or null; valid until a change.
   const Piece* PieceOf(uint64_t offset) const;

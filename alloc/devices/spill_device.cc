@@ -259,6 +259,11 @@ uint64_t SpillDevice::ready_bytes() const {
   return pinned_ - committed_;
 }
 
+uint64_t SpillDevice::committed_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return committed_;
+}
+
 int SpillDevice::ahead_chunks() const {
   absl::MutexLock lock(&mu_);
   return ahead_;

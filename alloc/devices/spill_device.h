@@ -77,6 +77,8 @@ class SpillDevice final : public DeviceWrapper, public SpillReadiness {
   SpillReadiness* spill_readiness() override { return this; }
   // Chunks pinned ahead (or being pinned ahead) and holding no data yet.
   int ahead_chunks() const;
+  // Bytes committed: what holds data.
+  uint64_t committed_bytes() const;
 
  private:
   // Threads pinning ahead: two, so that one chunk's registration overlaps

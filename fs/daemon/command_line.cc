@@ -216,7 +216,7 @@ General options:
                          can; returns then
   --upgrade MOUNTPOINT   hand the mount to this cudafs binary without unmounting
                          it (after a package upgrade): files, open files and
-                         requests carry over; host memory mounts on /dev/fuse
+                         requests carry over; mounts served over /dev/fuse
   run [-o MOUNTPOINT]... -- COMMAND [ARG...]
                          run COMMAND so that its GPU allocations that fail
                          for want of memory wait for the cudafs mounts (or

@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "alloc/base/coding.h"
@@ -27,6 +29,7 @@ constexpr uint64_t kVersion = 1;
 constexpr char kState = 'S';
 constexpr char kRefusal = 'E';
 constexpr char kServing = 'K';
+constexpr char kMoreDescriptors = 'F';
 // The header; the image rides in a memfd of its own.
 constexpr size_t kMaxMessage = 64 * 1024;
 
@@ -86,11 +89,48 @@ absl::StatusOr<int> ImageMemfd(const std::string& image) {
   return fd;
 }
 
+// `message` with `fds`: as many as one message carries with it, the rest
+// in messages of their own that follow (kMoreDescriptors).
+absl::Status Send(int connection, const std::string& message, const std::vector<int>& fds) {
+  size_t done = std::min(fds.size(), kMaxDescriptorsPerMessage);
+  if (SendWithDescriptors(connection, message.data(), message.size(), fds.data(), done, 0) !=
+      static_cast<ssize_t>(message.size())) {
+    return absl::ErrnoToStatus(errno, "sending the mount to the successor");
+  }
+  while (done < fds.size()) {
+    const size_t count = std::min(fds.size() - done, kMaxDescriptorsPerMessage);
+    if (SendWithDescriptors(connection, &kMoreDescriptors, 1, fds.data() + done, count, 0) != 1) {
+      return absl::ErrnoToStatus(errno, "sending the mount's memory to the successor");
+    }
+    done += count;
+  }
+  return absl::OkStatus();
+}
+
+// Receives the descriptors that follow the header until `fds` holds
+// `count`.
+absl::Status ReceiveMore(int connection, size_t count, std::vector<int>* fds) {
+  while (fds->size() < count) {
+    if (!Readable(connection, HandOverListener::kTimeout)) {
+      return absl::DeadlineExceededError("the daemon stopped sending its memory");
+    }
+    char tag = 0;
+    bool refused = false;
+    const size_t before = fds->size();
+    const ssize_t n = ReceiveWithDescriptors(connection, &tag, 1, 0, count, fds, &refused);
+    if (n != 1 || tag != kMoreDescriptors || refused || fds->size() == before) {
+      return absl::DataLossError(
+          "the daemon's memory came incomplete (is this process's open-file limit too low?)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 HandedOver::HandedOver(HandedOver&& other) noexcept
     : fuse_fd(std::exchange(other.fuse_fd, -1)),
-      arena_fd(std::exchange(other.arena_fd, -1)),
+      memory(std::move(other.memory)),
       capacity(other.capacity),
       generation(other.generation),
       init_request(std::move(other.init_request)),
@@ -100,7 +140,6 @@ HandedOver::HandedOver(HandedOver&& other) noexcept
 
 HandedOver::~HandedOver() {
   if (fuse_fd >= 0) close(fuse_fd);
-  if (arena_fd >= 0) close(arena_fd);
 }
 
 absl::Status HandOver(absl::FunctionRef<absl::StatusOr<HandedOver>()> make_state) {
@@ -140,17 +179,18 @@ absl::Status HandOver(absl::FunctionRef<absl::StatusOr<HandedOver>()> make_state
       PutVarint(&message, state->image.size());
       PutVarint(&message, state->arguments.size());
       for (const std::string& argument : state->arguments) PutBytes(&message, argument);
-      fds = {state->fuse_fd, state->arena_fd, image_fd};
+      PutBytes(&message, state->memory.layout());
+      PutVarint(&message, state->memory.fds().size());
+      fds = {state->fuse_fd, image_fd};
+      fds.insert(fds.end(), state->memory.fds().begin(), state->memory.fds().end());
     }
   }
-  const ssize_t sent =
-      SendWithDescriptors(connection, message.data(), message.size(), fds.data(), fds.size(), 0);
-  const int send_error = errno;
+  const absl::Status sent = Send(connection, message, fds);
   if (image_fd >= 0) close(image_fd);
   absl::Status result;
   char answer[4096];
-  if (sent != static_cast<ssize_t>(message.size())) {
-    result = absl::ErrnoToStatus(send_error, "sending the mount to the successor");
+  if (!sent.ok()) {
+    result = sent;
   } else if (!state.ok()) {
     result = state.status();
   } else if (!Readable(connection, HandOverListener::kTimeout)) {
@@ -215,45 +255,45 @@ absl::StatusOr<HandedOver> HandOverListener::Receive() {
   if (!Readable(connection_, kTimeout)) return absl::DeadlineExceededError("the daemon sent nothing");
   std::string message(kMaxMessage, '\0');
   std::vector<int> fds;
+  // Closes every descriptor not handed on.
+  absl::Cleanup close_fds = [&fds] {
+    for (const int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+  };
   bool refused = false;
-  const ssize_t n = ReceiveWithDescriptors(connection_, message.data(), message.size(), 0, 3, &fds,
-                                           &refused);
-  HandedOver handed;
-  if (fds.size() == 3) {
-    handed.fuse_fd = fds[0];
-    handed.arena_fd = fds[1];
-  } else {
-    for (const int fd : fds) close(fd);
-  }
+  const ssize_t n = ReceiveWithDescriptors(connection_, message.data(), message.size(), 0,
+                                           kMaxDescriptorsPerMessage, &fds, &refused);
   if (n <= 0 || refused) return absl::UnavailableError("the daemon sent nothing usable");
   message.resize(static_cast<size_t>(n));
-  if (message[0] == kRefusal) {
-    if (fds.size() == 3) close(fds[2]);
-    return absl::FailedPreconditionError(message.substr(1));
-  }
+  if (message[0] == kRefusal) return absl::FailedPreconditionError(message.substr(1));
   absl::string_view in(message);
   in.remove_prefix(1);
-  uint64_t version = 0, generation = 0, image_size = 0, argument_count = 0;
-  absl::string_view init, negotiation;
-  bool parsed = message[0] == kState && fds.size() == 3 && GetVarint(&in, &version) &&
-                version == kVersion && GetVarint(&in, &handed.capacity) &&
-                GetVarintUpTo(&in, UINT32_MAX, &generation) && GetBytes(&in, &init) &&
-                GetBytes(&in, &negotiation) && GetVarint(&in, &image_size) &&
-                GetVarintUpTo(&in, in.size(), &argument_count);
+  HandedOver handed;
+  uint64_t version = 0, generation = 0, image_size = 0, argument_count = 0, memory_fds = 0;
+  absl::string_view init, negotiation, layout;
+  bool parsed = message[0] == kState && GetVarint(&in, &version) && version == kVersion &&
+                GetVarint(&in, &handed.capacity) && GetVarintUpTo(&in, UINT32_MAX, &generation) &&
+                GetBytes(&in, &init) && GetBytes(&in, &negotiation) &&
+                GetVarint(&in, &image_size) && GetVarintUpTo(&in, in.size(), &argument_count);
   for (uint64_t i = 0; parsed && i < argument_count; ++i) {
     absl::string_view argument;
     parsed = GetBytes(&in, &argument);
     handed.arguments.emplace_back(argument);
   }
-  parsed = parsed && in.empty();
-  absl::StatusOr<std::string> image =
-      parsed ? ReadAll(fds[2], image_size) : absl::InvalidArgumentError("");
-  if (fds.size() == 3) close(fds[2]);
+  // The fuse device and the image come first.
+  parsed = parsed && GetBytes(&in, &layout) && GetVarintUpTo(&in, 1 << 24, &memory_fds) &&
+           in.empty() && fds.size() == std::min<uint64_t>(2 + memory_fds, kMaxDescriptorsPerMessage);
   if (!parsed) {
     return absl::InvalidArgumentError(
         "the daemon speaks another hand-over format: upgrade needs a remount this time");
   }
+  if (absl::Status s = ReceiveMore(connection_, 2 + memory_fds, &fds); !s.ok()) return s;
+  absl::StatusOr<std::string> image = ReadAll(fds[1], image_size);
   if (!image.ok()) return image.status();
+  handed.fuse_fd = std::exchange(fds[0], -1);
+  handed.memory = DeviceHandOver(std::string(layout), std::vector<int>(fds.begin() + 2, fds.end()));
+  fds.resize(2);
   handed.generation = static_cast<uint32_t>(generation);
   handed.init_request = std::string(init);
   handed.negotiation = std::string(negotiation);

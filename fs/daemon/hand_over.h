@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "alloc/devices/device_hand_over.h"
 
 namespace cudafs {
 
@@ -39,8 +40,9 @@ struct HandedOver {
   HandedOver& operator=(HandedOver&&) = delete;
   ~HandedOver();
 
-  int fuse_fd = -1;   // the session's /dev/fuse
-  int arena_fd = -1;  // the host arena's memfd (HostDevice::memory)
+  int fuse_fd = -1;  // the session's /dev/fuse
+  // The memory the files are in.
+  DeviceHandOver memory{"", {}};
   uint64_t capacity = 0;     // what the arena may hand out
   uint32_t generation = 0;   // of every inode (FuseSettings::generation)
   std::string init_request;  // the kernel's INIT, for the session to replay

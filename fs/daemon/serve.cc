@@ -28,7 +28,6 @@
 #include "alloc/base/log.h"
 #include "alloc/base/status_macros.h"
 #include "alloc/devices/faulty_device.h"
-#include "alloc/devices/host_device.h"
 #include "alloc/devices/open_device.h"
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
@@ -266,22 +265,16 @@ void EndSession(fuse_session* session, FuseKernelNotifier& notifier, UringBuffer
 }
 
 // What this daemon hands a successor (hand_over.h), or why it cannot: the
-// data must be in host memory (GPU memory is not handed over yet), the
-// session's requests must come through /dev/fuse (a ring's requests in
-// flight would hang), and no fusermount3 may be waiting to unmount the
-// mount when this process ends (other users' auto_unmount). Writes the
-// image: call with the workers and the background tasks stopped.
+// memory must be able to pass (DeviceHandOver), the session's requests
+// must come through /dev/fuse (a ring's requests in flight would hang),
+// and no fusermount3 may be waiting to unmount the mount when this process
+// ends (other users' auto_unmount). Writes the image: call with the
+// workers and the background tasks stopped.
 absl::StatusOr<HandedOver> StateToHandOver(const MountOptions& options, const Storage& storage,
                                            const Arena& arena, Filesystem& filesystem,
                                            const FuseContext& context, fuse_session* session,
                                            const std::string& init_request,
                                            const std::vector<std::string>& arguments) {
-  auto* host = dynamic_cast<HostDevice*>(storage.device.get());
-  if (host == nullptr || host->memory() < 0) {
-    return absl::FailedPreconditionError(
-        "only a mount whose files are in host memory (backend=host) can be handed over yet: "
-        "this one needs a remount");
-  }
   if (context.settings.uring) {
     return absl::FailedPreconditionError(
         "a mount served over io_uring cannot be handed over yet (one mounted with uring=off can)");
@@ -293,9 +286,9 @@ absl::StatusOr<HandedOver> StateToHandOver(const MountOptions& options, const St
   if (init_request.empty()) return absl::FailedPreconditionError("the session has no INIT yet");
   HandedOver state;
   CUDAFS_ASSIGN_OR_RETURN(state.image, filesystem.SaveImage());
+  CUDAFS_ASSIGN_OR_RETURN(state.memory, DeviceHandOver::Of(*storage.device));
   state.fuse_fd = dup(fuse_session_fd(session));
-  state.arena_fd = dup(host->memory());
-  if (state.fuse_fd < 0 || state.arena_fd < 0) return absl::ErrnoToStatus(errno, "dup");
+  if (state.fuse_fd < 0) return absl::ErrnoToStatus(errno, "dup");
   state.capacity = arena.capacity();
   state.generation = context.settings.generation;
   state.init_request = init_request;
@@ -328,14 +321,11 @@ void UnmountHandedOver(const MountInfoLine& mount) {
   }
 }
 
-// The storage a predecessor handed over: its host arena.
+// The storage a predecessor handed over, on the same memory.
 absl::StatusOr<Storage> AdoptStorage(HandedOver& handed) {
-  absl::StatusOr<std::unique_ptr<HostDevice>> device =
-      HostDevice::Adopt(std::exchange(handed.arena_fd, -1));
-  if (!device.ok()) return device.status();
   Storage storage;
-  storage.device = *std::move(device);
-  storage.backend = BackendKind::kHost;
+  storage.backend = handed.memory.on_gpus() ? BackendKind::kCuda : BackendKind::kHost;
+  CUDAFS_ASSIGN_OR_RETURN(storage.device, handed.memory.Adopt());
   storage.capacity = handed.capacity;
   return storage;
 }

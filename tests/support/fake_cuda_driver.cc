@@ -372,8 +372,26 @@ class State {
   // Frees a physical allocation's memory, which must be unmapped.
   void ErasePhysical(absl::flat_hash_map<cu::CUmemGenericAllocationHandle, Physical>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!it->second.imported) {
+      // An import of the same memory in this process keeps it, as the
+      // driver keeps an allocation while any handle holds it.
+      struct stat freed;
+      fstat(it->second.fd, &freed);
+      Physical* heir = nullptr;
+      for (auto& [handle, allocation] : physical) {
+        struct stat other;
+        if (allocation.imported && fstat(allocation.fd, &other) == 0 &&
+            other.st_ino == freed.st_ino && other.st_dev == freed.st_dev) {
+          heir = &allocation;
+        }
+      }
+      if (heir != nullptr) {
+        heir->imported = false;
+      } else {
+        GiveMemory(it->second.device, it->second.size);
+      }
+    }
     close(it->second.fd);
-    if (!it->second.imported) GiveMemory(it->second.device, it->second.size);
     physical.erase(it);
   }
 
@@ -956,6 +974,7 @@ cu::CUresult FakeMemImportFromShareableHandle(cu::CUmemGenericAllocationHandle* 
   if (device == kNoDevice || size == 0 || size % kGranule != 0) return cu::CUDA_ERROR_INVALID_VALUE;
   const int fd = fcntl(given, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return cu::CUDA_ERROR_OUT_OF_MEMORY;
+  // Not exportable again, as the driver refuses (found on an H200).
   Physical imported{fd, size, device, current, false};
   imported.imported = true;
   const cu::CUmemGenericAllocationHandle handle_made = NewHandle();

@@ -15,6 +15,7 @@
 #include "alloc/devices/host_device.h"
 #include "alloc/devices/spill_readiness.h"
 #include "gtest/gtest.h"
+#include "tests/support/device_bytes.h"
 #include "tests/support/fake_cuda_driver.h"
 #include "tests/support/recording_device.h"
 
@@ -44,17 +45,6 @@ struct Pool {
   uint64_t second_base = 0;
 };
 
-std::string ReadBack(Device& device, uint64_t offset, size_t length) {
-  std::string bytes(length, '\0');
-  const DeviceToHost read{bytes.data(), offset, length};
-  EXPECT_TRUE(device.Read({&read, 1}).ok());
-  return bytes;
-}
-
-void WriteAt(Device& device, uint64_t offset, const std::string& bytes) {
-  const HostToDevice write{offset, bytes.data(), bytes.size()};
-  ASSERT_TRUE(device.Write({&write, 1}).ok());
-}
 
 TEST(PooledDeviceTest, MembersAreDisjointPartsOnGibBoundaries) {
   Pool pool;
