@@ -366,7 +366,8 @@ package() {
 # The package checked by lintian, then in a fresh Debian root,
 # debootstrapped from the mirror apt uses (about a minute): installed with
 # apt, mounted from the root's /etc/fstab, a file written and read, the
-# Python module imported by the system's python3, unmounted, removed with
+# Python module imported by the system's python3, the mount handed over by
+# a reinstall, unmounted, removed with
 # the fstab line still there (which the removal must mention), purged;
 # then no file of cudafs may be left.
 package_test() {
@@ -414,6 +415,18 @@ package_test() {
   in_root python3 -c 'import cudafs, importlib.metadata as m
 assert m.version("cudafs") == cudafs.__version__
 print("package-test: python3 imports cudafs", cudafs.__version__, "with its metadata")'
+  # An upgrade (here a reinstall) hands root's mounts to the package's new
+  # binary (packaging/postinst): the daemon changes, the file stays.
+  daemon_of() { in_root python3 -c 'import os; print(os.getxattr("/mnt/gpu", "user.cudafs.daemon").decode())'; }
+  local old_daemon new_daemon
+  old_daemon=$(daemon_of)
+  in_root apt-get install -y -qq --reinstall "/tmp/$(basename "$deb")" > /dev/null
+  new_daemon=$(daemon_of)
+  if [ "$new_daemon" = "$old_daemon" ]; then
+    echo "package-test: the upgrade left /mnt/gpu to daemon $old_daemon"; exit 1
+  fi
+  in_root sh -c 'test "$(cat /mnt/gpu/f)" = "from fstab"'
+  echo "package-test: the upgrade handed /mnt/gpu from daemon $old_daemon to $new_daemon"
   in_root umount /mnt/gpu
   if grep -q " $root/mnt/gpu " /proc/mounts; then echo "package-test: still mounted"; exit 1; fi
   # auto_unmount with no setuid helper: a killed daemon's mount goes.

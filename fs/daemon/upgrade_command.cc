@@ -1,15 +1,20 @@
 #include "fs/daemon/upgrade_command.h"
 
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "fs/daemon/command_failure.h"
 #include "fs/daemon/command_line.h"
 #include "fs/daemon/control_plane.h"
@@ -33,6 +38,21 @@ absl::StatusOr<pid_t> DaemonOf(const std::string& mountpoint) {
         n < 0 ? std::strerror(errno) : "no daemon attribute: older than --upgrade, remount it"));
   }
   return pid;
+}
+
+// The effective uid of process `pid`.
+absl::StatusOr<uid_t> UserOf(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    absl::string_view rest = line;
+    if (!absl::ConsumePrefix(&rest, "Uid:")) continue;
+    const std::vector<absl::string_view> ids =
+        absl::StrSplit(rest, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    uint32_t effective = 0;
+    if (ids.size() >= 2 && absl::SimpleAtoi(ids[1], &effective)) return effective;
+  }
+  return absl::NotFoundError(absl::StrFormat("daemon %d is gone", pid));
 }
 
 // The options the mount was made with (its command line, handed over).
@@ -67,6 +87,16 @@ int UpgradeCommand(const std::string& mountpoint_argument) {
   std::free(resolved);
   const absl::StatusOr<pid_t> daemon = DaemonOf(mountpoint);
   if (!daemon.ok()) return Fail(daemon.status().message());
+  // The new daemon runs as this command does: root taking a user's mount
+  // over would serve that user's files with root's privileges.
+  const absl::StatusOr<uid_t> user = UserOf(*daemon);
+  if (!user.ok()) return Fail(user.status().message());
+  if (*user != geteuid()) {
+    return Fail(absl::StrFormat(
+        "%s is served for user %d: that user upgrades it (the new daemon runs as whoever "
+        "runs --upgrade)",
+        mountpoint, *user));
+  }
   absl::StatusOr<HandOverListener> listener = HandOverListener::Ask(*daemon);
   if (!listener.ok()) return Fail(listener.status().message());
   absl::StatusOr<HandedOver> handed = listener->Receive();

@@ -12,8 +12,10 @@ namespace cudafs {
 
 // The exit status: 0 once this binary serves the mount; 2 (kExitUsage),
 // with a one-line message on stderr, when it does not (the old daemon
-// then serves on): not a cudafs mount, a daemon that cannot hand over
-// (what it says), or one that does not answer.
+// then serves on): not a cudafs mount, a daemon of another user (root
+// too upgrades only its own: the new daemon runs as the command does), a
+// daemon that cannot hand over (what it says), or one that does not
+// answer.
 int UpgradeCommand(const std::string& mountpoint);
 
 }  // namespace cudafs

@@ -1953,8 +1953,9 @@ TEST_P(CliMountTest, UpgradeHandsTheMountToThisBinaryWithNothingLost) {
   EXPECT_TRUE(Eventually([&] { return !ProcessAlive(daemons[2]); }, 10s));
 }
 
-// --upgrade of what is no cudafs mount, and a SIGUSR1 that no successor
-// asked for, change nothing; a successor ends on SIGTERM as a daemon does.
+// --upgrade of what is no cudafs mount, by another user, and a SIGUSR1
+// that no successor asked for, change nothing; a successor ends on
+// SIGTERM as a daemon does.
 TEST_P(CliMountTest, UpgradeFailsOnNoMountIgnoresStraySignalsAndASuccessorStopsOnSigterm) {
   const CommandResult none = RunCommand({kBinary, "--upgrade", "/tmp"});
   EXPECT_EQ(none.exit_code, 2);
@@ -1973,6 +1974,17 @@ TEST_P(CliMountTest, UpgradeFailsOnNoMountIgnoresStraySignalsAndASuccessorStopsO
   EXPECT_EQ(ReadFile(dir.path() + "/f"), "kept");
   ASSERT_TRUE(WriteFile(dir.path() + "/g", "served"));
   EXPECT_EQ(ReadFile(dir.path() + "/g"), "served");
+  // Another user's --upgrade would run the new daemon as that user.
+  if (HaveTool("setpriv")) {
+    const CommandResult other = RunCommand(
+        {"setpriv", "--reuid=" + std::to_string(kOtherUid), "--regid=" + std::to_string(kOtherGid),
+         "--clear-groups", kBinary, "--upgrade", dir.path()});
+    EXPECT_EQ(other.exit_code, 2);
+    EXPECT_NE(other.err.find(dir.path() + " is served for user 0: that user upgrades it"),
+              std::string::npos)
+        << other.err;
+    EXPECT_EQ(DaemonAttribute(dir.path()), daemon);
+  }
   if (RunCommand({kBinary, "--upgrade", dir.path()}).exit_code != 0) {
     EXPECT_TRUE(UnmountNow(dir.path()));
     return;
