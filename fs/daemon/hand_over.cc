@@ -89,6 +89,11 @@ absl::StatusOr<int> ImageMemfd(const std::string& image) {
   return fd;
 }
 
+absl::Status TooFewDescriptors() {
+  return absl::ResourceExhaustedError(
+      "the daemon's memory came incomplete: this process may open too few files (ulimit -n)");
+}
+
 // `message` with `fds`: as many as one message carries with it, the rest
 // in messages of their own that follow (kMoreDescriptors).
 absl::Status Send(int connection, const std::string& message, const std::vector<int>& fds) {
@@ -119,8 +124,7 @@ absl::Status ReceiveMore(int connection, size_t count, std::vector<int>* fds) {
     const size_t before = fds->size();
     const ssize_t n = ReceiveWithDescriptors(connection, &tag, 1, 0, count, fds, &refused);
     if (n != 1 || tag != kMoreDescriptors || refused || fds->size() == before) {
-      return absl::DataLossError(
-          "the daemon's memory came incomplete (is this process's open-file limit too low?)");
+      return TooFewDescriptors();
     }
   }
   return absl::OkStatus();
@@ -264,7 +268,8 @@ absl::StatusOr<HandedOver> HandOverListener::Receive() {
   bool refused = false;
   const ssize_t n = ReceiveWithDescriptors(connection_, message.data(), message.size(), 0,
                                            kMaxDescriptorsPerMessage, &fds, &refused);
-  if (n <= 0 || refused) return absl::UnavailableError("the daemon sent nothing usable");
+  if (refused) return TooFewDescriptors();
+  if (n <= 0) return absl::UnavailableError("the daemon sent nothing usable");
   message.resize(static_cast<size_t>(n));
   if (message[0] == kRefusal) return absl::FailedPreconditionError(message.substr(1));
   absl::string_view in(message);

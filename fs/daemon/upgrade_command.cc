@@ -79,6 +79,9 @@ int UpgradeCommand(const std::string& mountpoint_argument) {
   // Where the allocation interposer is preloaded system-wide, the daemon's
   // own allocations must not wait for the room it would make.
   setenv("CUDAFS_MAKE_ROOM", "0", 1);
+  // A GPU's memory comes as a descriptor per allocation: thousands for a
+  // large mount, which the successor then keeps.
+  RaiseOpenFileLimit();
   char* resolved = realpath(mountpoint_argument.c_str(), nullptr);
   if (resolved == nullptr) {
     return Fail(absl::StrFormat("%s: %s", mountpoint_argument, std::strerror(errno)));

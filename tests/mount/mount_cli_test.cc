@@ -1953,9 +1953,9 @@ TEST_P(CliMountTest, UpgradeHandsTheMountToThisBinaryWithNothingLost) {
   EXPECT_TRUE(Eventually([&] { return !ProcessAlive(daemons[2]); }, 10s));
 }
 
-// --upgrade of what is no cudafs mount, by another user, and a SIGUSR1
-// that no successor asked for, change nothing; a successor ends on
-// SIGTERM as a daemon does.
+// --upgrade of what is no cudafs mount, by another user, or with too few
+// files to open, and a SIGUSR1 that no successor asked for, change
+// nothing; a successor ends on SIGTERM as a daemon does.
 TEST_P(CliMountTest, UpgradeFailsOnNoMountIgnoresStraySignalsAndASuccessorStopsOnSigterm) {
   const CommandResult none = RunCommand({kBinary, "--upgrade", "/tmp"});
   EXPECT_EQ(none.exit_code, 2);
@@ -1985,10 +1985,32 @@ TEST_P(CliMountTest, UpgradeFailsOnNoMountIgnoresStraySignalsAndASuccessorStopsO
         << other.err;
     EXPECT_EQ(DaemonAttribute(dir.path()), daemon);
   }
-  if (RunCommand({kBinary, "--upgrade", dir.path()}).exit_code != 0) {
+  // A GPU's memory comes as a descriptor per allocation: the command
+  // raises its open-file limit as far as it may, and says when that is
+  // too little.
+  const bool uring =
+      RunCommand({kBinary, "--stats", dir.path()}).out.find("io_uring") != std::string::npos;
+  std::string limit = "";
+  if (backend() == "cuda" && !uring) {
+    for (int i = 0; i < 12; ++i) {
+      ASSERT_TRUE(WriteFile(dir.path() + "/piece" + std::to_string(i), RandomBytes(2 * kMiB, i)));
+    }
+    const CommandResult low = RunCommand(
+        {"sh", "-c", "ulimit -n 16 && exec \"$0\" --upgrade \"$1\"", kBinary, dir.path()});
+    EXPECT_EQ(low.exit_code, 2);
+    EXPECT_NE(low.err.find("this process may open too few files (ulimit -n)"), std::string::npos)
+        << low.err;
+    EXPECT_EQ(DaemonAttribute(dir.path()), daemon);
+    limit = "ulimit -Sn 16 && ";
+  }
+  const CommandResult upgraded =
+      RunCommand({"sh", "-c", limit + "exec \"$0\" --upgrade \"$1\"", kBinary, dir.path()});
+  if (uring) {
+    EXPECT_EQ(upgraded.exit_code, 2) << "not over io_uring";
     EXPECT_TRUE(UnmountNow(dir.path()));
     return;
   }
+  ASSERT_EQ(upgraded.exit_code, 0) << upgraded.err;
   // A successor, mounted on a descriptor rather than a path, unmounts on a
   // stop signal all the same.
   const std::optional<pid_t> successor = DaemonAttribute(dir.path());
