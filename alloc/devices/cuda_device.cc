@@ -354,13 +354,20 @@ absl::Status CudaDevice::AdoptPieces(absl::Span<const HandedPiece> pieces) {
   absl::Cleanup close_rest = [pieces, &kept] {
     for (size_t i = kept; i < pieces.size(); ++i) close(pieces[i].fd);
   };
+  // In arena order, as HandOverPieces gives them, each apart from the
+  // last and holding data (a piece without is released, never handed).
+  uint64_t end = 0;
   for (const HandedPiece& piece : pieces) {
-    if (piece.length == 0 || piece.length % gpu_.granule != 0 ||
-        piece.offset % gpu_.granule != 0 || !InRange(piece.offset, piece.length).ok()) {
+    const uint64_t granules = piece.length / gpu_.granule;
+    const uint64_t all = granules >= 64 ? ~uint64_t{0} : (uint64_t{1} << granules) - 1;
+    if (piece.length == 0 || piece.length % gpu_.granule != 0 || granules > 64 ||
+        piece.offset % gpu_.granule != 0 || !InRange(piece.offset, piece.length).ok() ||
+        piece.offset < end || (piece.committed & all) == 0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: a piece handed over at [%d, +%d) does not fit the arena",
                           gpu_.description, piece.offset, piece.length));
     }
+    end = piece.offset + piece.length;
   }
   if (pieces.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
@@ -374,11 +381,6 @@ absl::Status CudaDevice::AdoptPieces(absl::Span<const HandedPiece> pieces) {
   access.flags = cu::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   for (const HandedPiece& handed : pieces) {
     if (!status.ok()) break;
-    if (pieces_.PieceOf(handed.offset) != nullptr ||
-        pieces_.PieceOf(handed.offset + handed.length - 1) != nullptr) {
-      status = absl::InvalidArgumentError("pieces handed over overlap");
-      break;
-    }
     cu::CUmemGenericAllocationHandle handle;
     status = context_.Check("cuMemImportFromShareableHandle",
                             cu_.cuMemImportFromShareableHandle(

@@ -210,6 +210,34 @@ TEST_F(DeviceHandOverTest, ASuccessorThatCannotMapTheMemoryHoldsNoneOfIt) {
   EXPECT_EQ(ReadBack(*pool, second, bytes.size()), bytes);
 }
 
+// Pieces no arena could have held (overlapping, out of order, past the
+// arena, holding no data) are refused before any is mapped, their
+// descriptors closed.
+TEST_F(DeviceHandOverTest, PiecesNoArenaCouldHoldAreRefusedAndClosed) {
+  std::unique_ptr<CudaDevice> gpu = Gpu(0);
+  const uint64_t granule = gpu->granule_size();
+  CommitAndWrite(*gpu, 0, Bytes(4 * granule, 11));
+  absl::StatusOr<DeviceHandOver> handed = DeviceHandOver::Of(*gpu);
+  ASSERT_TRUE(handed.ok()) << handed.status();
+  ASSERT_FALSE(handed->fds().empty());
+  const int fd = handed->fds().front();
+  const int before = OpenDescriptors();
+  using Piece = CudaDevice::HandedPiece;
+  for (const std::vector<Piece>& bad : std::vector<std::vector<Piece>>{
+           {{0, 2 * granule, 3, false, -1}, {granule, granule, 1, false, -1}},
+           {{2 * granule, granule, 1, false, -1}, {0, granule, 1, false, -1}},
+           {{kGpuArena, granule, 1, false, -1}},
+           {{0, granule, 0, false, -1}},
+           {{granule / 2, granule, 1, false, -1}}}) {
+    std::vector<Piece> given = bad;
+    for (Piece& piece : given) piece.fd = dup(fd);
+    std::unique_ptr<CudaDevice> successor = Gpu(0);
+    EXPECT_TRUE(absl::IsInvalidArgument(successor->AdoptPieces(given)));
+    EXPECT_EQ(successor->stats().pieces, 0u);
+    EXPECT_EQ(OpenDescriptors(), before);
+  }
+}
+
 TEST_F(DeviceHandOverTest, ALayoutThatDoesNotMatchItsDescriptorsIsRefusedAndClosed) {
   std::unique_ptr<CudaDevice> gpu = Gpu(0);
   CommitAndWrite(*gpu, 0, Bytes(kMiB, 10));
