@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "fs/daemon/cgroup_membership.h"
 #include "fs/daemon/command_failure.h"
 #include "fs/daemon/command_line.h"
 #include "fs/daemon/control_plane.h"
@@ -116,6 +117,12 @@ int UpgradeCommand(const std::string& mountpoint_argument) {
   }
   Predecessor predecessor{&*listener, *std::move(handed)};
   ReadyPipe ready(Daemonize());
+  if (absl::Status joined = JoinCgroupsOf(*daemon); !joined.ok()) {
+    Fail(absl::StrCat(mountpoint, ": the running daemon keeps it: ", joined.message()));
+    listener->Answer(joined);
+    ready.Send(kExitUsage);
+    return kExitUsage;
+  }
   return Serve(*plan, ready, &predecessor);
 }
 

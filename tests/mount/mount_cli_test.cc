@@ -1953,9 +1953,31 @@ TEST_P(CliMountTest, UpgradeHandsTheMountToThisBinaryWithNothingLost) {
   EXPECT_TRUE(Eventually([&] { return !ProcessAlive(daemons[2]); }, 10s));
 }
 
+// `pid`'s cgroup in the v2 hierarchy, or "" where it has none.
+std::string V2CgroupOf(pid_t pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/cgroup");
+  for (std::string line; std::getline(file, line);) {
+    if (line.rfind("0::", 0) == 0) return line.substr(3);
+  }
+  return "";
+}
+
+// Where the whole v2 hierarchy is mounted, or "".
+std::string V2Mount() {
+  std::ifstream file("/proc/self/mountinfo");
+  for (std::string line; std::getline(file, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, device, root, mountpoint;
+    fields >> id >> parent >> device >> root >> mountpoint;
+    if (root == "/" && line.find(" - cgroup2 ") != std::string::npos) return mountpoint;
+  }
+  return "";
+}
+
 // --upgrade of what is no cudafs mount, by another user, or with too few
 // files to open, and a SIGUSR1 that no successor asked for, change
-// nothing; a successor ends on SIGTERM as a daemon does.
+// nothing; run from another cgroup, the new daemon joins the old one's; a
+// successor ends on SIGTERM as a daemon does.
 TEST_P(CliMountTest, UpgradeFailsOnNoMountIgnoresStraySignalsAndASuccessorStopsOnSigterm) {
   const CommandResult none = RunCommand({kBinary, "--upgrade", "/tmp"});
   EXPECT_EQ(none.exit_code, 2);
@@ -2003,14 +2025,29 @@ TEST_P(CliMountTest, UpgradeFailsOnNoMountIgnoresStraySignalsAndASuccessorStopsO
     EXPECT_EQ(DaemonAttribute(dir.path()), daemon);
     limit = "ulimit -Sn 16 && ";
   }
-  const CommandResult upgraded =
-      RunCommand({"sh", "-c", limit + "exec \"$0\" --upgrade \"$1\"", kBinary, dir.path()});
+  // From a cgroup of its own, as the package's postinst runs in apt's
+  // service, which systemd ends by killing what is left in it.
+  std::string elsewhere;
+  if (const std::string v2 = V2Mount(); !v2.empty() && !V2CgroupOf(getpid()).empty()) {
+    elsewhere = v2 + V2CgroupOf(getpid()) + "/cudafs-upgrade-" + std::to_string(getpid());
+    if (mkdir(elsewhere.c_str(), 0755) != 0) elsewhere.clear();
+  }
+  const std::string enter = elsewhere.empty() ? "" : "echo $$ > '" + elsewhere + "/cgroup.procs' && ";
+  const CommandResult upgraded = RunCommand(
+      {"sh", "-c", enter + limit + "exec \"$0\" --upgrade \"$1\"", kBinary, dir.path()});
   if (uring) {
     EXPECT_EQ(upgraded.exit_code, 2) << "not over io_uring";
+    if (!elsewhere.empty()) EXPECT_TRUE(Eventually([&] { return rmdir(elsewhere.c_str()) == 0; }, 10s));
     EXPECT_TRUE(UnmountNow(dir.path()));
     return;
   }
   ASSERT_EQ(upgraded.exit_code, 0) << upgraded.err;
+  if (!elsewhere.empty()) {
+    EXPECT_EQ(V2CgroupOf(DaemonAttribute(dir.path()).value_or(0)), V2CgroupOf(*daemon))
+        << "the new daemon stayed in the command's cgroup";
+    EXPECT_TRUE(Eventually([&] { return rmdir(elsewhere.c_str()) == 0; }, 10s))
+        << "nothing is left in the command's cgroup";
+  }
   // A successor, mounted on a descriptor rather than a path, unmounts on a
   // stop signal all the same.
   const std::optional<pid_t> successor = DaemonAttribute(dir.path());
