@@ -686,9 +686,12 @@ TEST_P(ShareLimitsTest, CopiesAreChargedToTheAskerHoweverItsMemoryIsBuilt) {
     if (cgroups) asker_group->Leave(getpid());
     EXPECT_EQ(asked, Errno{0})
         << "101 no answer, 102 not charged to the asker, 103 filled where it must be refused";
+    // Less than one copy's worth in all: a copy whose pages the daemon
+    // allocated would charge it kFile. What the daemon does allocate (its
+    // buffers, a sanitizer's shadow of them: 4.2 MiB under TSan) stays
+    // below that.
     if (cgroups) {
-      EXPECT_LT(daemon_group->Usage() - daemon_before, int64_t{4} << 20)
-          << "charged to the daemon";
+      EXPECT_LT(daemon_group->Usage() - daemon_before, int64_t{kFile}) << "charged to the daemon";
     }
   }
   if (cgroups) {
