@@ -74,11 +74,9 @@ def mapped(call, handle, size):
 
 
 def copy(call, destination, source, size):
-    """cuMemcpyAsync on the null stream, waited for (unified addressing)."""
-    to_address = lambda x: ctypes.c_uint64(x.value if isinstance(x, ctypes.c_uint64) else x)
-    source = ctypes.cast(source, ctypes.c_void_p).value if isinstance(source, bytes) else source
-    call("cuMemcpyAsync", to_address(destination), to_address(source), ctypes.c_size_t(size),
-         ctypes.c_void_p(0))
+    """cuMemcpyAsync between two addresses (unified addressing), waited for."""
+    call("cuMemcpyAsync", ctypes.c_uint64(destination), ctypes.c_uint64(source),
+         ctypes.c_size_t(size), ctypes.c_void_p(0))
     call("cuCtxSynchronize")
 
 
@@ -91,7 +89,7 @@ def maker(size, channel):
          ctypes.c_uint64(0))
     address = mapped(call, handle, size)
     data = os.urandom(size)
-    copy(call, address, data, size)
+    copy(call, address.value, ctypes.cast(data, ctypes.c_void_p).value, size)
     fd = ctypes.c_int()
     call("cuMemExportToShareableHandle", ctypes.byref(fd), handle, POSIX_FD, ctypes.c_uint64(0))
     socket.send_fds(channel, [hashlib.sha256(data).digest()], [fd.value])
@@ -105,7 +103,7 @@ def reader(size, fd, digest):
     call("cuMemImportFromShareableHandle", ctypes.byref(handle), ctypes.c_void_p(fd), POSIX_FD)
     address = mapped(call, handle, size)
     data = ctypes.create_string_buffer(size)
-    copy(call, ctypes.addressof(data), address, size)
+    copy(call, ctypes.addressof(data), address.value, size)
     same = hashlib.sha256(data.raw).digest() == digest
     print("reader: imported after the maker's death; bytes %s; GPU free %d MiB"
           % ("unchanged" if same else "DIFFER", free_mib(call)), flush=True)

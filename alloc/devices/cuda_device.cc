@@ -354,23 +354,19 @@ absl::Status CudaDevice::AdoptPieces(absl::Span<const HandedPiece> pieces) {
   absl::Cleanup close_rest = [pieces, &kept] {
     for (size_t i = kept; i < pieces.size(); ++i) close(pieces[i].fd);
   };
-  // In arena order, as HandOverPieces gives them, each apart from the
-  // last and holding data (a piece without is released, never handed).
+  if (pieces.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  // In arena order, as HandOverPieces gives them, each apart from the last.
   uint64_t end = 0;
   for (const HandedPiece& piece : pieces) {
-    const uint64_t granules = piece.length / gpu_.granule;
-    const uint64_t all = granules >= 64 ? ~uint64_t{0} : (uint64_t{1} << granules) - 1;
-    if (piece.length == 0 || piece.length % gpu_.granule != 0 || granules > 64 ||
-        piece.offset % gpu_.granule != 0 || !InRange(piece.offset, piece.length).ok() ||
-        piece.offset < end || (piece.committed & all) == 0) {
+    if (!pieces_.Fits(Piece{piece.offset, 0, piece.length, piece.committed}) ||
+        !InRange(piece.offset, piece.length).ok() || piece.offset < end) {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: a piece handed over at [%d, +%d) does not fit the arena",
                           gpu_.description, piece.offset, piece.length));
     }
     end = piece.offset + piece.length;
   }
-  if (pieces.empty()) return absl::OkStatus();
-  absl::MutexLock lock(&mu_);
   if (!pieces_.empty()) return absl::FailedPreconditionError("the arena holds pieces already");
   if (!context_.held()) {
     if (absl::Status s = CreateContext(); !s.ok()) return s;

@@ -64,6 +64,11 @@ std::vector<PhysicalPieces::Piece> PhysicalPieces::All() const {
   return all;
 }
 
+bool PhysicalPieces::Fits(const Piece& piece) const {
+  return piece.length > 0 && piece.offset % granule_ == 0 && piece.length % granule_ == 0 &&
+         piece.length / granule_ <= 64 && (piece.committed & AllGranules(piece.length)) != 0;
+}
+
 void PhysicalPieces::Restore(const Piece& piece) {
   Piece restored = piece;
   restored.committed &= AllGranules(piece.length);

@@ -60,6 +60,10 @@ class PhysicalPieces {
   std::vector<Piece> TakeAll();
   // Every piece, in arena order (what a successor process maps again).
   std::vector<Piece> All() const;
+  // Whether `piece` could be one of a table like this one: whole granules,
+  // at most 64 of them, some committed (one with none is released, never
+  // kept).
+  bool Fits(const Piece& piece) const;
   // A piece as another process's table held it, committed granules and
   // all; unless one starts there already.
   void Restore(const Piece& piece);

@@ -5,15 +5,15 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "fs/daemon/host_probes.h"
 #include "fs/wire/mount_info_line.h"
 
 namespace cudafs {
@@ -44,11 +44,6 @@ bool Holds(const MountInfoLine& mount, absl::string_view hierarchy) {
   return true;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-}
-
 }  // namespace
 
 std::vector<std::string> CgroupJoins(absl::string_view ours, absl::string_view theirs,
@@ -76,11 +71,12 @@ std::vector<std::string> CgroupJoins(absl::string_view ours, absl::string_view t
 }
 
 absl::Status JoinCgroupsOf(pid_t pid) {
-  const std::string theirs = ReadFile(absl::StrCat("/proc/", pid, "/cgroup"));
-  if (theirs.empty()) return absl::NotFoundError(absl::StrCat("process ", pid, " is gone"));
+  const std::optional<std::string> theirs = ReadHostFile(absl::StrCat("/proc/", pid, "/cgroup"));
+  if (!theirs) return absl::NotFoundError(absl::StrCat("process ", pid, " is gone"));
   const std::string own_pid = absl::StrCat(getpid());
-  for (const std::string& procs :
-       CgroupJoins(ReadFile("/proc/self/cgroup"), theirs, ReadFile("/proc/self/mountinfo"))) {
+  for (const std::string& procs : CgroupJoins(ReadHostFile("/proc/self/cgroup").value_or(""),
+                                              *theirs,
+                                              ReadHostFile("/proc/self/mountinfo").value_or(""))) {
     const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
     const bool written =
         fd >= 0 && write(fd, own_pid.data(), own_pid.size()) == static_cast<ssize_t>(own_pid.size());

@@ -21,12 +21,6 @@
 #include "fs/fuse/libfuse.h"
 
 namespace cudafs {
-namespace {
-
-constexpr char kUringParameter[] = "/sys/module/fuse/parameters/enable_uring";
-constexpr char kMaxPagesLimit[] = "/proc/sys/fs/fuse/max_pages_limit";
-
-// The text of a /proc or /sys file; nullopt when it cannot be read.
 std::optional<std::string> ReadHostFile(const std::string& path) {
   std::ifstream file(path);
   if (!file) return std::nullopt;
@@ -34,6 +28,11 @@ std::optional<std::string> ReadHostFile(const std::string& path) {
   if (file.bad()) return std::nullopt;
   return text;
 }
+
+namespace {
+
+constexpr char kUringParameter[] = "/sys/module/fuse/parameters/enable_uring";
+constexpr char kMaxPagesLimit[] = "/proc/sys/fs/fuse/max_pages_limit";
 
 std::optional<uint64_t> ReadHostNumber(const std::string& path) {
   const std::optional<std::string> text = ReadHostFile(path);

@@ -21,6 +21,9 @@
 
 namespace cudafs {
 
+// The text of a /proc or /sys file; nullopt when it cannot be read.
+std::optional<std::string> ReadHostFile(const std::string& path);
+
 // What MountPlan::Make needs of the machine for a mount asking for
 // `max_request`, found before the daemon forks: host memory, io_uring,
 // the request limit (raised as root: see RequestLimitRule), the mounting

@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,13 +43,11 @@ absl::StatusOr<pid_t> DaemonOf(const std::string& mountpoint) {
 
 // The effective uid of process `pid`.
 absl::StatusOr<uid_t> UserOf(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    absl::string_view rest = line;
-    if (!absl::ConsumePrefix(&rest, "Uid:")) continue;
+  const std::optional<std::string> status = ReadHostFile(absl::StrCat("/proc/", pid, "/status"));
+  for (absl::string_view line : absl::StrSplit(status.value_or(""), '\n')) {
+    if (!absl::ConsumePrefix(&line, "Uid:")) continue;
     const std::vector<absl::string_view> ids =
-        absl::StrSplit(rest, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     uint32_t effective = 0;
     if (ids.size() >= 2 && absl::SimpleAtoi(ids[1], &effective)) return effective;
   }

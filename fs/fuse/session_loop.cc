@@ -57,7 +57,6 @@ constexpr int kInterruptSignal = SIGUSR2;
 
 void OnInterruptSignal(int) {}
 
-
 // Where a request starts in a worker's buffer: placed so that a FUSE_WRITE's
 // payload, which follows the request header and fuse_write_in, begins on a
 // page boundary. The payload is what gets DMA'd

@@ -372,21 +372,25 @@ class State {
   // Frees a physical allocation's memory, which must be unmapped.
   void ErasePhysical(absl::flat_hash_map<cu::CUmemGenericAllocationHandle, Physical>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (!it->second.imported) {
+    if (it->second.imported) {
+      --imports;
+    } else {
       // An import of the same memory in this process keeps it, as the
       // driver keeps an allocation while any handle holds it.
-      struct stat freed;
-      fstat(it->second.fd, &freed);
       Physical* heir = nullptr;
-      for (auto& [handle, allocation] : physical) {
-        struct stat other;
-        if (allocation.imported && fstat(allocation.fd, &other) == 0 &&
-            other.st_ino == freed.st_ino && other.st_dev == freed.st_dev) {
-          heir = &allocation;
+      struct stat freed;
+      if (imports > 0 && fstat(it->second.fd, &freed) == 0) {
+        for (auto& [handle, allocation] : physical) {
+          struct stat other;
+          if (allocation.imported && fstat(allocation.fd, &other) == 0 &&
+              other.st_ino == freed.st_ino && other.st_dev == freed.st_dev) {
+            heir = &allocation;
+          }
         }
       }
       if (heir != nullptr) {
         heir->imported = false;
+        --imports;
       } else {
         GiveMemory(it->second.device, it->second.size);
       }
@@ -536,6 +540,8 @@ class State {
   Ranges reservations ABSL_GUARDED_BY(mu);
   absl::btree_map<uintptr_t, Mapping> mappings ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<cu::CUmemGenericAllocationHandle, Physical> physical ABSL_GUARDED_BY(mu);
+  // Of them, imports: what a freed allocation looks for an heir among.
+  int imports ABSL_GUARDED_BY(mu) = 0;
   Ranges pinned ABSL_GUARDED_BY(mu);
   Ranges registered ABSL_GUARDED_BY(mu);
   // cuMemAlloc and its kind, by device address (a host address), with the
@@ -979,6 +985,7 @@ cu::CUresult FakeMemImportFromShareableHandle(cu::CUmemGenericAllocationHandle* 
   imported.imported = true;
   const cu::CUmemGenericAllocationHandle handle_made = NewHandle();
   s.physical.emplace(handle_made, imported);
+  ++s.imports;
   *handle = handle_made;
   return cu::CUDA_SUCCESS;
 }
