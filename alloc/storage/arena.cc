@@ -233,7 +233,28 @@ absl::StatusOr<Block> Arena::Take(size_t part, uint64_t size,
   return absl::ResourceExhaustedError("the device could not back the block");
 }
 
+namespace {
+// The thread's outermost HeldFrees, if any.
+thread_local Arena::HeldFrees* t_held_frees = nullptr;
+}  // namespace
+
+Arena::HeldFrees::HeldFrees(Arena* arena) {
+  if (arena == nullptr || t_held_frees != nullptr) return;  // an outer one holds them
+  arena_ = arena;
+  t_held_frees = this;
+}
+
+Arena::HeldFrees::~HeldFrees() {
+  if (arena_ == nullptr) return;
+  t_held_frees = nullptr;
+  for (const Block& block : blocks_) arena_->Free(block);
+}
+
 void Arena::Free(Block block) {
+  if (t_held_frees != nullptr && t_held_frees->arena_ == this) {
+    t_held_frees->blocks_.push_back(block);
+    return;
+  }
   const size_t part = PartOf(block.offset);
   std::vector<uint64_t> to_release;
   {

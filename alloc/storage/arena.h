@@ -83,6 +83,22 @@ class Arena {
   // is freed.
   absl::StatusOr<Block> AllocateForMove(uint64_t size, absl::Span<const size_t> parts);
   void Free(Block block);
+  // While one lives on a thread, that thread's frees of this arena wait,
+  // and the outermost one frees them when it ends: a journal's record of a
+  // change must land before another file may reuse the memory it gave up
+  // (fs/core/journal_scope.h). Null: holds nothing.
+  class HeldFrees {
+   public:
+    explicit HeldFrees(Arena* arena);
+    HeldFrees(const HeldFrees&) = delete;
+    HeldFrees& operator=(const HeldFrees&) = delete;
+    ~HeldFrees();
+
+   private:
+    friend class Arena;
+    Arena* arena_ = nullptr;  // null where this one holds nothing
+    std::vector<Block> blocks_;
+  };
   // Takes exactly `block`, as another arena on the same device memory
   // handed it out, committing what it lacks (a device that kept the memory
   // keeps its bytes: Filesystem::LoadImage). Not bounded by the capacity:

@@ -7,6 +7,7 @@
 #include "alloc/base/status_macros.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
+#include "fs/core/journal_scope.h"
 
 namespace cudafs {
 
@@ -21,6 +22,7 @@ absl::StatusOr<struct stat> Filesystem::GetAttributes(InodeNumber ino) {
 absl::StatusOr<struct stat> Filesystem::SetAttributes(InodeNumber ino,
                                                       const AttributeChanges& changes,
                                                       const Caller& caller) {
+  JournalScope journal(*state_);
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
   absl::MutexLock lock(&inode.mu);
@@ -54,6 +56,7 @@ absl::StatusOr<struct stat> Filesystem::SetAttributes(InodeNumber ino,
   if (changes.atime) inode.atime = changes.atime->now ? now : changes.atime->value;
   if (changes.mtime) inode.mtime = changes.mtime->now ? now : changes.mtime->value;
   inode.ctime = changes.ctime ? *changes.ctime : now;
+  JournalScope::Inode(ino);
   struct stat st;
   FillStat(inode, &st);
   return st;

@@ -38,6 +38,11 @@ bool Directory::Insert(absl::string_view name, Entry entry) {
   return true;
 }
 
+uint64_t Directory::CookieOf(absl::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? 0 : uint64_t{(*it)->cookie};
+}
+
 std::optional<Directory::Entry> Directory::Erase(absl::string_view name) {
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return std::nullopt;

@@ -58,6 +58,11 @@ class Directory {
   uint64_t parent() const { return parent_; }
   void set_parent(uint64_t parent) { parent_ = parent; }
 
+  // The cookie the next entry gets, and the cookie of entry `name` (0:
+  // none), for the journal's records of single entries.
+  uint64_t next_cookie() const { return next_cookie_; }
+  uint64_t CookieOf(absl::string_view name) const;
+
   bool empty() const { return by_name_.empty(); }
   size_t size() const { return by_name_.size(); }
 

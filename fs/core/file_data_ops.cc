@@ -19,6 +19,7 @@
 #include "alloc/base/status_macros.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
+#include "fs/core/journal_scope.h"
 
 namespace cudafs {
 namespace {
@@ -82,6 +83,7 @@ absl::Status AllocateLocked(FilesystemState& state, Inode& inode, int operation,
 }  // namespace
 
 absl::StatusOr<uint64_t> Filesystem::Open(InodeNumber ino, int flags, const Caller& caller) {
+  JournalScope journal(*state_);
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
   const int access = flags & O_ACCMODE;
@@ -104,14 +106,21 @@ absl::StatusOr<uint64_t> Filesystem::Open(InodeNumber ino, int flags, const Call
   }
   if (set_id_dropped) state_->AttributesChanged(ino);
   state_->table.AddOpen(inode);
+  if (flags & O_TRUNC) {
+    JournalScope::Inode(ino);
+  } else {
+    JournalScope::Counts(ino);
+  }
   return size;
 }
 
 void Filesystem::Release(InodeNumber ino) {
+  JournalScope journal(*state_);
   std::shared_ptr<Inode> inode = state_->table.Get(ino);
   // The last writer is gone: what growth reserved past the end goes back
   // (see ExtentMap). A file opened again and appended to grows anew.
   if (inode && state_->table.Release(inode)) state_->TrimGrowth(*inode);
+  JournalScope::Inode(ino);
 }
 
 void Filesystem::TrimIdleGrowth(absl::Duration idle) {
@@ -129,17 +138,26 @@ void Filesystem::TrimIdleGrowth(absl::Duration idle) {
     }
   }
   for (InodeNumber ino : due) {
-    if (std::shared_ptr<Inode> inode = state_->table.Get(ino)) state_->TrimGrowth(*inode);
+    JournalScope journal(*state_);
+    if (std::shared_ptr<Inode> inode = state_->table.Get(ino)) {
+      state_->TrimGrowth(*inode);
+      JournalScope::Inode(ino);
+    }
   }
 }
 
 void Filesystem::MarkAccessed(InodeNumber ino) {
+  JournalScope journal(*state_);
   absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
-  if (found.ok() && state_->TouchAtime(**found)) state_->AttributesChanged(ino);
+  if (found.ok() && state_->TouchAtime(**found)) {
+    JournalScope::Inode(ino);
+    state_->AttributesChanged(ino);
+  }
 }
 
 absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t size, char* out,
                                         bool update_atime) {
+  JournalScope journal(*state_);
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
   size_t length = 0;
@@ -160,12 +178,14 @@ absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t
   if (touch_atime) {
     absl::MutexLock lock(&inode.mu);
     inode.atime = now;
+    JournalScope::Inode(ino);
   }
   return length;
 }
 
 absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const char* data,
                                          size_t size, bool append, const Caller& caller) {
+  JournalScope journal(*state_);
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
   bool set_id_dropped;
@@ -183,6 +203,7 @@ absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const
     set_id_dropped = DropSetIdOnWrite(inode, caller);
     const uint64_t min_block = state_->arena->min_block();
     grew = inode.data()->allocated_bytes() > (inode.size + min_block - 1) / min_block * min_block;
+    JournalScope::Inode(ino);
   }
   if (grew) state_->NoteGrowth(ino);
   if (set_id_dropped) state_->AttributesChanged(ino);
@@ -234,6 +255,7 @@ absl::StatusOr<uint64_t> Filesystem::FillCopy(InodeNumber ino,
 }
 
 absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportShared(InodeNumber ino) {
+  JournalScope journal(*state_);
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
   // Exclusive: the layout may change, and no write may come between that
@@ -243,6 +265,7 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportShared(InodeNu
   if (!inode.is_regular()) return PosixError(EINVAL, "only regular files can be mapped");
   absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
       DataOf(*state_, inode).Export(inode.size);
+  JournalScope::Inode(ino);  // the file may have moved into blocks of its own
   if (absl::IsUnimplemented(exported.status())) {
     return PosixError(EOPNOTSUPP, exported.status().message());
   }
@@ -253,16 +276,19 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportShared(InodeNu
 }
 
 absl::Status Filesystem::NoteMappedWrite(InodeNumber ino) {
+  JournalScope journal(*state_);
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
   absl::MutexLock lock(&inode.mu);
   if (!inode.is_regular()) return PosixError(EINVAL, "only regular files can be mapped");
   inode.mtime = inode.ctime = Now();
+  JournalScope::Inode(ino);
   return absl::OkStatus();
 }
 
 absl::Status Filesystem::Allocate(InodeNumber ino, int mode, uint64_t offset, uint64_t length,
                                   const Caller& caller) {
+  JournalScope journal(*state_);
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
   if (length == 0) return PosixError(EINVAL);
@@ -278,6 +304,7 @@ absl::Status Filesystem::Allocate(InodeNumber ino, int mode, uint64_t offset, ui
     absl::MutexLock lock(&inode.mu);
     CUDAFS_RETURN_IF_ERROR(AllocateLocked(*state_, inode, operation, keep_size, offset, length));
     set_id_dropped = DropSetIdOnWrite(inode, caller);
+    JournalScope::Inode(ino);
   }
   if (set_id_dropped) state_->AttributesChanged(ino);
   return absl::OkStatus();
@@ -303,6 +330,7 @@ absl::StatusOr<uint64_t> Filesystem::Seek(InodeNumber ino, uint64_t offset, int 
 absl::StatusOr<size_t> Filesystem::CopyFileRange(InodeNumber in, uint64_t in_offset,
                                                  InodeNumber out, uint64_t out_offset,
                                                  size_t length, const Caller& caller) {
+  JournalScope journal(*state_);
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> source, state_->Get(in));
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> target, state_->Get(out));
   Inode& from = *source;
@@ -322,6 +350,8 @@ absl::StatusOr<size_t> Filesystem::CopyFileRange(InodeNumber in, uint64_t in_off
   absl::StatusOr<size_t> copied = CopyLocked(*state_, from, in_offset, to, out_offset, length,
                                              caller, &set_id_dropped, &source_accessed);
   UnlockAll(involved);
+  JournalScope::Inode(in);
+  JournalScope::Inode(out);
   if (set_id_dropped) state_->AttributesChanged(out);
   // The kernel refreshes the target's attributes after a copy, not the
   // source's, whose atime the copy may have moved.

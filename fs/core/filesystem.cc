@@ -1,5 +1,9 @@
 // Locking overview. There is no filesystem-wide lock on the data path.
 //
+//  0. FilesystemState::journal_mu, only where the mount keeps a metadata
+//     log: each operation's transaction takes it once the operation is
+//     done and holds no other lock (fs/core/journal_scope.h), and reads
+//     what it records under the locks below.
 //  1. FilesystemState::namespace_mu guards every Directory, its parent
 //     included: lookups and readdir share it, operations that change names
 //     (create, link, unlink, rename, ...) hold it exclusively. Read, write,

@@ -55,6 +55,8 @@ inline constexpr char kWhereAttribute[] = "user.cudafs.where";
 
 struct FilesystemState;
 class KernelNotifier;
+class MetadataLog;
+struct ReplayReport;
 
 struct FilesystemConfig {
   mode_t root_mode = 01777;  // like tmpfs
@@ -78,6 +80,14 @@ struct FilesystemConfig {
   // whoever caches attributes (the kernel, for FUSE) drops them. Null:
   // nobody caches them. Must outlive the Filesystem.
   KernelNotifier* notifier = nullptr;
+  // Where every change is journaled, for a successor after a crash
+  // (metadata_log.h, journal_scope.h); null: nowhere. Needs cache_bytes 0:
+  // a cached write is in no memory that outlives the process. Must outlive
+  // the Filesystem.
+  MetadataLog* metadata_log = nullptr;
+  // Called (from an operation's thread) once the log's journal outgrows
+  // its checkpoint, for its owner to run CheckpointLog.
+  std::function<void()> checkpoint_due;
 };
 
 // setattr: only the engaged fields change.
@@ -270,6 +280,13 @@ class Filesystem {
   // does not fit this arena.
   absl::StatusOr<std::string> SaveImage();
   absl::Status LoadImage(absl::string_view image);
+  // The metadata log (FilesystemConfig::metadata_log). CheckpointLog makes
+  // the whole filesystem the log's checkpoint, emptying its journal (run
+  // as SaveImage is: no operation, no move). LoadLog loads what `log`, kept
+  // by another process, says, by LoadImage's rules; `report` says what
+  // its replay mended (journal_records.h).
+  absl::Status CheckpointLog();
+  absl::Status LoadLog(const MetadataLog& log, ReplayReport* report);
 
  private:
   // The inodes, namespace, configuration and page cache that every

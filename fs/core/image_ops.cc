@@ -24,21 +24,16 @@
 #include "alloc/devices/device_wrapper.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
+#include "fs/core/inode_coding.h"
+#include "fs/core/journal_records.h"
+#include "fs/core/metadata_log.h"
 
 namespace cudafs {
 
 namespace {
 
-// The format's name and version: a loader refuses any other.
-constexpr absl::string_view kMagic = "cudafs filesystem image 1\n";
-
 absl::Status Bad(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("not a filesystem image this cudafs loads: ", what));
-}
-
-void PutTime(std::string* out, const timespec& time) {
-  PutVarint(out, static_cast<uint64_t>(time.tv_sec));
-  PutVarint(out, static_cast<uint64_t>(time.tv_nsec));
 }
 
 bool GetTime(absl::string_view* in, PackedTime* time) {
@@ -71,7 +66,7 @@ absl::StatusOr<std::vector<InodeTable::Adopted>> DecodeInodes(
     absl::string_view image, const CachedFile::Space* file_space,
     const ExtentMap::Space* symlink_space, uint64_t* next_ino)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(Inode::namespace_lock) {
-  if (!absl::ConsumePrefix(&image, kMagic)) return Bad("its header is not this version's");
+  if (!absl::ConsumePrefix(&image, kImageMagic)) return Bad("its header is not this version's");
   uint64_t count = 0;
   if (!GetVarint(&image, next_ino) || !GetVarint(&image, &count)) return Bad("cut short");
   std::vector<InodeTable::Adopted> inodes;
@@ -211,7 +206,7 @@ absl::StatusOr<std::string> Filesystem::SaveImage() {
   for (const std::shared_ptr<Inode>& inode : inodes) {
     CUDAFS_RETURN_IF_ERROR(state.FlushFile(inode->ino));
   }
-  std::string out(kMagic);
+  std::string out(kImageMagic);
   absl::ReaderMutexLock namespace_lock(&state.namespace_mu);
   state.ReadsNamespace();
   PutVarint(&out, state.table.next_number());
@@ -225,34 +220,11 @@ absl::StatusOr<std::string> Filesystem::SaveImage() {
     }
     const InodeTable::References references = state.table.ReferencesOf(*inode);
     PutVarint(&out, inode->ino);
-    PutVarint(&out, inode->type >> 12);
-    PutVarint(&out, inode->mode);
-    PutVarint(&out, inode->uid);
-    PutVarint(&out, inode->gid);
-    PutVarint(&out, inode->nlink);
-    PutVarint(&out, inode->size);
-    PutTime(&out, inode->atime);
-    PutTime(&out, inode->mtime);
-    PutTime(&out, inode->ctime);
+    PutInodeHead(*inode, &out);
     PutVarint(&out, references.lookups);
     PutVarint(&out, references.opens);
-    PutVarint(&out, inode->xattrs ? inode->xattrs->size() : 0);
-    if (inode->xattrs) {
-      for (const auto& [name, value] : *inode->xattrs) {
-        PutBytes(&out, name);
-        PutBytes(&out, value);
-      }
-    }
-    if (inode->is_directory()) {
-      inode->directory().EncodeTo(&out);
-    } else if (inode->is_regular()) {
-      PutVarint(&out, data != nullptr ? 1 : 0);
-      if (data != nullptr) data->EncodeTo(&out);
-    } else if (inode->is_symlink()) {
-      inode->symlink_target().EncodeTo(&out);
-    } else if (inode->is_device()) {
-      PutVarint(&out, inode->rdev());
-    }
+    PutInodeXattrs(*inode, &out);
+    PutInodeBody(*inode, /*entries=*/true, &out);
   }
   return out;
 }
@@ -278,6 +250,39 @@ absl::Status Filesystem::LoadImage(absl::string_view image) {
       std::vector<InodeTable::Adopted> inodes,
       DecodeInodes(image, &state.file_space, &state.symlink_space, &next_ino));
   return state.table.Replace(std::move(inodes), next_ino);
+}
+
+absl::Status Filesystem::CheckpointLog() {
+  FilesystemState& state = *state_;
+  if (state.config.metadata_log == nullptr) return absl::FailedPreconditionError("no metadata log");
+  std::vector<std::shared_ptr<Inode>> inodes = state.table.All();
+  std::string records;
+  absl::MutexLock journal_lock(&state.journal_mu);
+  absl::ReaderMutexLock namespace_lock(&state.namespace_mu);
+  state.ReadsNamespace();
+  for (const std::shared_ptr<Inode>& inode : inodes) {
+    absl::ReaderMutexLock lock(&inode->mu);
+    PutInodeRecord(*inode, &records);
+    const InodeTable::References references = state.table.ReferencesOf(*inode);
+    PutCountsRecord(inode->ino, references.lookups, references.opens, &records);
+  }
+  for (const std::shared_ptr<Inode>& inode : inodes) {
+    if (!inode->is_directory()) continue;
+    inode->directory().ForEachAfter(
+        0, [&](absl::string_view name, const Directory::Entry& entry, uint64_t cookie) {
+          PutEntryRecord(inode->ino, name, entry, cookie, &records);
+          return true;
+        });
+  }
+  state.checkpoint_asked = false;
+  return state.config.metadata_log->Checkpoint(records);
+}
+
+absl::Status Filesystem::LoadLog(const MetadataLog& log, ReplayReport* report) {
+  CUDAFS_ASSIGN_OR_RETURN(MetadataLog::Contents contents, log.Read());
+  CUDAFS_ASSIGN_OR_RETURN(std::string image,
+                          ReplayJournal(contents.checkpoint, contents.journal, report));
+  return LoadImage(image);
 }
 
 }  // namespace cudafs

@@ -15,6 +15,7 @@
 #include "alloc/base/status_macros.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
+#include "fs/core/journal_scope.h"
 
 namespace cudafs {
 namespace {
@@ -80,6 +81,7 @@ absl::StatusOr<struct stat> CreateNamed(FilesystemState& state, InodeNumber pare
                                         const Caller& caller,
                                         const std::function<void(Inode&)>& setup, bool open) {
   CUDAFS_RETURN_IF_ERROR(ValidateName(name));
+  JournalScope journal(state);
   absl::MutexLock namespace_lock(&state.namespace_mu);
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> dir, state.GetDirectory(parent));
   state.WritesNamespace();
@@ -111,6 +113,9 @@ absl::StatusOr<struct stat> CreateNamed(FilesystemState& state, InodeNumber pare
   dir->mutable_directory().Insert(name, Directory::Entry{inode.ino, inode.type});
   state.table.AddLookup(inode);
   if (open) state.table.AddOpen(inode);
+  JournalScope::Inode(parent);
+  JournalScope::Inode(inode.ino);
+  JournalScope::Entry(parent, name);
   return st;
 }
 
@@ -135,6 +140,7 @@ absl::Status RemoveNamed(FilesystemState& state, InodeNumber parent, absl::strin
   if (name.size() > kNameMax) return PosixError(ENAMETOOLONG);
   if (directory && name == ".") return PosixError(EINVAL);
   if (directory && name == "..") return PosixError(ENOTEMPTY);
+  JournalScope journal(state);
   std::shared_ptr<Inode> victim;
   {
     absl::MutexLock namespace_lock(&state.namespace_mu);
@@ -153,6 +159,9 @@ absl::Status RemoveNamed(FilesystemState& state, InodeNumber parent, absl::strin
     dir->mtime = dir->ctime = now;
   }
   state.table.DropIfUnused(victim);
+  JournalScope::Inode(parent);
+  JournalScope::Inode(victim->ino);
+  JournalScope::Entry(parent, name);
   return absl::OkStatus();
 }
 
@@ -216,6 +225,7 @@ void RenameLocked(FilesystemState& state, Inode& from_dir, absl::string_view nam
 
 absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_view name) {
   if (name.size() > kNameMax) return PosixError(ENAMETOOLONG);
+  JournalScope journal(*state_);
   std::shared_ptr<Inode> inode;
   {
     absl::ReaderMutexLock namespace_lock(&state_->namespace_mu);
@@ -225,6 +235,7 @@ absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_
     // unlink cannot drop the inode in between.
     state_->table.AddLookup(*inode);
   }
+  JournalScope::Counts(inode->ino);
   absl::ReaderMutexLock lock(&inode->mu);
   struct stat st;
   FillStat(*inode, &st);
@@ -232,7 +243,11 @@ absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_
 }
 
 void Filesystem::Forget(InodeNumber ino, uint64_t count) {
-  if (std::shared_ptr<Inode> inode = state_->table.Get(ino)) state_->table.Forget(inode, count);
+  JournalScope journal(*state_);
+  if (std::shared_ptr<Inode> inode = state_->table.Get(ino)) {
+    state_->table.Forget(inode, count);
+    JournalScope::Counts(ino);
+  }
 }
 
 absl::StatusOr<struct stat> Filesystem::MakeNode(InodeNumber parent, absl::string_view name,
@@ -294,6 +309,7 @@ absl::StatusOr<struct stat> Filesystem::Create(InodeNumber parent, absl::string_
 absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_parent,
                                              absl::string_view new_name) {
   CUDAFS_RETURN_IF_ERROR(ValidateName(new_name));
+  JournalScope journal(*state_);
   absl::MutexLock namespace_lock(&state_->namespace_mu);
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
@@ -316,6 +332,9 @@ absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_pa
   }
   dir->mutable_directory().Insert(new_name, Directory::Entry{inode.ino, inode.type});
   state_->table.AddLookup(inode);
+  JournalScope::Inode(ino);
+  JournalScope::Inode(new_parent);
+  JournalScope::Entry(new_parent, new_name);
   return st;
 }
 
@@ -337,6 +356,7 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
   if (name.size() > kNameMax) return PosixError(ENAMETOOLONG);
   CUDAFS_RETURN_IF_ERROR(ValidateName(new_name));
   if (IsDotOrDotDot(name) || IsDotOrDotDot(new_name)) return PosixError(EBUSY);
+  JournalScope journal(*state_);
   std::shared_ptr<Inode> victim;
   {
     absl::MutexLock namespace_lock(&state_->namespace_mu);
@@ -382,6 +402,9 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
     LockAll(involved);
     RenameLocked(*state_, *from_dir, name, *to_dir, new_name, *moved, replaced.get(), exchange);
     UnlockAll(involved);
+    for (const Inode* inode : involved) JournalScope::Inode(inode->ino);
+    JournalScope::Entry(parent, name);
+    JournalScope::Entry(new_parent, new_name);
     if (!exchange) victim = replaced;
   }
   if (victim) state_->table.DropIfUnused(victim);
@@ -394,12 +417,17 @@ absl::StatusOr<std::string> Filesystem::ReadLink(InodeNumber ino) {
   if (!inode.is_symlink()) return PosixError(EINVAL);
   // Reading a link is an access (touch_atime in do_readlinkat and when a
   // path follows it), with the relatime rules of a read.
-  if (state_->TouchAtime(inode)) state_->AttributesChanged(ino);
+  JournalScope journal(*state_);
+  if (state_->TouchAtime(inode)) {
+    JournalScope::Inode(ino);
+    state_->AttributesChanged(ino);
+  }
   return inode.symlink_target().Read();
 }
 
 absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool plus,
                                        const std::function<bool(const DirectoryEntry&)>& emit) {
+  JournalScope journal(*state_);
   absl::ReaderMutexLock namespace_lock(&state_->namespace_mu);
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& dir = *found;
@@ -437,12 +465,18 @@ absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool pl
         entry.next_cookie = child_cookie;
         describe(*inode, entry);
         if (!emit(entry)) return false;
-        if (plus) state_->table.AddLookup(*inode);
+        if (plus) {
+          state_->table.AddLookup(*inode);
+          JournalScope::Counts(inode->ino);
+        }
         return true;
       });
   const timespec now = Now();
   absl::MutexLock lock(&dir.mu);
-  if (state_->config.update_atime && NeedsAtimeUpdate(dir, now)) dir.atime = now;
+  if (state_->config.update_atime && NeedsAtimeUpdate(dir, now)) {
+    dir.atime = now;
+    JournalScope::Inode(ino);
+  }
   return absl::OkStatus();
 }
 

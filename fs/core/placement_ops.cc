@@ -17,6 +17,7 @@
 #include "alloc/devices/device.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
+#include "fs/core/journal_scope.h"
 
 namespace cudafs {
 
@@ -103,8 +104,10 @@ uint64_t Filesystem::MoveData(size_t from, absl::Span<const size_t> to, uint64_t
       for (size_t i; (i = next.fetch_add(1)) < round.size();) {
         const std::shared_ptr<Inode>& inode = round[i].first->inode;
         for (uint64_t done = 0; done < round[i].second && !full.load();) {
+          JournalScope journal(*state_);
           const absl::StatusOr<uint64_t> piece =
               MovePiece(*inode, leave, to, std::min(kMovePiece, round[i].second - done));
+          JournalScope::Inode(inode->ino);
           // No room in any of `to`: no other file will find any either.
           if (absl::IsResourceExhausted(piece.status())) full.store(true);
           if (!piece.ok() || *piece == 0) break;
@@ -139,6 +142,8 @@ uint64_t Filesystem::CompactData(uint64_t budget) {
   // blocks'.
   uint64_t moved = 0;
   for (const std::shared_ptr<Inode>& inode : files) {
+    JournalScope journal(*state_);
+    JournalScope::Inode(inode->ino);
     absl::MutexLock lock(&inode->mu);
     CachedFile* data = inode->data();
     if (data == nullptr || data->shared()) continue;

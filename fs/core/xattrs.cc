@@ -11,6 +11,7 @@
 #include "alloc/base/status_macros.h"
 #include "fs/core/filesystem.h"
 #include "fs/core/filesystem_state.h"
+#include "fs/core/journal_scope.h"
 
 namespace cudafs {
 namespace {
@@ -62,6 +63,7 @@ absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view
   Inode& inode = *found;
   if (name == kWhereAttribute && inode.is_regular()) return WhereIsReadOnly();
   if (absl::StartsWith(name, kCudafsAttributePrefix)) return CudafsNamesAreNotStored(name);
+  JournalScope journal(*state_);
   absl::MutexLock lock(&inode.mu);
   const std::string* old_value = FindXattr(inode, name);
   if ((flags & XATTR_CREATE) && old_value) return PosixError(EEXIST);
@@ -76,6 +78,7 @@ absl::Status Filesystem::SetExtendedAttribute(InodeNumber ino, absl::string_view
   if (!inode.xattrs) inode.xattrs = std::make_unique<Inode::Xattrs>();
   inode.xattrs->insert_or_assign(std::string(name), std::string(value));
   inode.ctime = Now();
+  JournalScope::Inode(ino);
   return absl::OkStatus();
 }
 
@@ -111,9 +114,11 @@ absl::Status Filesystem::RemoveExtendedAttribute(InodeNumber ino, absl::string_v
   CUDAFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> found, state_->Get(ino));
   Inode& inode = *found;
   if (name == kWhereAttribute && inode.is_regular()) return WhereIsReadOnly();
+  JournalScope journal(*state_);
   absl::MutexLock lock(&inode.mu);
   const std::string* value = FindXattr(inode, name);
   if (!value) return PosixError(ENODATA);
+  JournalScope::Inode(ino);
   state_->table.ReleaseSpace(Inode::XattrSpaceOf(name, *value));
   inode.xattrs->erase(name);
   if (inode.xattrs->empty()) inode.xattrs.reset();

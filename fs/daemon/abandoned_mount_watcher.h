@@ -3,10 +3,9 @@
 // libfuse leaves a root mount's auto_unmount to `fusermount3
 // --auto-unmount`, which needs a fusermount3 as new as libfuse (Debian 12's
 // 3.14 lacks it): the package would have to ship a setuid helper of its
-// own. Root needs none. Before mounting, the daemon starts a watcher: this
-// binary again, run as `cudafs-unmount MOUNTPOINT` (so that `pkill -f
-// "cudafs MOUNTPOINT"` finds the daemon alone), holding nothing but the read
-// end of a pipe whose write end only the daemon holds. Once mounted, the
+// own. Root needs none. Before mounting, the daemon starts a watcher
+// (helper_process.h: `cudafs-unmount MOUNTPOINT`), holding nothing but the
+// read end of a socket whose other end only the daemon holds. Once mounted, the
 // daemon writes its mount's id and device numbers down the pipe; when the
 // daemon exits, however it dies, the watcher's read returns.
 //
@@ -60,6 +59,11 @@ class AbandonedMountWatcher {
 // The watcher's main, for `cudafs-unmount MOUNTPOINT` with the pipe's read
 // end as stdin (MOUNTPOINT is for ps; the mount is known by its id).
 int RunAbandonedMountWatcher();
+
+// Detaches `mount`, which no other mount covers, if its server is gone
+// (root only). False when its path does not lead to it (a symlink in its
+// place, a mount over a directory above it): nothing is done then.
+bool DetachIfAbandoned(const MountInfoLine& mount);
 
 }  // namespace cudafs
 

@@ -140,78 +140,87 @@ HandedOver::HandedOver(HandedOver&& other) noexcept
       init_request(std::move(other.init_request)),
       negotiation(std::move(other.negotiation)),
       image(std::move(other.image)),
-      arguments(std::move(other.arguments)) {}
+      arguments(std::move(other.arguments)),
+      log_fd(std::exchange(other.log_fd, -1)) {}
 
 HandedOver::~HandedOver() {
   if (fuse_fd >= 0) close(fuse_fd);
+  if (log_fd >= 0) close(log_fd);
+}
+
+absl::Status SendRefusal(int connection, const absl::Status& why) {
+  const std::string message = absl::StrCat(std::string(1, kRefusal), why.message());
+  if (absl::Status sent = Send(connection, message, {}); !sent.ok()) return sent;
+  return why;
+}
+
+absl::Status SendHandedOver(int connection, const HandedOver& state) {
+  absl::StatusOr<int> image = ImageMemfd(state.image);
+  if (!image.ok()) return SendRefusal(connection, image.status());
+  std::string message(1, kState);
+  PutVarint(&message, kVersion);
+  PutVarint(&message, state.capacity);
+  PutVarint(&message, state.generation);
+  PutBytes(&message, state.init_request);
+  PutBytes(&message, state.negotiation);
+  PutVarint(&message, state.image.size());
+  PutVarint(&message, state.arguments.size());
+  for (const std::string& argument : state.arguments) PutBytes(&message, argument);
+  PutBytes(&message, state.memory.layout());
+  PutVarint(&message, state.memory.fds().size());
+  std::vector<int> fds = {state.fuse_fd, *image};
+  fds.insert(fds.end(), state.memory.fds().begin(), state.memory.fds().end());
+  // The metadata log rides last, and only where there is one: a message
+  // without it is what a cudafs older than the log sends.
+  if (state.log_fd >= 0) {
+    PutVarint(&message, 1);
+    fds.push_back(state.log_fd);
+  }
+  const absl::Status sent = Send(connection, message, fds);
+  close(*image);
+  return sent;
+}
+
+absl::Status ReceiveAnswer(int connection) {
+  char answer[4096];
+  if (!Readable(connection, HandOverListener::kTimeout)) {
+    return absl::DeadlineExceededError("the successor did not answer");
+  }
+  const ssize_t n = recv(connection, answer, sizeof(answer), 0);
+  if (n == 1 && answer[0] == kServing) return absl::OkStatus();
+  if (n > 1 && answer[0] == kRefusal) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the successor refused: ", absl::string_view(answer + 1, n - 1)));
+  }
+  return absl::UnavailableError("the successor went away");
+}
+
+void SendAnswer(int connection, const absl::Status& serving) {
+  if (connection < 0) return;
+  const std::string answer = serving.ok() ? std::string(1, kServing)
+                                          : absl::StrCat(std::string(1, kRefusal), serving.message());
+  (void)!send(connection, answer.data(), answer.size(), MSG_NOSIGNAL);
 }
 
 absl::Status HandOver(absl::FunctionRef<absl::StatusOr<HandedOver>()> make_state) {
   const int connection = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (connection < 0) return absl::ErrnoToStatus(errno, "socket");
+  absl::Cleanup close_connection = [connection] { close(connection); };
   socklen_t length = 0;
   const sockaddr_un address = AddressOf(getpid(), &length);
   if (connect(connection, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
-    const int error = errno;
-    close(connection);
-    return absl::ErrnoToStatus(error, "SIGUSR1 came, but no successor listens (cudafs --upgrade)");
+    return absl::ErrnoToStatus(errno, "SIGUSR1 came, but no successor listens (cudafs --upgrade)");
   }
   const absl::StatusOr<ucred> peer = PeerOf(connection);
   if (!peer.ok() || (peer->uid != 0 && peer->uid != getuid())) {
-    close(connection);
     return absl::PermissionDeniedError(
         "the process waiting for the mount is neither root nor the mount's user: ignored");
   }
   const absl::StatusOr<HandedOver> state = make_state();
-  std::string message;
-  std::vector<int> fds;
-  int image_fd = -1;
-  if (!state.ok()) {
-    message = absl::StrCat(std::string(1, kRefusal), state.status().message());
-  } else {
-    absl::StatusOr<int> image = ImageMemfd(state->image);
-    if (!image.ok()) {
-      message = absl::StrCat(std::string(1, kRefusal), image.status().message());
-    } else {
-      image_fd = *image;
-      message.push_back(kState);
-      PutVarint(&message, kVersion);
-      PutVarint(&message, state->capacity);
-      PutVarint(&message, state->generation);
-      PutBytes(&message, state->init_request);
-      PutBytes(&message, state->negotiation);
-      PutVarint(&message, state->image.size());
-      PutVarint(&message, state->arguments.size());
-      for (const std::string& argument : state->arguments) PutBytes(&message, argument);
-      PutBytes(&message, state->memory.layout());
-      PutVarint(&message, state->memory.fds().size());
-      fds = {state->fuse_fd, image_fd};
-      fds.insert(fds.end(), state->memory.fds().begin(), state->memory.fds().end());
-    }
-  }
-  const absl::Status sent = Send(connection, message, fds);
-  if (image_fd >= 0) close(image_fd);
-  absl::Status result;
-  char answer[4096];
-  if (!sent.ok()) {
-    result = sent;
-  } else if (!state.ok()) {
-    result = state.status();
-  } else if (!Readable(connection, HandOverListener::kTimeout)) {
-    result = absl::DeadlineExceededError("the successor did not answer");
-  } else {
-    const ssize_t n = recv(connection, answer, sizeof(answer), 0);
-    if (n == 1 && answer[0] == kServing) {
-      result = absl::OkStatus();
-    } else if (n > 1 && answer[0] == kRefusal) {
-      result = absl::FailedPreconditionError(
-          absl::StrCat("the successor refused: ", absl::string_view(answer + 1, n - 1)));
-    } else {
-      result = absl::UnavailableError("the successor went away");
-    }
-  }
-  close(connection);
-  return result;
+  const absl::Status sent =
+      state.ok() ? SendHandedOver(connection, *state) : SendRefusal(connection, state.status());
+  if (!sent.ok()) return sent;
+  return ReceiveAnswer(connection);
 }
 
 absl::StatusOr<HandOverListener> HandOverListener::Ask(pid_t daemon) {
@@ -256,7 +265,13 @@ absl::StatusOr<HandedOver> HandOverListener::Receive() {
   if (!peer.ok() || peer->pid != daemon_) {
     return absl::PermissionDeniedError("another process than the daemon answered");
   }
-  if (!Readable(connection_, kTimeout)) return absl::DeadlineExceededError("the daemon sent nothing");
+  return ReceiveHandedOver(connection_);
+}
+
+absl::StatusOr<HandedOver> ReceiveHandedOver(int connection) {
+  if (!Readable(connection, HandOverListener::kTimeout)) {
+    return absl::DeadlineExceededError("the daemon sent nothing");
+  }
   std::string message(kMaxMessage, '\0');
   std::vector<int> fds;
   // Closes every descriptor not handed on.
@@ -266,7 +281,7 @@ absl::StatusOr<HandedOver> HandOverListener::Receive() {
     }
   };
   bool refused = false;
-  const ssize_t n = ReceiveWithDescriptors(connection_, message.data(), message.size(), 0,
+  const ssize_t n = ReceiveWithDescriptors(connection, message.data(), message.size(), 0,
                                            kMaxDescriptorsPerMessage, &fds, &refused);
   if (refused) return TooFewDescriptors();
   if (n <= 0) return absl::UnavailableError("the daemon sent nothing usable");
@@ -287,13 +302,21 @@ absl::StatusOr<HandedOver> HandOverListener::Receive() {
     handed.arguments.emplace_back(argument);
   }
   // The fuse device and the image come first.
+  uint64_t log_fds = 0;
   parsed = parsed && GetBytes(&in, &layout) && GetVarintUpTo(&in, 1 << 24, &memory_fds) &&
-           in.empty() && fds.size() == std::min<uint64_t>(2 + memory_fds, kMaxDescriptorsPerMessage);
+           (in.empty() || GetVarintUpTo(&in, 1, &log_fds)) && in.empty() &&
+           fds.size() == std::min<uint64_t>(2 + memory_fds + log_fds, kMaxDescriptorsPerMessage);
   if (!parsed) {
     return absl::InvalidArgumentError(
         "the daemon speaks another hand-over format: upgrade needs a remount this time");
   }
-  if (absl::Status s = ReceiveMore(connection_, 2 + memory_fds, &fds); !s.ok()) return s;
+  if (absl::Status s = ReceiveMore(connection, 2 + memory_fds + log_fds, &fds); !s.ok()) {
+    return s;
+  }
+  if (log_fds != 0) {
+    handed.log_fd = fds.back();
+    fds.pop_back();
+  }
   absl::StatusOr<std::string> image = ReadAll(fds[1], image_size);
   if (!image.ok()) return image.status();
   handed.fuse_fd = std::exchange(fds[0], -1);
@@ -306,11 +329,6 @@ absl::StatusOr<HandedOver> HandOverListener::Receive() {
   return handed;
 }
 
-void HandOverListener::Answer(const absl::Status& serving) {
-  if (connection_ < 0) return;
-  const std::string answer = serving.ok() ? std::string(1, kServing)
-                                          : absl::StrCat(std::string(1, kRefusal), serving.message());
-  (void)!send(connection_, answer.data(), answer.size(), MSG_NOSIGNAL);
-}
+void HandOverListener::Answer(const absl::Status& serving) { SendAnswer(connection_, serving); }
 
 }  // namespace cudafs

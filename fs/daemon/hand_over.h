@@ -53,7 +53,23 @@ struct HandedOver {
   // The command line the mount was made with (argv), whose options the
   // successor serves it with.
   std::vector<std::string> arguments;
+  // The metadata log (fs/core/metadata_log.h), where a keeper hands the
+  // mount to a successor after a crash (fs/daemon/keeper.h): the image is
+  // then what the log says. -1: none.
+  int log_fd = -1;
 };
+
+// The message on a connected SOCK_SEQPACKET socket: SendHandedOver sends
+// `state` with its descriptors (dups of them travel), the image in a
+// memfd; SendRefusal says why there is none, and returns `why`.
+// ReceiveHandedOver receives either: what the sender hands over, or why
+// not. The successor answers with SendAnswer whether it serves (OK) or why
+// not, which the sender's ReceiveAnswer returns (or that no answer came).
+absl::Status SendHandedOver(int connection, const HandedOver& state);
+absl::Status SendRefusal(int connection, const absl::Status& why);
+absl::StatusOr<HandedOver> ReceiveHandedOver(int connection);
+void SendAnswer(int connection, const absl::Status& serving);
+absl::Status ReceiveAnswer(int connection);
 
 // The predecessor's side: connects to the successor waiting for this
 // process and, once it checked who that is, sends it what `state` makes
@@ -76,6 +92,8 @@ class HandOverListener {
 
   // What the daemon sends, or why it does not hand over.
   absl::StatusOr<HandedOver> Receive();
+  // The connection Receive took (SendAnswer's).
+  int connection() const { return connection_; }
   // Tells the daemon the successor serves (it exits), or why it does not
   // (it serves on).
   void Answer(const absl::Status& serving);
@@ -88,10 +106,14 @@ class HandOverListener {
   int connection_ = -1;
 };
 
-// What a successor's Serve takes the mount from (serve.h).
+// What a successor's Serve takes the mount from (serve.h): what was handed
+// over, and whom to tell whether it serves (SendAnswer's connection).
 struct Predecessor {
-  HandOverListener* listener;
   HandedOver handed;
+  int answer_to = -1;
+  // A keeper's successor (recovery after a crash): its connection to the
+  // keeper, answer_to too, which it keeps for as long as it serves.
+  bool from_keeper = false;
 };
 
 }  // namespace cudafs

@@ -26,6 +26,7 @@
 #include "fs/daemon/command_line.h"
 #include "fs/daemon/daemonize.h"
 #include "fs/daemon/host_probes.h"
+#include "fs/daemon/keeper.h"
 #include "fs/daemon/list_devices_command.h"
 #include "fs/daemon/make_room_command.h"
 #include "fs/daemon/manual.h"
@@ -132,6 +133,19 @@ int main(int argc, char** argv) {
   // (fs/daemon/abandoned_mount_watcher.h).
   if (argc == 2 && std::string_view(argv[0]) == cudafs::kWatcherName) {
     return cudafs::RunAbandonedMountWatcher();
+  }
+  // The keeper of a mount that survives its daemon, and a successor it
+  // started (fs/daemon/keeper.h).
+  if (argc == 2 && std::string_view(argv[0]) == cudafs::kKeeperName) {
+    return cudafs::RunKeeper(argv[1]);
+  }
+  if (const char* keeper = std::getenv(cudafs::kKeeperFdVariable); keeper != nullptr) {
+    const char* mountpoint_variable = std::getenv(cudafs::kKeeperMountpointVariable);
+    const std::string mountpoint = mountpoint_variable != nullptr ? mountpoint_variable : "";
+    const int fd = std::atoi(keeper);
+    unsetenv(cudafs::kKeeperFdVariable);
+    unsetenv(cudafs::kKeeperMountpointVariable);
+    return cudafs::RecoverCommand(fd, mountpoint);
   }
   if (cudafs::IsRunCommand(argc, argv)) return cudafs::RunCommand(argc, argv);
   return cudafs::Main(argc, argv);

@@ -91,6 +91,9 @@ struct MountOptions {
   // uring_depth=: requests in flight per io_uring queue (one queue per CPU).
   // Each costs a buffer of max_request bytes. Unset: DefaultUringDepth.
   std::optional<uint32_t> uring_depth;
+  // survive=: a keeper process holds the mount across a crash of its
+  // daemon, which journals every change (fs/daemon/keeper.h).
+  bool survive = false;
   // max_request=: the largest read or write request the kernel sends, a
   // power of two from 128k to 16m (kernel_settings.h); the kernel may
   // allow less (see RequestLimitRule in host_probes.h).

@@ -97,8 +97,30 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
     return absl::InvalidArgumentError(
         "gpu_idle= releases a GPU's context: this backend has no GPU");
   }
+  if (options.survive) {
+    // What a successor could not take over (docs/DESIGN.md, *A daemon that
+    // dies, survived*).
+    if (options.backend != BackendKind::kHost) {
+      return absl::InvalidArgumentError(
+          "survive=on keeps files across a crash in host memory only so far: add backend=host");
+    }
+    if (options.uring == MountOptions::Uring::kOn) {
+      return absl::InvalidArgumentError(
+          "survive=on needs /dev/fuse: the kernel does not send again the requests a dead "
+          "daemon's io_uring held (uring=off)");
+    }
+    if (options.cache_bytes.value_or(0) != 0) {
+      return absl::InvalidArgumentError(
+          "survive=on needs cache=0: a cached write is in no memory that outlives the daemon");
+    }
+    if (facts.uid != 0 && absl::c_linear_search(options.fuse_options, "auto_unmount")) {
+      return absl::InvalidArgumentError(
+          "survive=on: fusermount3 would unmount the mount when its daemon dies "
+          "(auto_unmount): drop one of them");
+    }
+  }
   FuseSettings fuse;
-  if (options.uring != MountOptions::Uring::kOff) {
+  if (options.uring != MountOptions::Uring::kOff && !options.survive) {
     fuse.uring = facts.no_uring_reason.empty();
     if (!fuse.uring && options.uring == MountOptions::Uring::kOn) {
       return absl::FailedPreconditionError(absl::StrCat("uring=on: ", facts.no_uring_reason));

@@ -422,6 +422,17 @@ const std::vector<MountOptionSpec>& Table() {
                   .readme = "Otherwise requests come over `/dev/fuse`; `on` refuses to mount "
                             "without io_uring (see *Data path*)"}},
        .default_value = "auto"},
+      {.names = "survive",
+       .value = kRequired,
+       .apply = Into<&MountOptions::survive>(OneOf<bool>({{"on", true}, {"off", false}})),
+       .forms = {{.syntax = "survive=on|off",
+                  .help = "keep the files across a crash of the daemon: a keeper\n"
+                          "process starts another, which takes the mount over; host\n"
+                          "memory over /dev/fuse only, so far",
+                  .readme = "Every change to the metadata is journaled in memory the keeper "
+                            "holds; requests in flight at the crash are sent again. See "
+                            "*Surviving a crash*"}},
+       .default_value = "off"},
       {.names = "uring_depth",
        .value = kRequired,
        .apply = Into<&MountOptions::uring_depth>(ParseUringDepth),

@@ -31,12 +31,15 @@
 #include "alloc/devices/open_device.h"
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
+#include "fs/core/journal_records.h"
+#include "fs/core/metadata_log.h"
 #include "fs/daemon/abandoned_mount_watcher.h"
 #include "fs/daemon/background_tasks.h"
 #include "fs/daemon/command_failure.h"
 #include "fs/daemon/control_plane.h"
 #include "fs/daemon/hand_over.h"
 #include "fs/daemon/host_probes.h"
+#include "fs/daemon/keeper.h"
 #include "fs/daemon/mount_info.h"
 #include "fs/fuse/fuse_kernel_notifier.h"
 #include "fs/fuse/fuse_context.h"
@@ -50,10 +53,13 @@ namespace {
 
 // Root's auto_unmount is ours (fs/daemon/abandoned_mount_watcher.h); the
 // watcher runs before the mount appears, so that no moment leaves it
-// unwatched. Others' auto_unmount is fusermount3's: none here.
+// unwatched. Others' auto_unmount is fusermount3's: none here. A mount
+// that survives its daemon has none: its keeper unmounts it when no
+// successor can take it over.
 absl::StatusOr<std::optional<AbandonedMountWatcher>> StartWatcher(const MountOptions& options) {
   std::optional<AbandonedMountWatcher> watcher;
-  if (absl::c_linear_search(options.fuse_options, "auto_unmount") && geteuid() == 0) {
+  if (absl::c_linear_search(options.fuse_options, "auto_unmount") && geteuid() == 0 &&
+      !options.survive) {
     absl::StatusOr<AbandonedMountWatcher> started =
         AbandonedMountWatcher::Start(options.mountpoint);
     if (!started.ok()) return started.status();
@@ -264,6 +270,29 @@ void EndSession(fuse_session* session, FuseKernelNotifier& notifier, UringBuffer
   fuse_session_destroy(session);
 }
 
+// What the keeper holds for a successor (keeper.h), the metadata `log`
+// in place of an image; without a log, what a hand-over passes but the
+// image.
+absl::StatusOr<HandedOver> StateToKeep(const Storage& storage, const Arena& arena,
+                                       const MetadataLog* log, const FuseContext& context,
+                                       fuse_session* session, const std::string& init_request,
+                                       const std::vector<std::string>& arguments) {
+  HandedOver state;
+  CUDAFS_ASSIGN_OR_RETURN(state.memory, DeviceHandOver::Of(*storage.device));
+  state.fuse_fd = dup(fuse_session_fd(session));
+  if (state.fuse_fd < 0) return absl::ErrnoToStatus(errno, "dup");
+  if (log != nullptr) {
+    state.log_fd = dup(log->fd());
+    if (state.log_fd < 0) return absl::ErrnoToStatus(errno, "dup");
+  }
+  state.capacity = arena.capacity();
+  state.generation = context.settings.generation;
+  state.init_request = init_request;
+  state.negotiation = NegotiationOf(context);
+  state.arguments = arguments;
+  return state;
+}
+
 // What this daemon hands a successor (hand_over.h), or why it cannot: the
 // memory must be able to pass (DeviceHandOver), the session's requests
 // must come through /dev/fuse (a ring's requests in flight would hang),
@@ -284,16 +313,13 @@ absl::StatusOr<HandedOver> StateToHandOver(const MountOptions& options, const St
         "fusermount3 would unmount this mount (auto_unmount) when its daemon ends: remount it");
   }
   if (init_request.empty()) return absl::FailedPreconditionError("the session has no INIT yet");
-  HandedOver state;
-  CUDAFS_ASSIGN_OR_RETURN(state.image, filesystem.SaveImage());
-  CUDAFS_ASSIGN_OR_RETURN(state.memory, DeviceHandOver::Of(*storage.device));
-  state.fuse_fd = dup(fuse_session_fd(session));
-  if (state.fuse_fd < 0) return absl::ErrnoToStatus(errno, "dup");
-  state.capacity = arena.capacity();
-  state.generation = context.settings.generation;
-  state.init_request = init_request;
-  state.negotiation = NegotiationOf(context);
-  state.arguments = arguments;
+  // The image first: writing the cache back may take memory the state
+  // must then hold.
+  CUDAFS_ASSIGN_OR_RETURN(std::string image, filesystem.SaveImage());
+  CUDAFS_ASSIGN_OR_RETURN(HandedOver state,
+                          StateToKeep(storage, arena, nullptr, context, session, init_request,
+                                      arguments));
+  state.image = std::move(image);
   return state;
 }
 
@@ -334,9 +360,12 @@ absl::StatusOr<Storage> AdoptStorage(HandedOver& handed) {
 
 int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
   const MountOptions& options = plan.options();
+  const bool from_keeper = predecessor != nullptr && predecessor->from_keeper;
   const auto fail = [&](absl::string_view message) {
     Fail(message);
-    if (predecessor != nullptr) predecessor->listener->Answer(absl::FailedPreconditionError(message));
+    if (predecessor != nullptr) {
+      SendAnswer(predecessor->answer_to, absl::FailedPreconditionError(message));
+    }
     ready.Send(kExitUsage);
     return kExitUsage;
   };
@@ -350,6 +379,24 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
   absl::StatusOr<std::optional<AbandonedMountWatcher>> started = StartWatcher(options);
   if (!started.ok()) return fail(started.status().message());
   std::optional<AbandonedMountWatcher>& watcher = *started;
+  // survive=on: the keeper, and the metadata log it holds (keeper.h). A
+  // keeper's successor keeps both.
+  std::optional<KeeperLink> keeper;
+  std::unique_ptr<MetadataLog> log;
+  if (from_keeper) {
+    keeper.emplace(predecessor->answer_to);
+    absl::StatusOr<std::unique_ptr<MetadataLog>> adopted =
+        MetadataLog::Adopt(std::exchange(predecessor->handed.log_fd, -1));
+    if (!adopted.ok()) return fail(adopted.status().message());
+    log = *std::move(adopted);
+  } else if (options.survive) {
+    absl::StatusOr<KeeperLink> link = KeeperLink::Start(options.mountpoint);
+    if (!link.ok()) return fail(link.status().message());
+    keeper.emplace(*std::move(link));
+    absl::StatusOr<std::unique_ptr<MetadataLog>> created = MetadataLog::Create();
+    if (!created.ok()) return fail(created.status().message());
+    log = *std::move(created);
+  }
 
   absl::StatusOr<Storage> storage =
       predecessor != nullptr ? AdoptStorage(predecessor->handed) : OpenStorage(plan);
@@ -362,6 +409,9 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
   // before the mount, so it is attached to the session once there is one.
   FuseKernelNotifier notifier;
   config.notifier = &notifier;
+  config.metadata_log = log.get();
+  // A checkpoint needs no request running: the session loop pauses.
+  config.checkpoint_due = AskForPause;
   Filesystem filesystem(&arena, config);
   // A successor shares the arena's memory with its predecessor, which
   // serves on if this one fails: from here on a failure must exit without
@@ -370,19 +420,39 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
     fail(message);
     _exit(kExitUsage);
   };
-  if (predecessor != nullptr) {
+  if (from_keeper) {
+    ReplayReport report;
+    if (absl::Status loaded = filesystem.LoadLog(*log, &report); !loaded.ok()) {
+      fail_taking_over(absl::StrCat("the dead daemon's files: ", loaded.message()));
+    }
+    LogInfo(absl::StrFormat(
+        "took the mount over after its daemon died: %d inodes from %d transactions "
+        "(%d mended)",
+        report.inodes, report.transactions, report.mended.size()));
+    for (size_t i = 0; i < std::min<size_t>(report.mended.size(), 8); ++i) {
+      LogInfo(absl::StrCat("mended: ", report.mended[i]));
+    }
+  } else if (predecessor != nullptr) {
     if (absl::Status loaded = filesystem.LoadImage(predecessor->handed.image); !loaded.ok()) {
       fail_taking_over(absl::StrCat("the running daemon's files: ", loaded.message()));
     }
     predecessor->handed.image.clear();
   }
+  // A new log starts from where the files are.
+  if (log != nullptr && !from_keeper) {
+    if (absl::Status written = filesystem.CheckpointLog(); !written.ok()) {
+      if (predecessor != nullptr) fail_taking_over(written.message());
+      return fail(written.message());
+    }
+  }
   Placement placement(&arena);
-  RoomKeeper keeper(&filesystem, &placement, RoomKeeper::Options{.ready = options.spill_ready});
+  RoomKeeper room_keeper(&filesystem, &placement,
+                         RoomKeeper::Options{.ready = options.spill_ready});
   UringBuffers uring_buffers(device.get());
   FuseSettings settings = plan.FuseSettingsFor(backend);
   if (predecessor != nullptr) settings.generation = predecessor->handed.generation;
   FuseContext context(&filesystem, device.get(), settings, &uring_buffers);
-  ControlPlane control(&context, &arena, getuid(), faults, &keeper, plan.WhyNoRoom(backend));
+  ControlPlane control(&context, &arena, getuid(), faults, &room_keeper, plan.WhyNoRoom(backend));
   context.control = &control;
 
   absl::StatusOr<fuse_session*> session = StartSession(options, context, notifier, predecessor);
@@ -395,9 +465,31 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
   std::string init_request = predecessor != nullptr ? predecessor->handed.init_request : "";
   const std::vector<std::string> arguments =
       predecessor != nullptr ? predecessor->handed.arguments : OwnArguments();
+  // What the keeper holds, once there is an INIT to replay: a successor
+  // replayed one, a new mount has one once the kernel sent it.
+  const auto hold = [&] {
+    if (!keeper) return;
+    absl::StatusOr<HandedOver> state =
+        StateToKeep(*storage, arena, log.get(), context, *session, init_request, arguments);
+    const absl::Status held = state.ok() ? keeper->Hold(*state) : state.status();
+    if (!held.ok()) {
+      LogError(absl::StrCat("the keeper holds nothing: a crash now loses the files: ",
+                            held.message()));
+    }
+  };
+  if (from_keeper) {
+    // The requests the dead daemon read and never answered.
+    if (absl::Status resent = ResendInFlightRequests(*session); !resent.ok()) {
+      LogError(absl::StrCat("requests in flight at the crash wait until unmounted: ",
+                            resent.message()));
+    }
+  } else if (predecessor != nullptr) {
+    hold();
+  }
   if (predecessor != nullptr) {
-    // The predecessor exits now; requests wait in the kernel meanwhile.
-    predecessor->listener->Answer(absl::OkStatus());
+    // The predecessor exits now (or, the keeper's, is gone); requests wait
+    // in the kernel meanwhile.
+    SendAnswer(predecessor->answer_to, absl::OkStatus());
     LogInfo("took the mount over from the running daemon");
   }
   const std::optional<MountInfoLine> mount = OwnMount(options.mountpoint);
@@ -427,26 +519,39 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
 
   // Serves until unmounted (or a stop signal unmounts it); a hand-over
   // asked for (SIGUSR1) stops the workers and the background tasks, and
-  // this process exits once a successor serves, or serves on.
+  // this process exits once a successor serves, or serves on. A pause
+  // asked for writes the metadata log's checkpoint.
   int result = 0;
+  SessionLoopSettings loop;
+  loop.threads = static_cast<int>(context.settings.workers);
+  loop.max_request = context.settings.max_request;
+  loop.init_request = &init_request;
+  if (predecessor == nullptr) loop.after_init = hold;
+  loop.resident_buffers = keeper.has_value();
   for (;;) {
     std::optional<BackgroundTasks> tasks;
-    tasks.emplace(filesystem, config.trim_growth_when_idle, keeper);
-    result = RunSessionLoop(*session, options.mountpoint, *device,
-                            static_cast<int>(context.settings.workers),
-                            context.settings.max_request, &init_request);
-    if (result != kHandOverAsked) break;
+    tasks.emplace(filesystem, config.trim_growth_when_idle, room_keeper);
+    result = RunSessionLoop(*session, options.mountpoint, *device, loop);
+    if (result != kHandOverAsked && result != kPauseAsked) break;
     tasks.reset();
+    if (result == kPauseAsked) {
+      if (absl::Status written = filesystem.CheckpointLog(); !written.ok()) {
+        LogError(absl::StrCat("no checkpoint of the metadata log: ", written.message()));
+      }
+      continue;
+    }
     const absl::Status handed = HandOver([&] {
       return StateToHandOver(options, *storage, arena, filesystem, context, *session, init_request,
                              arguments);
     });
     if (handed.ok()) {
       LogInfo("handed the mount over to its successor");
+      if (keeper) keeper->Farewell();
       _exit(0);  // the successor owns everything now: nothing to free or unmount
     }
     LogError(absl::StrCat("no hand-over, serving on: ", handed.message()));
   }
+  if (keeper) keeper->Farewell();
   if (result < 0) LogError(absl::StrCat("serving failed: ", std::strerror(-result)));
   if (predecessor != nullptr && mount) UnmountHandedOver(*mount);
   EndSession(*session, notifier, uring_buffers);

@@ -1,5 +1,6 @@
 #include "fs/daemon/upgrade_command.h"
 
+#include <fcntl.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -113,7 +114,7 @@ int UpgradeCommand(const std::string& mountpoint_argument) {
     listener->Answer(plan.status());
     return Fail(plan.status().message());
   }
-  Predecessor predecessor{&*listener, *std::move(handed)};
+  Predecessor predecessor{.handed = *std::move(handed), .answer_to = listener->connection()};
   ReadyPipe ready(Daemonize());
   if (absl::Status joined = JoinCgroupsOf(*daemon); !joined.ok()) {
     Fail(absl::StrCat(mountpoint, ": the running daemon keeps it: ", joined.message()));
@@ -121,6 +122,27 @@ int UpgradeCommand(const std::string& mountpoint_argument) {
     ready.Send(kExitUsage);
     return kExitUsage;
   }
+  return Serve(*plan, ready, &predecessor);
+}
+
+int RecoverCommand(int keeper, const std::string& mountpoint) {
+  setenv("CUDAFS_MAKE_ROOM", "0", 1);
+  RaiseOpenFileLimit();
+  // Its children (fusermount3) must not hold the keeper's connection.
+  fcntl(keeper, F_SETFD, FD_CLOEXEC);
+  absl::StatusOr<HandedOver> handed = ReceiveHandedOver(keeper);
+  if (!handed.ok()) return Fail(handed.status().message());
+  absl::StatusOr<MountOptions> options = OptionsOf(*handed, mountpoint);
+  absl::StatusOr<MountPlan> plan =
+      options.ok() ? MountPlan::Make(*options, ProbeMachine(options->max_request))
+                   : absl::StatusOr<MountPlan>(options.status());
+  if (!plan.ok()) {
+    SendAnswer(keeper, plan.status());
+    return Fail(plan.status().message());
+  }
+  Predecessor predecessor{.handed = *std::move(handed), .answer_to = keeper, .from_keeper = true};
+  // No one waits for this process but the keeper, which it answers.
+  ReadyPipe ready(-1);
   return Serve(*plan, ready, &predecessor);
 }
 

@@ -1,8 +1,10 @@
-// cudafs --upgrade MOUNTPOINT: this binary takes the mount over from the
-// daemon serving it (hand_over.h), with the options that daemon was
-// started with, and serves it in the background; the files, the open
-// files and the requests waiting carry over. For a package upgrade, whose
-// new binary would otherwise serve only mounts made after it.
+// Taking a mount over. cudafs --upgrade MOUNTPOINT: this binary takes the
+// mount over from the daemon serving it (hand_over.h), with the options
+// that daemon was started with, and serves it in the background; the
+// files, the open files and the requests waiting carry over. For a package
+// upgrade, whose new binary would otherwise serve only mounts made after
+// it. A keeper's successor (keeper.h) takes it over from the keeper of a
+// daemon that died.
 #ifndef CUDAFS_FS_DAEMON_UPGRADE_COMMAND_H_
 #define CUDAFS_FS_DAEMON_UPGRADE_COMMAND_H_
 
@@ -17,6 +19,11 @@ namespace cudafs {
 // daemon that cannot hand over (what it says), or one that does not
 // answer.
 int UpgradeCommand(const std::string& mountpoint);
+
+// A successor a keeper started, on connection `keeper` (kKeeperFdVariable),
+// for the mount at `mountpoint` (kKeeperMountpointVariable): the daemon's
+// exit status (Serve); it answers the keeper whether it serves.
+int RecoverCommand(int keeper, const std::string& mountpoint);
 
 }  // namespace cudafs
 

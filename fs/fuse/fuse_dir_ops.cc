@@ -5,6 +5,7 @@
 #include "alloc/base/errors.h"
 #include "fs/fuse/fuse_handlers.h"
 #include "fs/fuse/fuse_replies.h"
+#include "fs/fuse/resent_requests.h"
 
 namespace cudafs::fuse_glue {
 namespace {
@@ -78,32 +79,36 @@ void ReadLink(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void MakeNode(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  ReplyEntry(req, Fs(req).MakeNode(parent, name, mode, rdev, CallerOf(req)));
+  ReplyEntry(req, MadeBefore(req, Fs(req).MakeNode(parent, name, mode, rdev, CallerOf(req)),
+                             parent, name, (mode & S_IFMT) != 0 ? mode & S_IFMT : S_IFREG));
 }
 
 void MakeDirectory(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  ReplyEntry(req, Fs(req).MakeDirectory(parent, name, mode, CallerOf(req)));
+  ReplyEntry(req, MadeBefore(req, Fs(req).MakeDirectory(parent, name, mode, CallerOf(req)),
+                             parent, name, S_IFDIR));
 }
 
 void SymbolicLink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
-  ReplyEntry(req, Fs(req).SymbolicLink(parent, name, target, CallerOf(req)));
+  ReplyEntry(req, MadeBefore(req, Fs(req).SymbolicLink(parent, name, target, CallerOf(req)),
+                             parent, name, S_IFLNK));
 }
 
 void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
-  ReplyEntry(req, Fs(req).Link(ino, new_parent, new_name));
+  ReplyEntry(req, MadeBefore(req, Fs(req).Link(ino, new_parent, new_name), new_parent, new_name,
+                             /*type=*/0, ino));
 }
 
 void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  ReplyStatus(req, Fs(req).Unlink(parent, name));
+  ReplyStatus(req, DoneBefore(Fs(req).Unlink(parent, name)));
 }
 
 void RemoveDirectory(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  ReplyStatus(req, Fs(req).RemoveDirectory(parent, name));
+  ReplyStatus(req, DoneBefore(Fs(req).RemoveDirectory(parent, name)));
 }
 
 void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
             const char* new_name, unsigned int flags) {
-  ReplyStatus(req, Fs(req).Rename(parent, name, new_parent, new_name, flags));
+  ReplyStatus(req, DoneBefore(Fs(req).Rename(parent, name, new_parent, new_name, flags)));
 }
 
 // Directories are opened with a request, although nothing needs it: with

@@ -9,6 +9,7 @@
 #include "fs/fuse/fuse_handlers.h"
 #include "fs/fuse/fuse_replies.h"
 #include "fs/fuse/io_mode.h"
+#include "fs/fuse/resent_requests.h"
 
 namespace cudafs::fuse_glue {
 namespace {
@@ -65,9 +66,11 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
   // opens files itself (fuse_file_put() checks that when the file is
   // closed), so no handle is counted: see Release.
   const bool counted = !Context(req).negotiated.zero_message_open;
-  absl::StatusOr<struct stat> st =
+  absl::StatusOr<struct stat> st = MadeBefore(
+      req,
       Fs(req).Create(parent, name, mode, fi->flags, CallerOf(req),
-                     counted ? Filesystem::Handle::kCounted : Filesystem::Handle::kUncounted);
+                     counted ? Filesystem::Handle::kCounted : Filesystem::Handle::kUncounted),
+      parent, name, S_IFREG);
   if (!st.ok()) return ReplyError(req, st.status());
   fuse_entry_param entry = EntryOf(req, *st);
   SetCaching(ChooseDirectIo(Context(req).negotiated, fi->flags, std::nullopt), fi);

@@ -3,12 +3,14 @@
 #include <linux/fuse.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <iterator>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "absl/time/time.h"
 #include "alloc/base/log.h"
 #include "alloc/devices/pinned_buffer.h"
+#include "fs/fuse/resent_requests.h"
 
 namespace cudafs {
 namespace {
@@ -51,6 +54,9 @@ void OnHandOverSignal(int) {
   Wake();
 }
 
+// AskForPause's.
+std::atomic<bool> g_pause_asked{false};
+
 // Sent to our own workers to interrupt a read() of /dev/fuse (EINTR) when
 // the daemon stops; its handler does nothing.
 constexpr int kInterruptSignal = SIGUSR2;
@@ -71,8 +77,8 @@ constexpr absl::Duration kStopTimeout = absl::Seconds(5);
 
 class Workers {
  public:
-  Workers(fuse_session* session, Device& device, size_t max_request, std::string* init_request)
-      : session_(session), device_(device), max_request_(max_request), init_request_(init_request) {}
+  Workers(fuse_session* session, Device& device, const SessionLoopSettings& settings)
+      : session_(session), device_(device), settings_(settings) {}
 
   void Start(int count) {
     absl::MutexLock lock(&mu_);
@@ -122,8 +128,12 @@ class Workers {
 
  private:
   void Serve() {
-    const size_t capacity = kRequestOffset + ReceiveBufferSize(max_request_);
+    const size_t capacity = kRequestOffset + ReceiveBufferSize(settings_.max_request);
     const PinnedBuffer buffer(&device_, capacity);
+    if (settings_.resident_buffers && buffer.data() != nullptr &&
+        madvise(buffer.data(), capacity, MADV_POPULATE_WRITE) != 0) {
+      std::memset(buffer.data(), 0, capacity);  // before Linux 5.14
+    }
     int error = 0;
     while (buffer.data() != nullptr && !fuse_session_exited(session_) &&
            !pausing_.load(std::memory_order_relaxed)) {
@@ -142,12 +152,14 @@ class Workers {
         }
         break;
       }
-      if (static_cast<size_t>(received) >= sizeof(fuse_in_header) &&
-          static_cast<const fuse_in_header*>(request.mem)->opcode == FUSE_INIT) {
-        // Before any other request: the kernel waits for INIT's reply.
-        init_request_->assign(static_cast<const char*>(request.mem), received);
-      }
+      const bool whole = static_cast<size_t>(received) >= sizeof(fuse_in_header);
+      const bool init =
+          whole && static_cast<const fuse_in_header*>(request.mem)->opcode == FUSE_INIT;
+      if (whole) fuse_glue::NoteRequestId(static_cast<const fuse_in_header*>(request.mem)->unique);
+      // Before any other request: the kernel waits for INIT's reply.
+      if (init) settings_.init_request->assign(static_cast<const char*>(request.mem), received);
       fuse_session_process_buf(session_, &request);
+      if (init && settings_.after_init) settings_.after_init();
     }
     if (buffer.data() == nullptr) error = -ENOMEM;
     // The others stop too, but for a pause, which stops each itself.
@@ -167,8 +179,7 @@ class Workers {
 
   fuse_session* const session_;
   Device& device_;
-  const size_t max_request_;
-  std::string* const init_request_;
+  const SessionLoopSettings& settings_;
   std::atomic<bool> pausing_{false};
   std::vector<std::thread> threads_;
   absl::Mutex mu_;
@@ -196,11 +207,12 @@ size_t ReceiveBufferSize(size_t max_request) {
 }
 
 int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
-                   int threads, size_t max_request, std::string* init_request) {
+                   const SessionLoopSettings& settings) {
   g_wakeup_fd = eventfd(0, EFD_CLOEXEC);
   if (g_wakeup_fd < 0) return -errno;
   g_hand_over_asked = 0;
   g_stop_asked = 0;
+  g_pause_asked = false;
   fuse_session_reset(session);  // served again after a hand-over that failed
 
   // No SA_RESTART: the main thread's read of the wakeup eventfd returns
@@ -229,8 +241,8 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   // Workers block the stop signals, so they reach this thread; one that
   // came since BlockStopSignals is delivered to the handler now.
   BlockStopSignals();
-  Workers workers(session, device, max_request, init_request);
-  workers.Start(threads);
+  Workers workers(session, device, settings);
+  workers.Start(settings.threads);
   MaskStopSignals(SIG_UNBLOCK);
 
   uint64_t wakeups;
@@ -239,7 +251,7 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   // The workers stop before the session's /dev/fuse descriptor is closed
   // (fuse_session_unmount closes it): a worker still reading it could
   // otherwise read whatever file the daemon opens next under that number.
-  const bool pause = g_hand_over_asked && !g_stop_asked;
+  const bool pause = (g_hand_over_asked || g_pause_asked) && !g_stop_asked;
   if (!pause) fuse_session_exit(session);
   // A pause waits for every request in flight, however long it takes:
   // the daemon serves on afterwards, or hands over, and must not die.
@@ -253,9 +265,10 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   // A hand-over asked while the session was ending anyway (unmounted, or
   // a stop signal) is moot.
   const bool hand_over_asked = g_hand_over_asked && !g_stop_asked && !workers.ended();
+  const bool paused = pause && !workers.ended();
   // Closing the descriptor ends the connection: files still open on the
   // mount fail with ENOTCONN from here on.
-  if (!hand_over_asked) fuse_session_unmount(session);
+  if (!paused) fuse_session_unmount(session);
   // A stop signal from here on waits for the next loop's handlers (after a
   // hand-over that failed) rather than killing a daemon still mounted.
   BlockStopSignals();
@@ -268,7 +281,24 @@ int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device&
   sigaction(kInterruptSignal, &saved_interrupt, nullptr);
   close(g_wakeup_fd);
   g_wakeup_fd = -1;
-  return hand_over_asked ? kHandOverAsked : workers.error();
+  return hand_over_asked ? kHandOverAsked : paused ? kPauseAsked : workers.error();
+}
+
+void AskForPause() {
+  g_pause_asked = true;
+  if (g_wakeup_fd >= 0) Wake();
+}
+
+absl::Status ResendInFlightRequests(fuse_session* session) {
+  // FUSE_NOTIFY_RESEND (Linux 6.9; enum fuse_notify_code, which older
+  // headers lack): a notification, so no request id.
+  constexpr int32_t kNotifyResend = 7;
+  const fuse_out_header header = {.len = sizeof(fuse_out_header), .error = kNotifyResend,
+                                  .unique = 0};
+  if (write(fuse_session_fd(session), &header, sizeof header) != sizeof header) {
+    return absl::ErrnoToStatus(errno, "FUSE_NOTIFY_RESEND (Linux 6.9 or later)");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace cudafs

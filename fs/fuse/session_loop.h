@@ -21,8 +21,10 @@
 #define CUDAFS_FS_FUSE_SESSION_LOOP_H_
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "alloc/devices/device.h"
 #include "fs/fuse/libfuse.h"
 
@@ -41,17 +43,43 @@ void BlockStopSignals();
 // so that INIT may grant the max_write that Init asks for (max_request).
 size_t ReceiveBufferSize(size_t max_request);
 
-// Serves `session`, mounted on `mountpoint`, with `threads` workers until it
-// ends, then unmounts it, but for a hand-over. Each worker receives into a
-// buffer for requests of up to `max_request` bytes (FuseSettings::
-// max_request, which Init asks for as max_write). The INIT request the
-// kernel sends is kept in `init_request`, which a successor replays to
-// take the session over (hand_over.h). Returns 0 once unmounted,
+struct SessionLoopSettings {
+  int threads = 1;  // workers
+  // Each worker receives into a buffer for requests of up to this many
+  // bytes (FuseSettings::max_request, which Init asks for as max_write).
+  size_t max_request = 0;
+  // Where the INIT request the kernel sends is kept, which a successor
+  // replays to take the session over (hand_over.h).
+  std::string* init_request = nullptr;
+  // If set, runs once INIT is answered, on the worker that answered it.
+  std::function<void()> after_init;
+  // Fault the buffers in before the first read. The kernel fails with EIO
+  // a request whose copy into a worker's buffer faults while the worker is
+  // being killed (a page fault gives up on a fatal signal); a mount that
+  // survives its daemon wants that request sent again instead.
+  bool resident_buffers = false;
+};
+
+// Serves `session`, mounted on `mountpoint`, until it ends, then unmounts
+// it, but for a hand-over. Returns 0 once unmounted,
 // kHandOverAsked when a hand-over was asked (the session still mounted;
 // call again to go on serving), or -errno when the loop failed.
 inline constexpr int kHandOverAsked = 1;
+// ... or kPauseAsked after AskForPause: the session still mounted, the
+// workers stopped between requests, so that the caller may do what needs
+// no request running (a checkpoint of the metadata log), then serve on.
+inline constexpr int kPauseAsked = 2;
 int RunSessionLoop(fuse_session* session, const std::string& mountpoint, Device& device,
-                   int threads, size_t max_request, std::string* init_request);
+                   const SessionLoopSettings& settings);
+
+// Asks the running loop to pause (kPauseAsked); from any thread. A loop
+// not running yet ignores it.
+void AskForPause();
+
+// Has the kernel send again the requests a dead daemon read and never
+// answered, which wait until then (FUSE_NOTIFY_RESEND); their ids come
+// with bit 63 set. Any holder of the connection may ask.
+absl::Status ResendInFlightRequests(fuse_session* session);
 
 }  // namespace cudafs
 

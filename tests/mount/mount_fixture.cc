@@ -1,8 +1,13 @@
 #include "tests/mount/mount_fixture.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/xattr.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "tests/support/errno_check.h"
@@ -69,6 +74,22 @@ void FsTest::SetUp() {
   if (IsSkipped()) return;
   StartOrSkip(mount_, MountOptions());
   root_ = mount_.path();
+  if (IsSkipped() || HasFatalFailure()) return;
+  if (const uint64_t every = EnvOrDefault("CUDAFS_TEST_KILL_EVERY_MS", 0); every > 0) {
+    killer_ = std::thread([this, every] {
+      while (!stop_killing_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(every));
+        if (stop_killing_) break;
+        // The root says who serves; asked while none does, it waits for
+        // the successor.
+        char value[32] = {};
+        const ssize_t n =
+            getxattr(root_.c_str(), "user.cudafs.daemon", value, sizeof value - 1);
+        const pid_t daemon = n > 0 ? static_cast<pid_t>(std::atoi(value)) : 0;
+        if (daemon > 0 && kill(daemon, SIGKILL) == 0) ++kills_;
+      }
+    });
+  }
 }
 
 void FsTest::TearDown() {
@@ -76,9 +97,17 @@ void FsTest::TearDown() {
     EXPECT_TRUE(ShellOk("rm -rf '" + *test_dir_ + "'"));
     return;
   }
-  // A daemon that crashed leaves the mount answering ENOTCONN; say so
-  // plainly instead of leaving it to the errors that follow.
-  if (const auto pid = mount_.daemon(); pid && !ProcessAlive(*pid)) {
+  if (killer_.joinable()) {
+    stop_killing_ = true;
+    killer_.join();
+    // Its last victim's successor serves.
+    char value[32] = {};
+    EXPECT_GT(getxattr(root_.c_str(), "user.cudafs.daemon", value, sizeof value - 1), 0)
+        << "no successor serves after " << kills_ << " kills";
+    std::fprintf(stderr, "[ killed the daemon %d times ]\n", kills_.load());
+  } else if (const auto pid = mount_.daemon(); pid && !ProcessAlive(*pid)) {
+    // A daemon that crashed leaves the mount answering ENOTCONN; say so
+    // plainly instead of leaving it to the errors that follow.
     ADD_FAILURE() << "the cudafs daemon (pid " << *pid << ") died during the test";
   }
   mount_.Unmount();

@@ -11,8 +11,16 @@
 // A mount that fails to start skips the test ("cudafs cannot mount here"),
 // since a machine without FUSE cannot run these tests at all; set
 // CUDAFS_TEST_REQUIRE_MOUNT=1 to make that a failure instead.
+//
+// CUDAFS_TEST_KILL_EVERY_MS=N, with CUDAFS_TEST_MOUNT_OPTIONS holding
+// survive=on, kills the mount's daemon with SIGKILL every N ms throughout
+// each test, its keeper's successor serving on: the suite must pass as if
+// nothing happened (fs/daemon/keeper.h).
 #ifndef CUDAFS_TESTS_MOUNT_MOUNT_FIXTURE_H_
 #define CUDAFS_TESTS_MOUNT_MOUNT_FIXTURE_H_
+
+#include <atomic>
+#include <thread>
 
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -105,6 +113,10 @@ class FsTest : public BackendTest {
   Mount mount_;
   std::string root_;
   std::optional<std::string> test_dir_;
+  // CUDAFS_TEST_KILL_EVERY_MS's.
+  std::thread killer_;
+  std::atomic<bool> stop_killing_{false};
+  std::atomic<int> kills_{0};
 };
 
 std::string BackendName(const testing::TestParamInfo<std::string>& info);

@@ -25,6 +25,7 @@
 #include "alloc/devices/host_device.h"
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
+#include "tests/fs/core/describe_tree.h"
 #include "gtest/gtest.h"
 
 namespace cudafs {
@@ -42,57 +43,11 @@ class OutlivedDevice final : public DeviceWrapper {
   absl::Status Decommit(uint64_t, uint64_t) override { return absl::OkStatus(); }
 };
 
-// Everything a user sees of a tree: per path, its stat fields, its bytes
-// or target, its extended attributes.
-std::map<std::string, std::string> Describe(Filesystem& fs, InodeNumber dir, const std::string& path) {
-  std::map<std::string, std::string> seen;
-  std::vector<DirectoryEntry> entries;
-  EXPECT_TRUE(fs.ReadDirectory(dir, 0, false, [&](const DirectoryEntry& entry) {
-                  entries.push_back(entry);
-                  return true;
-                }).ok());
-  for (const DirectoryEntry& entry : entries) {
-    if (entry.name == "." || entry.name == "..") continue;
-    const std::string child = path + "/" + entry.name;
-    absl::StatusOr<struct stat> st = fs.GetAttributes(entry.attr.st_ino);
-    if (!st.ok()) {
-      ADD_FAILURE() << child << ": " << st.status();
-      continue;
-    }
-    std::string& out = seen[child];
-    out = absl::StrFormat("ino %d mode %o nlink %d uid %d gid %d size %d blocks %d rdev %d "
-                          "a %d.%d m %d.%d c %d.%d",
-                          st->st_ino, st->st_mode, st->st_nlink, st->st_uid, st->st_gid,
-                          st->st_size, st->st_blocks, st->st_rdev, st->st_atim.tv_sec,
-                          st->st_atim.tv_nsec, st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
-                          st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
-    absl::StatusOr<std::string> names = fs.ListExtendedAttributes(st->st_ino, Caller::Root());
-    if (names.ok()) {
-      for (absl::string_view name : absl::StrSplit(*names, '\0', absl::SkipEmpty())) {
-        absl::StatusOr<std::string> value = fs.GetExtendedAttribute(st->st_ino, name);
-        absl::StrAppend(&out, " xattr ", name, "=", value.ok() ? *value : "?");
-      }
-    }
-    if (S_ISREG(st->st_mode)) {
-      std::string bytes(st->st_size, '\0');
-      absl::StatusOr<size_t> read = fs.Read(st->st_ino, 0, bytes.size(), bytes.data(), false);
-      EXPECT_TRUE(read.ok() && *read == bytes.size()) << child;
-      absl::StrAppend(&out, " data ", std::hash<std::string>()(bytes));
-    } else if (S_ISLNK(st->st_mode)) {
-      absl::StrAppend(&out, " target ", fs.ReadLink(st->st_ino).value_or("?"));
-    } else if (S_ISDIR(st->st_mode)) {
-      const std::map<std::string, std::string> below = Describe(fs, st->st_ino, child);
-      seen.insert(below.begin(), below.end());
-    }
-  }
-  return seen;
-}
-
 // The same, once reading the tree moved no atime any more (relatime moves
 // it on the first read after a change).
 std::map<std::string, std::string> Described(Filesystem& fs) {
-  Describe(fs, kRootInode, "");
-  return Describe(fs, kRootInode, "");
+  DescribeTree(fs, kRootInode, "");
+  return DescribeTree(fs, kRootInode, "");
 }
 
 class FilesystemImageTest : public ::testing::Test {

@@ -1,0 +1,55 @@
+#include "fs/core/inode_coding.h"
+
+#include "alloc/base/coding.h"
+
+namespace cudafs {
+namespace {
+
+void PutTime(std::string* out, const timespec& time) {
+  PutVarint(out, static_cast<uint64_t>(time.tv_sec));
+  PutVarint(out, static_cast<uint64_t>(time.tv_nsec));
+}
+
+}  // namespace
+
+void PutInodeHead(const Inode& inode, std::string* out) {
+  PutVarint(out, inode.type >> 12);
+  PutVarint(out, inode.mode);
+  PutVarint(out, inode.uid);
+  PutVarint(out, inode.gid);
+  PutVarint(out, inode.nlink);
+  PutVarint(out, inode.size);
+  PutTime(out, inode.atime);
+  PutTime(out, inode.mtime);
+  PutTime(out, inode.ctime);
+}
+
+void PutInodeXattrs(const Inode& inode, std::string* out) {
+  PutVarint(out, inode.xattrs ? inode.xattrs->size() : 0);
+  if (!inode.xattrs) return;
+  for (const auto& [name, value] : *inode.xattrs) {
+    PutBytes(out, name);
+    PutBytes(out, value);
+  }
+}
+
+void PutInodeBody(const Inode& inode, bool entries, std::string* out) {
+  if (inode.is_directory()) {
+    if (entries) {
+      inode.directory().EncodeTo(out);
+    } else {
+      PutVarint(out, inode.directory().parent());
+      PutVarint(out, inode.directory().next_cookie());
+    }
+  } else if (inode.is_regular()) {
+    const CachedFile* data = inode.data();
+    PutVarint(out, data != nullptr ? 1 : 0);
+    if (data != nullptr) data->EncodeTo(out);
+  } else if (inode.is_symlink()) {
+    inode.symlink_target().EncodeTo(out);
+  } else if (inode.is_device()) {
+    PutVarint(out, inode.rdev());
+  }
+}
+
+}  // namespace cudafs

@@ -1,0 +1,34 @@
+// How an inode is written as bytes (alloc/base/coding.h): the one format
+// that filesystem images (image_ops.cc) and journal records
+// (journal_records.h) share, so that a record's parts go into an image
+// unchanged.
+#ifndef CUDAFS_FS_CORE_INODE_CODING_H_
+#define CUDAFS_FS_CORE_INODE_CODING_H_
+
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
+#include "fs/core/inode.h"
+
+namespace cudafs {
+
+// A filesystem image's first bytes: its format's name and version.
+inline constexpr absl::string_view kImageMagic = "cudafs filesystem image 1\n";
+// How many varints PutInodeHead writes, and where its link count is.
+inline constexpr int kInodeHeadFields = 12;
+inline constexpr int kInodeHeadNlink = 4;
+
+// Type, mode, owner, group, link count, size and the three times.
+void PutInodeHead(const Inode& inode, std::string* out) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
+// The extended attributes: their count, then each name and value.
+void PutInodeXattrs(const Inode& inode, std::string* out) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
+// What the type holds: a file's extents, a link's target, a device's
+// number; a directory's parent and next cookie, then (with `entries`) its
+// entries.
+void PutInodeBody(const Inode& inode, bool entries, std::string* out)
+    ABSL_SHARED_LOCKS_REQUIRED(inode.mu, Inode::namespace_lock);
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_CORE_INODE_CODING_H_

@@ -1,0 +1,332 @@
+#include "fs/core/journal_records.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_format.h"
+#include "alloc/base/coding.h"
+#include "fs/core/inode_coding.h"
+
+namespace cudafs {
+namespace {
+
+constexpr char kInode = 'I';
+constexpr char kEntry = 'A';
+constexpr char kNoEntry = 'R';
+constexpr char kCounts = 'C';
+constexpr char kGone = 'G';
+constexpr uint64_t kRootIno = 1;
+
+// One inode as the records so far leave it.
+struct Node {
+  struct Entry {
+    std::string name;
+    uint64_t ino = 0;
+    uint64_t type = 0;  // S_IFMT >> 12
+  };
+  bool known = false;  // its 'I' record came (entries alone may come first)
+  uint64_t head[kInodeHeadFields] = {};
+  std::string xattrs;
+  std::string body;  // a non-directory's
+  uint64_t parent = 0;
+  uint64_t next_cookie = Directory::kDotDotCookie + 1;
+  absl::btree_map<uint64_t, Entry> by_cookie;
+  absl::flat_hash_map<std::string, uint64_t> by_name;
+
+  bool directory() const { return (head[0] << 12) == S_IFDIR; }
+  void Erase(absl::string_view name) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) return;
+    by_cookie.erase(it->second);
+    by_name.erase(it);
+  }
+};
+
+class Replay {
+ public:
+  explicit Replay(ReplayReport* report) : report_(report) {}
+
+  // Applies each record of `records`.
+  absl::Status Apply(absl::string_view records) {
+    while (!records.empty()) {
+      const char kind = records.front();
+      records.remove_prefix(1);
+      ++report_->records;
+      bool ok = false;
+      switch (kind) {
+        case kInode:
+          ok = ApplyInode(&records);
+          break;
+        case kEntry:
+        case kNoEntry:
+          ok = ApplyEntry(kind == kEntry, &records);
+          break;
+        case kCounts: {
+          uint64_t ino = 0, lookups = 0, opens = 0;
+          ok = GetVarint(&records, &ino) && GetVarint(&records, &lookups) &&
+               GetVarintUpTo(&records, UINT32_MAX, &opens);
+          if (ok && Live(ino)) counts_[ino] = {lookups, opens};
+          break;
+        }
+        case kGone: {
+          uint64_t ino = 0;
+          ok = GetVarint(&records, &ino) && ino != kRootIno;
+          if (ok) {
+            Live(ino);
+            gone_.insert(ino);
+            nodes_.erase(ino);
+            counts_.erase(ino);
+          }
+          break;
+        }
+        default:
+          break;
+      }
+      if (!ok) {
+        return absl::DataLossError(
+            absl::StrFormat("the metadata log holds no record at byte %d of a run",
+                            report_->records));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The image of what the records made, mended into a tree LoadImage takes.
+  absl::StatusOr<std::string> Image() {
+    for (auto it = nodes_.begin(); it != nodes_.end();) {
+      if (!it->second.known) {
+        if (!it->second.by_cookie.empty()) {
+          Mend(absl::StrFormat("directory %d had entries but no record", it->first));
+        }
+        nodes_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    const auto root = nodes_.find(kRootIno);
+    if (root == nodes_.end() || !root->second.directory()) {
+      return absl::DataLossError("the metadata log has no root directory");
+    }
+    root->second.parent = kRootIno;
+    // The tree from the root: every entry names an inode of its type, and
+    // a directory has one name, in its parent.
+    absl::flat_hash_map<uint64_t, uint64_t> names;
+    absl::flat_hash_map<uint64_t, uint64_t> subdirectories;
+    absl::flat_hash_set<uint64_t> reached = {kRootIno};
+    std::vector<uint64_t> to_visit = {kRootIno};
+    while (!to_visit.empty()) {
+      const uint64_t dir_ino = to_visit.back();
+      to_visit.pop_back();
+      Node& dir = nodes_[dir_ino];
+      for (auto it = dir.by_cookie.begin(); it != dir.by_cookie.end();) {
+        const Node::Entry& entry = it->second;
+        const auto child = nodes_.find(entry.ino);
+        const bool directory = (entry.type << 12) == S_IFDIR;
+        std::string why;
+        if (child == nodes_.end() || (child->second.head[0] != entry.type)) {
+          why = "names no inode of its type";
+        } else if (directory && (entry.ino == kRootIno || reached.contains(entry.ino))) {
+          why = "names a directory named elsewhere";
+        }
+        if (!why.empty()) {
+          Mend(absl::StrFormat("entry \"%s\" of directory %d %s", entry.name, dir_ino, why));
+          dir.by_name.erase(entry.name);
+          it = dir.by_cookie.erase(it);
+          continue;
+        }
+        ++names[entry.ino];
+        if (directory) {
+          ++subdirectories[dir_ino];
+          reached.insert(entry.ino);
+          child->second.parent = dir_ino;
+          to_visit.push_back(entry.ino);
+        }
+        ++it;
+      }
+    }
+    std::vector<uint64_t> numbers;
+    for (auto it = nodes_.begin(); it != nodes_.end();) {
+      Node& node = it->second;
+      const bool directory = node.directory();
+      const uint64_t links = !directory                    ? names[it->first]
+                             : reached.contains(it->first) ? 2 + subdirectories[it->first]
+                                                           : 0;
+      if (node.head[kInodeHeadNlink] != links) {
+        Mend(absl::StrFormat("inode %d had %d links where its names make %d", it->first,
+                             node.head[kInodeHeadNlink], links));
+        node.head[kInodeHeadNlink] = links;
+      }
+      const auto counted = counts_.find(it->first);
+      const bool referenced = counted != counts_.end() &&
+                              (counted->second.first != 0 || counted->second.second != 0);
+      if (links == 0 && !referenced) {
+        nodes_.erase(it++);  // it was going: its last reference went with the crash
+        continue;
+      }
+      if (directory && links == 0) {
+        node.by_cookie.clear();  // a removed directory is empty
+        node.by_name.clear();
+      }
+      numbers.push_back(it->first);
+      ++it;
+    }
+    std::sort(numbers.begin(), numbers.end());
+    std::string out(kImageMagic);
+    PutVarint(&out, max_ino_ + 1);
+    PutVarint(&out, numbers.size());
+    for (const uint64_t ino : numbers) {
+      const Node& node = nodes_[ino];
+      PutVarint(&out, ino);
+      for (const uint64_t field : node.head) PutVarint(&out, field);
+      const auto counted = counts_.find(ino);
+      PutVarint(&out, counted == counts_.end() ? 0 : counted->second.first);
+      PutVarint(&out, counted == counts_.end() ? 0 : counted->second.second);
+      out.append(node.xattrs);
+      if (node.directory()) {
+        PutVarint(&out, node.parent);
+        PutVarint(&out, node.next_cookie);
+        PutVarint(&out, node.by_cookie.size());
+        for (const auto& [cookie, entry] : node.by_cookie) {
+          PutBytes(&out, entry.name);
+          PutVarint(&out, entry.ino);
+          PutVarint(&out, entry.type);
+          PutVarint(&out, cookie);
+        }
+      } else {
+        out.append(node.body);
+      }
+    }
+    report_->inodes = numbers.size();
+    return out;
+  }
+
+ private:
+  // False (and nothing to do) for an inode gone before; notes the number.
+  bool Live(uint64_t ino) {
+    max_ino_ = std::max(max_ino_, ino);
+    return !gone_.contains(ino);
+  }
+
+  void Mend(std::string what) { report_->mended.push_back(std::move(what)); }
+
+  bool ApplyInode(absl::string_view* in) {
+    uint64_t ino = 0;
+    absl::string_view head, xattrs, body;
+    if (!GetVarint(in, &ino) || ino == 0 || !GetBytes(in, &head) || !GetBytes(in, &xattrs) ||
+        !GetBytes(in, &body)) {
+      return false;
+    }
+    uint64_t fields[kInodeHeadFields];
+    for (uint64_t& field : fields) {
+      if (!GetVarint(&head, &field)) return false;
+    }
+    if (!head.empty()) return false;
+    if (!Live(ino)) return true;
+    Node& node = nodes_[ino];
+    std::copy(std::begin(fields), std::end(fields), std::begin(node.head));
+    node.known = true;
+    node.xattrs = std::string(xattrs);
+    if (node.directory()) {
+      uint64_t next_cookie = 0;
+      if (!GetVarint(&body, &node.parent) || !GetVarint(&body, &next_cookie) || !body.empty()) {
+        return false;
+      }
+      node.next_cookie = std::max(node.next_cookie, next_cookie);
+    } else {
+      node.body = std::string(body);
+    }
+    return true;
+  }
+
+  bool ApplyEntry(bool present, absl::string_view* in) {
+    uint64_t dir = 0, ino = 0, type = 0, cookie = 0;
+    absl::string_view name;
+    if (!GetVarint(in, &dir) || !GetBytes(in, &name) || name.empty()) return false;
+    if (present && (!GetVarint(in, &ino) || !GetVarintUpTo(in, S_IFMT >> 12, &type) ||
+                    !GetVarint(in, &cookie) || cookie <= Directory::kDotDotCookie)) {
+      return false;
+    }
+    if (!Live(dir)) return true;
+    if (present) Live(ino);
+    Node& node = nodes_[dir];
+    node.Erase(name);
+    if (!present) return true;
+    if (const auto taken = node.by_cookie.find(cookie); taken != node.by_cookie.end()) {
+      node.by_name.erase(taken->second.name);
+      node.by_cookie.erase(taken);
+    }
+    node.by_cookie[cookie] = Node::Entry{std::string(name), ino, type};
+    node.by_name[std::string(name)] = cookie;
+    node.next_cookie = std::max(node.next_cookie, cookie + 1);
+    return true;
+  }
+
+  ReplayReport* const report_;
+  absl::flat_hash_map<uint64_t, Node> nodes_;
+  absl::flat_hash_map<uint64_t, std::pair<uint64_t, uint64_t>> counts_;
+  absl::flat_hash_set<uint64_t> gone_;
+  uint64_t max_ino_ = kRootIno;
+};
+
+}  // namespace
+
+void PutInodeRecord(const Inode& inode, std::string* out) {
+  std::string part;
+  out->push_back(kInode);
+  PutVarint(out, inode.ino);
+  PutInodeHead(inode, &part);
+  PutBytes(out, part);
+  part.clear();
+  PutInodeXattrs(inode, &part);
+  PutBytes(out, part);
+  part.clear();
+  PutInodeBody(inode, /*entries=*/false, &part);
+  PutBytes(out, part);
+}
+
+void PutEntryRecord(uint64_t directory, absl::string_view name,
+                    const std::optional<Directory::Entry>& entry, uint64_t cookie,
+                    std::string* out) {
+  out->push_back(entry ? kEntry : kNoEntry);
+  PutVarint(out, directory);
+  PutBytes(out, name);
+  if (!entry) return;
+  PutVarint(out, entry->ino);
+  PutVarint(out, entry->type >> 12);
+  PutVarint(out, cookie);
+}
+
+void PutCountsRecord(uint64_t ino, uint64_t lookups, uint64_t opens, std::string* out) {
+  out->push_back(kCounts);
+  PutVarint(out, ino);
+  PutVarint(out, lookups);
+  PutVarint(out, opens);
+}
+
+void PutGoneRecord(uint64_t ino, std::string* out) {
+  out->push_back(kGone);
+  PutVarint(out, ino);
+}
+
+absl::StatusOr<std::string> ReplayJournal(absl::string_view checkpoint, absl::string_view journal,
+                                          ReplayReport* report) {
+  *report = ReplayReport();
+  Replay replay(report);
+  if (absl::Status s = replay.Apply(checkpoint); !s.ok()) return s;
+  while (!journal.empty()) {
+    absl::string_view transaction;
+    if (!GetBytes(&journal, &transaction)) {
+      return absl::DataLossError("the metadata log's journal is cut short");
+    }
+    ++report->transactions;
+    if (absl::Status s = replay.Apply(transaction); !s.ok()) return s;
+  }
+  return replay.Image();
+}
+
+}  // namespace cudafs

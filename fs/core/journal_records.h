@@ -1,0 +1,61 @@
+// Journal records: what a metadata log (metadata_log.h) holds. Each record
+// is the state of one thing after a change, not the change, so that
+// applying a log's records in order, the last one of each thing winning,
+// gives the filesystem as the last transaction left it; and ReplayJournal,
+// which does that and writes the result as a filesystem image
+// (Filesystem::LoadImage). A record is one byte of kind, then its fields
+// (alloc/base/coding.h):
+//
+//   'I' inode:    ino, head, extended attributes, body (each as bytes, in
+//                 inode_coding.h's format; a directory's body without its
+//                 entries)
+//   'A' entry:    directory, name, ino, type (S_IFMT >> 12), cookie
+//   'R' no entry: directory, name
+//   'C' counts:   ino, lookups, open handles
+//   'G' gone:     ino (numbers are never reused: any later record of it is
+//                 stale)
+#ifndef CUDAFS_FS_CORE_JOURNAL_RECORDS_H_
+#define CUDAFS_FS_CORE_JOURNAL_RECORDS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "fs/core/directory.h"
+#include "fs/core/inode.h"
+
+namespace cudafs {
+
+void PutInodeRecord(const Inode& inode, std::string* out)
+    ABSL_SHARED_LOCKS_REQUIRED(inode.mu, Inode::namespace_lock);
+// `entry` empty: the name is gone.
+void PutEntryRecord(uint64_t directory, absl::string_view name,
+                    const std::optional<Directory::Entry>& entry, uint64_t cookie,
+                    std::string* out);
+void PutCountsRecord(uint64_t ino, uint64_t lookups, uint64_t opens, std::string* out);
+void PutGoneRecord(uint64_t ino, std::string* out);
+
+// What a replay found. Transactions cut by a crash leave traces a replay
+// mends, each said in `mended`: an entry whose inode's record never came, a
+// link count that a directory's names contradict (a transaction that
+// changed it came before the one that named it), a directory named twice.
+struct ReplayReport {
+  uint64_t transactions = 0;
+  uint64_t records = 0;
+  uint64_t inodes = 0;
+  std::vector<std::string> mended;
+};
+
+// The filesystem image that `checkpoint` (records) and then `journal`
+// (transactions, each a varint length and its records: MetadataLog::
+// Contents) make. DataLoss for bytes that are no records or a log with no
+// root directory.
+absl::StatusOr<std::string> ReplayJournal(absl::string_view checkpoint, absl::string_view journal,
+                                          ReplayReport* report);
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_CORE_JOURNAL_RECORDS_H_

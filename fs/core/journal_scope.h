@@ -1,0 +1,55 @@
+// JournalScope: one Filesystem operation's transaction in the mount's
+// metadata log (metadata_log.h), where the mount keeps one.
+//
+// An operation opens a scope first and marks what it changed as it goes;
+// when the outermost scope on the thread ends, with no other lock held,
+// the current state of each marked thing becomes a record
+// (journal_records.h) and the transaction is appended, under one lock
+// that every commit takes: whatever order operations commit in, the last
+// record of a thing is taken after its last change, so the log ends where
+// the filesystem is. Frees of the arena on the thread wait until then
+// (Arena::HeldFrees): a block an operation gave up must not hold another
+// file's bytes before the log stops naming it.
+#ifndef CUDAFS_FS_CORE_JOURNAL_SCOPE_H_
+#define CUDAFS_FS_CORE_JOURNAL_SCOPE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "alloc/storage/arena.h"
+
+namespace cudafs {
+
+struct FilesystemState;
+
+class JournalScope {
+ public:
+  explicit JournalScope(FilesystemState& state);
+  JournalScope(const JournalScope&) = delete;
+  JournalScope& operator=(const JournalScope&) = delete;
+  ~JournalScope();
+
+  // Marks, in the thread's scope (none, or a filesystem without a log:
+  // nothing to do): inode `ino` changed (attributes, data, references, or
+  // it is gone); only its references did; the entry `name` of directory
+  // `directory` changed (made, pointed elsewhere or removed).
+  static void Inode(uint64_t ino);
+  static void Counts(uint64_t ino);
+  static void Entry(uint64_t directory, absl::string_view name);
+
+ private:
+  void Commit();
+
+  FilesystemState* state_ = nullptr;  // null: an outer scope commits, or no log
+  std::optional<Arena::HeldFrees> held_frees_;
+  std::vector<std::pair<uint64_t, bool>> inodes_;  // (ino, whole inode)
+  std::vector<std::pair<uint64_t, std::string>> entries_;
+};
+
+}  // namespace cudafs
+
+#endif  // CUDAFS_FS_CORE_JOURNAL_SCOPE_H_

@@ -1,0 +1,392 @@
+// The metadata journal (Filesystem with FilesystemConfig::metadata_log;
+// fs/core/journal_scope.h, journal_records.h, metadata_log.h): every change
+// lands in the log, so that a successor on the same device memory finds
+// the filesystem as the last operation left it; a crash after any
+// transaction leaves a log that loads; operations racing on many threads
+// still leave the log where the filesystem is; a checkpoint changes
+// nothing a successor sees.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "alloc/base/coding.h"
+#include "alloc/devices/device_wrapper.h"
+#include "alloc/devices/host_device.h"
+#include "alloc/storage/arena.h"
+#include "fs/core/filesystem.h"
+#include "fs/core/journal_records.h"
+#include "fs/core/metadata_log.h"
+#include "tests/fs/core/describe_tree.h"
+#include "gtest/gtest.h"
+
+namespace cudafs {
+namespace {
+
+constexpr uint64_t kMinBlock = 4096;
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kArenaBytes = 64 * kMiB;
+
+// What a process that dies leaves of the device memory: its decommits do
+// not happen, so the bytes stay for a successor.
+class OutlivedDevice final : public DeviceWrapper {
+ public:
+  using DeviceWrapper::DeviceWrapper;
+  absl::Status Decommit(uint64_t, uint64_t) override { return absl::OkStatus(); }
+};
+
+// The tree as a user sees it, atimes aside (reading moves them), with or
+// without the files' bytes.
+std::map<std::string, std::string> Describe(Filesystem& fs, InodeNumber dir,
+                                            const std::string& path, bool data = true) {
+  return DescribeTree(fs, dir, path, DescribeOptions{.atimes = false, .data = data});
+}
+
+std::string Bytes(size_t size, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::string bytes(size, '\0');
+  for (char& c : bytes) c = static_cast<char>(random());
+  return bytes;
+}
+
+class FilesystemJournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<HostDevice>> device = HostDevice::Create(kArenaBytes);
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = std::move(*device);
+    outlived_ = std::make_unique<OutlivedDevice>(device_.get());
+    absl::StatusOr<std::unique_ptr<MetadataLog>> log = MetadataLog::Create();
+    ASSERT_TRUE(log.ok()) << log.status();
+    log_ = std::move(*log);
+    arena_ = std::make_unique<Arena>(outlived_.get(), kMinBlock);
+    FilesystemConfig config;
+    config.metadata_log = log_.get();
+    fs_ = std::make_unique<Filesystem>(arena_.get(), config);
+    ASSERT_TRUE(fs_->CheckpointLog().ok());
+  }
+
+  // A successor on the same memory, loaded from the log (or from `image`).
+  struct Successor {
+    std::unique_ptr<Arena> arena;
+    std::unique_ptr<Filesystem> fs;
+    absl::Status loaded;
+    ReplayReport report;
+  };
+  Successor Load(const std::string* image = nullptr) {
+    Successor successor;
+    successor.arena = std::make_unique<Arena>(outlived_.get(), kMinBlock);
+    successor.fs = std::make_unique<Filesystem>(successor.arena.get(), FilesystemConfig());
+    successor.loaded = image != nullptr ? successor.fs->LoadImage(*image)
+                                        : successor.fs->LoadLog(*log_, &successor.report);
+    return successor;
+  }
+
+  InodeNumber Make(InodeNumber parent, const std::string& name, mode_t mode, dev_t rdev = 0) {
+    absl::StatusOr<struct stat> st = S_ISDIR(mode)
+                                         ? fs_->MakeDirectory(parent, name, mode, Caller::Root())
+                                         : fs_->MakeNode(parent, name, mode, rdev, Caller::Root());
+    EXPECT_TRUE(st.ok()) << name << ": " << st.status();
+    return st.ok() ? st->st_ino : 0;
+  }
+  InodeNumber WriteFile(InodeNumber parent, const std::string& name, const std::string& bytes,
+                        uint64_t offset = 0) {
+    const InodeNumber ino = Make(parent, name, S_IFREG | 0640);
+    absl::StatusOr<size_t> written =
+        fs_->Write(ino, offset, bytes.data(), bytes.size(), false, Caller::Root());
+    EXPECT_TRUE(written.ok() && *written == bytes.size()) << name;
+    return ino;
+  }
+
+  // One of everything: every kind of inode, links, attributes, renames
+  // over names, removals, truncates, holes, a file open with no name.
+  void Work() {
+    const InodeNumber dir = Make(kRootInode, "dir", S_IFDIR | 02775);
+    const InodeNumber sub = Make(dir, "sub", S_IFDIR | 0700);
+    WriteFile(kRootInode, "small", "hello, journal");
+    const InodeNumber large = WriteFile(dir, "large", Bytes(3 * kMiB + 17, 1));
+    WriteFile(sub, "sparse", Bytes(5000, 2), 10 * kMiB);
+    const InodeNumber linked = WriteFile(dir, "linked", Bytes(70000, 3));
+    ASSERT_TRUE(fs_->Link(linked, sub, "second name").ok());
+    ASSERT_TRUE(fs_->SymbolicLink(kRootInode, "short link", "dir/large", Caller::Root()).ok());
+    ASSERT_TRUE(fs_->SymbolicLink(sub, "long link", std::string(3000, 'x'), Caller::Root()).ok());
+    Make(kRootInode, "fifo", S_IFIFO | 0600);
+    Make(dir, "null", S_IFCHR | 0666, makedev(1, 3));
+    ASSERT_TRUE(fs_->SetExtendedAttribute(linked, "user.colour", "blue", 0).ok());
+    ASSERT_TRUE(fs_->SetExtendedAttribute(dir, "trusted.x", std::string("\0\1", 2), 0).ok());
+    ASSERT_TRUE(fs_->SetExtendedAttribute(dir, "user.gone", "soon", 0).ok());
+    ASSERT_TRUE(fs_->RemoveExtendedAttribute(dir, "user.gone").ok());
+    AttributeChanges changes;
+    changes.uid = 1000;
+    changes.gid = 100;
+    changes.mtime = AttributeChanges::Time{false, timespec{1234567890, 123456789}};
+    ASSERT_TRUE(fs_->SetAttributes(linked, changes, Caller::Root()).ok());
+    AttributeChanges shrink;
+    shrink.size = kMiB + 5;
+    ASSERT_TRUE(fs_->SetAttributes(large, shrink, Caller::Root()).ok());
+    ASSERT_TRUE(fs_->Allocate(large, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 8192, 65536,
+                              Caller::Root())
+                    .ok());
+    for (int i = 0; i < 100; ++i) WriteFile(sub, "f" + std::to_string(i), Bytes(i * 97, i));
+    for (int i = 0; i < 100; i += 3) {
+      ASSERT_TRUE(fs_->Unlink(sub, "f" + std::to_string(i)).ok());
+    }
+    ASSERT_TRUE(fs_->Rename(sub, "f1", kRootInode, "moved", 0).ok());
+    ASSERT_TRUE(fs_->Rename(sub, "f2", sub, "f4", 0).ok());  // over a name
+    ASSERT_TRUE(fs_->Rename(kRootInode, "small", dir, "sub", RENAME_EXCHANGE).ok());
+    const InodeNumber gone_dir = Make(kRootInode, "gone", S_IFDIR | 0755);
+    ASSERT_TRUE(gone_dir != 0);
+    ASSERT_TRUE(fs_->RemoveDirectory(kRootInode, "gone").ok());
+    // Open, then unlinked: it lives on with no name.
+    const InodeNumber open = WriteFile(kRootInode, "open", Bytes(9000, 4));
+    ASSERT_TRUE(fs_->Open(open, O_RDWR, Caller::Root()).ok());
+    ASSERT_TRUE(fs_->Unlink(kRootInode, "open").ok());
+    open_unlinked_ = open;
+    ASSERT_TRUE(fs_->CopyFileRange(linked, 0, large, 100, 30000, Caller::Root()).ok());
+  }
+
+  std::unique_ptr<HostDevice> device_;
+  std::unique_ptr<OutlivedDevice> outlived_;
+  std::unique_ptr<MetadataLog> log_;
+  std::unique_ptr<Arena> arena_;
+  std::unique_ptr<Filesystem> fs_;
+  InodeNumber open_unlinked_ = 0;
+};
+
+TEST_F(FilesystemJournalTest, ASuccessorFindsWhatEveryOperationLeft) {
+  Work();
+  const std::map<std::string, std::string> before = Describe(*fs_, kRootInode, "");
+  ASSERT_GT(before.size(), 60u);
+  const ArenaStats used = arena_->Stats();
+  Successor successor = Load();
+  ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+  EXPECT_EQ(Describe(*successor.fs, kRootInode, ""), before);
+  EXPECT_EQ(successor.arena->Stats().blocks.used, used.blocks.used);
+  EXPECT_TRUE(successor.report.mended.empty()) << successor.report.mended.front();
+  // The file open with no name is there, for its handle.
+  std::string bytes(9000, '\0');
+  absl::StatusOr<size_t> read =
+      successor.fs->Read(open_unlinked_, 0, bytes.size(), bytes.data(), false);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(bytes, Bytes(9000, 4));
+  // New inodes take numbers never given before.
+  absl::StatusOr<struct stat> made =
+      successor.fs->MakeNode(kRootInode, "new", S_IFREG | 0644, 0, Caller::Root());
+  ASSERT_TRUE(made.ok());
+  EXPECT_GT(made->st_ino, open_unlinked_);
+}
+
+TEST_F(FilesystemJournalTest, ACheckpointChangesNothingASuccessorSees) {
+  Work();
+  const uint64_t journal = log_->journal_bytes();
+  ASSERT_TRUE(fs_->CheckpointLog().ok());
+  EXPECT_EQ(log_->journal_bytes(), 0u);
+  EXPECT_GT(log_->checkpoint_bytes(), 0u);
+  EXPECT_LT(log_->checkpoint_bytes(), journal);
+  WriteFile(kRootInode, "after", "written after the checkpoint");
+  const std::map<std::string, std::string> before = Describe(*fs_, kRootInode, "");
+  Successor successor = Load();
+  ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+  EXPECT_EQ(Describe(*successor.fs, kRootInode, ""), before);
+}
+
+// A crash after any transaction: the log as it was then loads, as the
+// filesystem was then.
+TEST_F(FilesystemJournalTest, EveryPrefixOfTheJournalLoads) {
+  const InodeNumber dir = Make(kRootInode, "d", S_IFDIR | 0755);
+  std::vector<std::string> journals;
+  std::vector<std::map<std::string, std::string>> states;
+  const auto note = [&] {
+    absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
+    ASSERT_TRUE(contents.ok());
+    journals.push_back(contents->journal);
+    // Without the bytes: later steps reuse freed blocks, which a crash
+    // would not have let them do.
+    states.push_back(Describe(*fs_, kRootInode, "", /*data=*/false));
+  };
+  note();
+  for (int i = 0; i < 12; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    WriteFile(dir, name, Bytes(4096 * (i + 1) + i, i));
+    note();
+    if (i % 3 == 1) {
+      AttributeChanges cut;
+      cut.size = 100;
+      ASSERT_TRUE(fs_->SetAttributes(Make(dir, "t" + name, S_IFREG | 0600), cut, Caller::Root())
+                      .ok());
+      ASSERT_TRUE(fs_->Unlink(dir, "f" + std::to_string(i - 1)).ok());
+      note();
+    }
+    if (i % 3 == 2) {  // never one unlinked above
+      ASSERT_TRUE(fs_->Rename(dir, name, kRootInode, "r" + name, 0).ok());
+      note();
+    }
+  }
+  absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
+  ASSERT_TRUE(contents.ok());
+  for (size_t k = 0; k < journals.size(); ++k) {
+    ReplayReport report;
+    absl::StatusOr<std::string> image =
+        ReplayJournal(contents->checkpoint, journals[k], &report);
+    ASSERT_TRUE(image.ok()) << k << ": " << image.status();
+    Successor successor = Load(&*image);
+    ASSERT_TRUE(successor.loaded.ok()) << k << ": " << successor.loaded;
+    EXPECT_EQ(Describe(*successor.fs, kRootInode, "", /*data=*/false), states[k])
+        << "after step " << k;
+  }
+}
+
+// Operations on many threads at once, racing for the same directories and
+// files: whatever order their transactions land in, the log ends where
+// the filesystem is, and no block is named by two files.
+TEST_F(FilesystemJournalTest, RacingOperationsLeaveTheLogWhereTheFilesystemIs) {
+  constexpr int kThreads = 4;
+  const InodeNumber shared = Make(kRootInode, "shared", S_IFDIR | 0777);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 random(t);
+      for (int i = 0; i < 400; ++i) {
+        const std::string name = "n" + std::to_string(random() % 40);
+        switch (random() % 6) {
+          case 0:
+          case 1: {
+            absl::StatusOr<struct stat> st =
+                fs_->Create(shared, name, 0644, O_RDWR, Caller::Root());
+            if (st.ok()) {
+              const std::string bytes = Bytes(random() % 20000, i);
+              (void)fs_->Write(st->st_ino, 0, bytes.data(), bytes.size(), false, Caller::Root());
+              fs_->Release(st->st_ino);
+              fs_->Forget(st->st_ino, 1);
+            }
+            break;
+          }
+          case 2:
+            (void)fs_->Unlink(shared, name);
+            break;
+          case 3:
+            (void)fs_->Rename(shared, name, shared, "n" + std::to_string(random() % 40), 0);
+            break;
+          case 4: {
+            absl::StatusOr<struct stat> st = fs_->Lookup(shared, name);
+            if (st.ok()) {
+              AttributeChanges changes;
+              changes.size = random() % 30000;
+              (void)fs_->SetAttributes(st->st_ino, changes, Caller::Root());
+              fs_->Forget(st->st_ino, 1);
+            }
+            break;
+          }
+          default: {
+            absl::StatusOr<struct stat> st = fs_->Lookup(shared, name);
+            if (st.ok()) {
+              const std::string bytes = Bytes(random() % 9000, i + 7);
+              (void)fs_->Write(st->st_ino, random() % 50000, bytes.data(), bytes.size(), false,
+                               Caller::Root());
+              fs_->Forget(st->st_ino, 1);
+            }
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const std::map<std::string, std::string> before = Describe(*fs_, kRootInode, "");
+  Successor successor = Load();
+  ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+  EXPECT_EQ(Describe(*successor.fs, kRootInode, ""), before);
+  EXPECT_EQ(successor.arena->Stats().blocks.used, arena_->Stats().blocks.used);
+}
+
+TEST_F(FilesystemJournalTest, ALogThatStoppedFollowingIsRefused) {
+  WriteFile(kRootInode, "f", "x");
+  log_->Abandon("a transaction did not fit");
+  Successor successor = Load();
+  EXPECT_TRUE(absl::IsFailedPrecondition(successor.loaded)) << successor.loaded;
+  EXPECT_NE(successor.loaded.message().find("did not fit"), std::string::npos);
+}
+
+TEST(JournalReplayTest, BytesThatAreNoRecordsAreRefused) {
+  ReplayReport report;
+  EXPECT_TRUE(absl::IsDataLoss(ReplayJournal("", "", &report).status()));  // no root
+  EXPECT_TRUE(absl::IsDataLoss(ReplayJournal("Z", "", &report).status()));
+  std::string cut;
+  PutVarint(&cut, 10);  // a transaction of 10 bytes, with 1
+  cut.push_back('G');
+  EXPECT_TRUE(absl::IsDataLoss(ReplayJournal("", cut, &report).status()));
+  std::string gone_root;
+  PutGoneRecord(1, &gone_root);
+  EXPECT_TRUE(absl::IsDataLoss(ReplayJournal(gone_root, "", &report).status()));
+}
+
+// What a crash in the middle of racing operations can leave, mended into a
+// tree: an entry whose inode's record never came, a link count its names
+// contradict.
+TEST_F(FilesystemJournalTest, ReplayMendsWhatACutTransactionLeft) {
+  const InodeNumber dir = Make(kRootInode, "d", S_IFDIR | 0755);
+  absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
+  ASSERT_TRUE(contents.ok());
+  std::string transaction;
+  PutEntryRecord(dir, "ghost", Directory::Entry{9999, S_IFREG}, 77, &transaction);
+  std::string journal = contents->journal;
+  PutBytes(&journal, transaction);
+  ReplayReport report;
+  absl::StatusOr<std::string> image = ReplayJournal(contents->checkpoint, journal, &report);
+  ASSERT_TRUE(image.ok()) << image.status();
+  ASSERT_EQ(report.mended.size(), 1u);
+  EXPECT_NE(report.mended[0].find("ghost"), std::string::npos) << report.mended[0];
+  Successor successor = Load(&*image);
+  ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+  EXPECT_FALSE(successor.fs->Lookup(dir, "ghost").ok());
+}
+
+TEST(MetadataLogTest, AnotherProcessFindsWhatWasAppended) {
+  absl::StatusOr<std::unique_ptr<MetadataLog>> log = MetadataLog::Create();
+  ASSERT_TRUE(log.ok()) << log.status();
+  ASSERT_TRUE((*log)->Checkpoint("checkpoint").ok());
+  ASSERT_TRUE((*log)->Append("one").ok());
+  ASSERT_TRUE((*log)->Append("two").ok());
+  absl::StatusOr<std::unique_ptr<MetadataLog>> adopted = MetadataLog::Adopt(dup((*log)->fd()));
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  absl::StatusOr<MetadataLog::Contents> contents = (*adopted)->Read();
+  ASSERT_TRUE(contents.ok());
+  EXPECT_EQ(contents->checkpoint, "checkpoint");
+  absl::string_view journal = contents->journal;
+  absl::string_view first, second;
+  ASSERT_TRUE(GetBytes(&journal, &first) && GetBytes(&journal, &second));
+  EXPECT_EQ(first, "one");
+  EXPECT_EQ(second, "two");
+  EXPECT_TRUE(journal.empty());
+  // The successor appends where the first left off; a checkpoint empties
+  // the journal.
+  ASSERT_TRUE((*adopted)->Append("three").ok());
+  EXPECT_EQ((*log)->journal_bytes(), contents->journal.size() + 6);
+  ASSERT_TRUE((*adopted)->Checkpoint("again").ok());
+  EXPECT_EQ((*log)->journal_bytes(), 0u);
+  EXPECT_EQ((*log)->Read()->checkpoint, "again");
+}
+
+TEST(MetadataLogTest, WhatIsNoLogIsRefused) {
+  const int memfd = memfd_create("not a log", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  ASSERT_EQ(ftruncate(memfd, 4096), 0);
+  EXPECT_TRUE(absl::IsInvalidArgument(MetadataLog::Adopt(memfd).status()));
+}
+
+}  // namespace
+}  // namespace cudafs
