@@ -287,7 +287,7 @@ sanitize() {
 tsan_unit_tests=(commit_pool_test pinned_buffer_pool_test spill_device_test pooled_device_test
   arena_test page_cache_test write_back_flusher_test filesystem_test move_model_test
   compaction_model_test room_keeper_test share_server_test memory_trimmer_test
-  request_counters_test uring_buffers_test mount_plan_test)
+  request_counters_test uring_buffers_test mount_plan_test filesystem_journal_test)
 # Left out under TSan, where they took a quarter of the unit tests' time:
 # the room keeper's placement rules at work (which files move, where, how
 # much), whose threads are those of the moves and rounds the other room

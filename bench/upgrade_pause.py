@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""How long `cudafs --upgrade` stalls the programs using a mount.
+"""How long `cudafs --upgrade`, or a crash of a survive=on daemon, stalls the programs using a mount.
 
 On a fresh mount (uring=off; --backend host or cuda), writes FILES files
 of SIZE bytes in directories of 1,000 and BIG files of 1 GiB, then runs
-`BINARY --upgrade` ROUNDS times
-while a probe thread creates and removes a file in a loop (requests the
-kernel cannot answer from its caches). Prints, per round, the command's
-wall time and the probe's longest wait for one create and remove: the pause
-programs see (the old daemon stopping and writing its image, the new one
-loading it and replaying INIT). Afterwards every big file must read back
-as written. Run as root. Examples:
+`BINARY --upgrade` ROUNDS times (with --kill: mounts with survive=on and
+kills the daemon with SIGKILL instead, for its keeper's successor to take
+over) while a probe thread creates and removes a file in a loop (requests
+the kernel cannot answer from its caches). Prints, per round, the
+command's wall time (with --kill: from the kill until the mount's root
+names a new daemon) and the probe's longest wait for one create and
+remove: the pause programs see (the old daemon stopping and writing its
+image, the new one loading it, or the log, and replaying INIT).
+Afterwards every big file must read back as written. Run as root.
+Examples:
   bench/upgrade_pause.py build/cudafs --files 100000 --size 4096 --rounds 3
   bench/upgrade_pause.py build/cudafs --backend cuda --big 40 --files 100000
+  bench/upgrade_pause.py build/cudafs --kill --big 40 --files 100000
 """
 import argparse
 import hashlib
@@ -30,12 +34,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backend", default="host", choices=["host", "cuda"])
     parser.add_argument("--big", type=int, default=0, help="files of 1 GiB")
+    parser.add_argument("--kill", action="store_true",
+                        help="survive=on, and kill -9 the daemon instead of --upgrade")
     args = parser.parse_args()
     binary = os.path.realpath(args.binary)
     mountpoint = tempfile.mkdtemp(prefix="cudafs-upgrade-")
     size_gib = 16 + args.big + args.files * max(args.size, 4096) // (1 << 30)
-    subprocess.run([binary, mountpoint, "-o", "backend=%s,uring=off,size=%dg"
-                    % (args.backend, size_gib)], check=True)
+    subprocess.run([binary, mountpoint, "-o", "backend=%s,uring=off,size=%dg%s"
+                    % (args.backend, size_gib, ",survive=on" if args.kill else "")], check=True)
     try:
         digests = {}
         chunk = os.urandom(64 << 20)
@@ -73,19 +79,29 @@ def main():
             time.sleep(0.2)
             start = time.monotonic()
             try:
-                upgrade = subprocess.run([binary, "--upgrade", mountpoint],
-                                         stderr=subprocess.PIPE, text=True)
+                if args.kill:
+                    daemon = int(os.getxattr(mountpoint, "user.cudafs.daemon"))
+                    start = time.monotonic()
+                    os.kill(daemon, 9)
+                    # Asked while no daemon serves, the root waits for the next.
+                    while int(os.getxattr(mountpoint, "user.cudafs.daemon")) == daemon:
+                        time.sleep(0.001)
+                    what = "kill -9 to a new daemon"
+                else:
+                    upgrade = subprocess.run([binary, "--upgrade", mountpoint],
+                                             stderr=subprocess.PIPE, text=True)
+                    if upgrade.returncode != 0:
+                        raise SystemExit("--upgrade failed: " + upgrade.stderr)
+                    what = "--upgrade"
                 command = time.monotonic() - start
                 time.sleep(0.2)
             finally:
                 stop.set()
                 thread.join()
-            if upgrade.returncode != 0:
-                raise SystemExit("--upgrade failed: " + upgrade.stderr)
-            print("round %d: %d files of %d B and %d of 1 GiB (%s): --upgrade %.3f s, "
+            print("round %d: %d files of %d B and %d of 1 GiB (%s): %s %.3f s, "
                   "longest create and remove %.3f s (from %+.3f s)"
-                  % (round_number + 1, args.files, args.size, args.big, args.backend, command,
-                     longest[0], longest[1] - start), flush=True)
+                  % (round_number + 1, args.files, args.size, args.big, args.backend, what,
+                     command, longest[0], longest[1] - start), flush=True)
         for name, expected in digests.items():
             digest = hashlib.sha256()
             with open(os.path.join(mountpoint, name), "rb") as f:
@@ -95,7 +111,7 @@ def main():
                         break
                     digest.update(data)
             if digest.hexdigest() != expected:
-                raise SystemExit("%s changed across the upgrades" % name)
+                raise SystemExit("%s changed across the rounds" % name)
         if digests:
             print("%d files of 1 GiB read back unchanged" % len(digests), flush=True)
     finally:
