@@ -106,11 +106,7 @@ absl::StatusOr<uint64_t> Filesystem::Open(InodeNumber ino, int flags, const Call
   }
   if (set_id_dropped) state_->AttributesChanged(ino);
   state_->table.AddOpen(inode);
-  if (flags & O_TRUNC) {
-    JournalScope::Inode(ino);
-  } else {
-    JournalScope::Counts(ino);
-  }
+  if (flags & O_TRUNC) JournalScope::Inode(ino);
   return size;
 }
 
@@ -119,8 +115,10 @@ void Filesystem::Release(InodeNumber ino) {
   std::shared_ptr<Inode> inode = state_->table.Get(ino);
   // The last writer is gone: what growth reserved past the end goes back
   // (see ExtentMap). A file opened again and appended to grows anew.
-  if (inode && state_->table.Release(inode)) state_->TrimGrowth(*inode);
-  JournalScope::Inode(ino);
+  if (inode && state_->table.Release(inode)) {
+    state_->TrimGrowth(*inode);
+    JournalScope::Inode(ino);
+  }
 }
 
 void Filesystem::TrimIdleGrowth(absl::Duration idle) {

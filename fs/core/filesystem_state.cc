@@ -24,7 +24,7 @@ FilesystemState::FilesystemState(Arena* arena, const FilesystemConfig& config)
       cache(&arena->device(), config.cache_bytes),
       file_space(&cache, arena, config.max_extent),
       symlink_space(arena, arena->min_block()),
-      table(config.max_inodes),
+      table(config.max_inodes, config.metadata_log),
       flusher(&cache, [this](uint64_t ino) { return FlushFile(ino); }) {
   std::shared_ptr<Inode> root = table.CreateRoot(S_IFDIR | (config.root_mode & 07777));
   absl::MutexLock namespace_lock(&namespace_mu);

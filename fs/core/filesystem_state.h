@@ -97,7 +97,6 @@ struct FilesystemState {
   // Orders the metadata log's transactions (journal_scope.h); taken
   // before every other lock.
   absl::Mutex journal_mu ABSL_ACQUIRED_BEFORE(namespace_mu);
-  bool journal_abandoned ABSL_GUARDED_BY(journal_mu) = false;
   bool checkpoint_asked ABSL_GUARDED_BY(journal_mu) = false;
   // Last, so destroyed first: it drains the cache while the files exist.
   WriteBackFlusher flusher;

@@ -264,7 +264,7 @@ absl::Status Filesystem::CheckpointLog() {
     absl::ReaderMutexLock lock(&inode->mu);
     PutInodeRecord(*inode, &records);
     const InodeTable::References references = state.table.ReferencesOf(*inode);
-    PutCountsRecord(inode->ino, references.lookups, references.opens, &records);
+    PutCountsRecord(inode->ino, /*sequence=*/0, references.lookups, references.opens, &records);
   }
   for (const std::shared_ptr<Inode>& inode : inodes) {
     if (!inode->is_directory()) continue;

@@ -34,14 +34,18 @@ void PutInodeXattrs(const Inode& inode, std::string* out) {
 }
 
 void PutInodeBody(const Inode& inode, bool entries, std::string* out) {
-  if (inode.is_directory()) {
-    if (entries) {
-      inode.directory().EncodeTo(out);
-    } else {
-      PutVarint(out, inode.directory().parent());
-      PutVarint(out, inode.directory().next_cookie());
-    }
-  } else if (inode.is_regular()) {
+  if (!inode.is_directory()) {
+    PutFileBody(inode, out);
+  } else if (entries) {
+    inode.directory().EncodeTo(out);
+  } else {
+    PutVarint(out, inode.directory().parent());
+    PutVarint(out, inode.directory().next_cookie());
+  }
+}
+
+void PutFileBody(const Inode& inode, std::string* out) {
+  if (inode.is_regular()) {
     const CachedFile* data = inode.data();
     PutVarint(out, data != nullptr ? 1 : 0);
     if (data != nullptr) data->EncodeTo(out);

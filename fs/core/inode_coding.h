@@ -25,9 +25,10 @@ void PutInodeHead(const Inode& inode, std::string* out) ABSL_SHARED_LOCKS_REQUIR
 void PutInodeXattrs(const Inode& inode, std::string* out) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
 // What the type holds: a file's extents, a link's target, a device's
 // number; a directory's parent and next cookie, then (with `entries`) its
-// entries.
+// entries. PutFileBody: of an inode that is no directory.
 void PutInodeBody(const Inode& inode, bool entries, std::string* out)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu, Inode::namespace_lock);
+void PutFileBody(const Inode& inode, std::string* out) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
 
 }  // namespace cudafs
 

@@ -1,14 +1,42 @@
 #include "fs/core/inode_table.h"
 
+#include <time.h>
+
 #include <algorithm>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "alloc/base/errors.h"
 #include "alloc/base/status_macros.h"
+#include "fs/core/journal_records.h"
+#include "fs/core/metadata_log.h"
 
 namespace cudafs {
 
-InodeTable::InodeTable(uint64_t max_inodes) : max_inodes_(max_inodes) {}
+InodeTable::InodeTable(uint64_t max_inodes, MetadataLog* journal)
+    : max_inodes_(max_inodes), journal_(journal) {}
+
+std::string InodeTable::Record(const Inode& inode, bool gone) {
+  if (journal_ == nullptr) return "";
+  Counts();
+  std::string record;
+  if (gone) {
+    PutGoneRecord(inode.ino, &record);
+    return record;
+  }
+  // The monotonic clock orders the changes of every process on this boot,
+  // a successor's after its predecessor's.
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  sequence_ = std::max(sequence_ + 1, uint64_t(now.tv_sec) * 1'000'000'000 + uint64_t(now.tv_nsec));
+  PutCountsRecord(inode.ino, sequence_, inode.lookups, inode.opens, &record);
+  return record;
+}
+
+void InodeTable::Journal(const std::string& record) {
+  // A failure abandons the log, which says so.
+  if (!record.empty()) journal_->Append(record).IgnoreError();
+}
 
 void InodeTable::Counts() const { mu_.AssertHeld(); }
 
@@ -89,49 +117,71 @@ std::shared_ptr<Inode> InodeTable::Get(uint64_t ino) const {
 }
 
 void InodeTable::AddLookup(Inode& inode, uint64_t count) {
-  absl::MutexLock lock(&mu_);
-  Counts();
-  inode.lookups += count;
+  std::string record;
+  {
+    absl::MutexLock lock(&mu_);
+    Counts();
+    inode.lookups += count;
+    record = Record(inode);
+  }
+  Journal(record);
 }
 
 void InodeTable::AddOpen(Inode& inode) {
-  absl::MutexLock lock(&mu_);
-  Counts();
-  ++inode.opens;
+  std::string record;
+  {
+    absl::MutexLock lock(&mu_);
+    Counts();
+    ++inode.opens;
+    record = Record(inode);
+  }
+  Journal(record);
 }
 
 void InodeTable::Forget(const std::shared_ptr<Inode>& inode, uint64_t count) {
+  std::string record;
   {
     absl::MutexLock lock(&mu_);
     Counts();
     inode->lookups -= std::min(count, inode->lookups);
+    record = Record(*inode);
   }
+  Journal(record);
   DropIfUnused(inode);
 }
 
 bool InodeTable::Release(const std::shared_ptr<Inode>& inode) {
   bool last;
+  std::string record;
   {
     absl::MutexLock lock(&mu_);
     Counts();
     if (inode->opens > 0) --inode->opens;
     last = inode->opens == 0;
+    record = Record(*inode);
   }
+  Journal(record);
   DropIfUnused(inode);
   return last;
 }
 
 void InodeTable::DropIfUnused(const std::shared_ptr<Inode>& inode) {
   if (inode->ino == 1) return;
-  absl::ReaderMutexLock inode_lock(&inode->mu);
-  if (inode->nlink > 0) return;
-  absl::MutexLock lock(&mu_);
-  Counts();
-  if (inode->lookups != 0 || inode->opens != 0) return;
-  if (inodes_.erase(inode->ino) == 0) return;  // a racing drop was first
-  used_space_ -= std::min(kSlotBytes + inode->XattrSpace(), used_space_);
-  // The data blocks go back to the arena when the last shared_ptr (maybe a
-  // concurrent operation's) is gone.
+  std::string record;
+  {
+    absl::ReaderMutexLock inode_lock(&inode->mu);
+    if (inode->nlink > 0) return;
+    absl::MutexLock lock(&mu_);
+    Counts();
+    if (inode->lookups != 0 || inode->opens != 0) return;
+    if (inodes_.erase(inode->ino) == 0) return;  // a racing drop was first
+    record = Record(*inode, /*gone=*/true);
+    used_space_ -= std::min(kSlotBytes + inode->XattrSpace(), used_space_);
+  }
+  // Before its blocks go back: they do when the last shared_ptr (maybe a
+  // concurrent operation's) is gone, after the operation's transaction
+  // (JournalScope holds the frees of its thread).
+  Journal(record);
 }
 
 std::vector<std::shared_ptr<Inode>> InodeTable::All() const {

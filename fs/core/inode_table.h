@@ -14,6 +14,14 @@
 //
 // Lock order: Inode::mu before the table's lock; never call a method here
 // while holding an Inode::mu, except those that say so.
+//
+// With a metadata log (metadata_log.h), each change of an inode's counts,
+// and its going, is a transaction of its own ('C', 'G': journal_records.h),
+// made under the table's lock and appended after it: counts records carry
+// a sequence number (the monotonic clock, in nanoseconds, taken under the
+// lock), and the replay keeps an inode's highest, in whatever order they
+// landed. Counts change on every lookup: they take no other lock, and the
+// table's lock never waits on the log's.
 #ifndef CUDAFS_FS_CORE_INODE_TABLE_H_
 #define CUDAFS_FS_CORE_INODE_TABLE_H_
 
@@ -30,13 +38,16 @@
 
 namespace cudafs {
 
+class MetadataLog;
+
 class InodeTable {
  public:
   // tmpfs' BOGO_INODE_SIZE: what one inode or hard link costs.
   static constexpr uint64_t kSlotBytes = 1024;
 
   // max_inodes counts every inode including the root; 0 is unlimited.
-  explicit InodeTable(uint64_t max_inodes);
+  // `journal`, if any, must outlive the table.
+  explicit InodeTable(uint64_t max_inodes, MetadataLog* journal = nullptr);
 
   // Inserts the root directory (inode 1), which takes a slot.
   std::shared_ptr<Inode> CreateRoot(mode_t mode);
@@ -100,8 +111,13 @@ class InodeTable {
   // that mu_ is held.
   void Counts() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
       ABSL_ASSERT_EXCLUSIVE_LOCK(Inode::table_lock);
+  // The record of `inode`'s counts (or, `gone`, its going); "" without a
+  // log. Journal appends one (call with no lock held).
+  std::string Record(const Inode& inode, bool gone = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Journal(const std::string& record);
 
   const uint64_t max_inodes_;
+  MetadataLog* const journal_;
   mutable absl::Mutex mu_;
   uint64_t used_space_ ABSL_GUARDED_BY(mu_) = 0;
   // Hash and equality by inode number, for inodes and for numbers: a set
@@ -123,6 +139,7 @@ class InodeTable {
 
   absl::flat_hash_set<std::shared_ptr<Inode>, ByNumber, ByNumber> inodes_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ino_ ABSL_GUARDED_BY(mu_) = 2;
+  uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;  // of the last counts record
 };
 
 }  // namespace cudafs

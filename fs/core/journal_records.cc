@@ -67,10 +67,13 @@ class Replay {
           ok = ApplyEntry(kind == kEntry, &records);
           break;
         case kCounts: {
-          uint64_t ino = 0, lookups = 0, opens = 0;
-          ok = GetVarint(&records, &ino) && GetVarint(&records, &lookups) &&
-               GetVarintUpTo(&records, UINT32_MAX, &opens);
-          if (ok && Live(ino)) counts_[ino] = {lookups, opens};
+          uint64_t ino = 0, sequence = 0, lookups = 0, opens = 0;
+          ok = GetVarint(&records, &ino) && GetVarint(&records, &sequence) &&
+               GetVarint(&records, &lookups) && GetVarintUpTo(&records, UINT32_MAX, &opens);
+          if (ok && Live(ino)) {
+            Counted& counted = counts_[ino];
+            if (sequence >= counted.sequence) counted = Counted{sequence, lookups, opens};
+          }
           break;
         }
         case kGone: {
@@ -163,7 +166,7 @@ class Replay {
       }
       const auto counted = counts_.find(it->first);
       const bool referenced = counted != counts_.end() &&
-                              (counted->second.first != 0 || counted->second.second != 0);
+                              (counted->second.lookups != 0 || counted->second.opens != 0);
       if (links == 0 && !referenced) {
         nodes_.erase(it++);  // it was going: its last reference went with the crash
         continue;
@@ -184,8 +187,8 @@ class Replay {
       PutVarint(&out, ino);
       for (const uint64_t field : node.head) PutVarint(&out, field);
       const auto counted = counts_.find(ino);
-      PutVarint(&out, counted == counts_.end() ? 0 : counted->second.first);
-      PutVarint(&out, counted == counts_.end() ? 0 : counted->second.second);
+      PutVarint(&out, counted == counts_.end() ? 0 : counted->second.lookups);
+      PutVarint(&out, counted == counts_.end() ? 0 : counted->second.opens);
       out.append(node.xattrs);
       if (node.directory()) {
         PutVarint(&out, node.parent);
@@ -268,14 +271,24 @@ class Replay {
 
   ReplayReport* const report_;
   absl::flat_hash_map<uint64_t, Node> nodes_;
-  absl::flat_hash_map<uint64_t, std::pair<uint64_t, uint64_t>> counts_;
+  struct Counted {
+    uint64_t sequence = 0;
+    uint64_t lookups = 0;
+    uint64_t opens = 0;
+  };
+  absl::flat_hash_map<uint64_t, Counted> counts_;
   absl::flat_hash_set<uint64_t> gone_;
   uint64_t max_ino_ = kRootIno;
 };
 
 }  // namespace
 
-void PutInodeRecord(const Inode& inode, std::string* out) {
+namespace {
+
+// An 'I' record whose body `put_body` writes.
+template <typename PutBody>
+void PutRecordOf(const Inode& inode, std::string* out, PutBody put_body)
+    ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
   std::string part;
   out->push_back(kInode);
   PutVarint(out, inode.ino);
@@ -285,8 +298,22 @@ void PutInodeRecord(const Inode& inode, std::string* out) {
   PutInodeXattrs(inode, &part);
   PutBytes(out, part);
   part.clear();
-  PutInodeBody(inode, /*entries=*/false, &part);
+  put_body(&part);
   PutBytes(out, part);
+}
+
+}  // namespace
+
+void PutInodeRecord(const Inode& inode, std::string* out) {
+  PutRecordOf(inode, out, [&](std::string* body) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    PutInodeBody(inode, /*entries=*/false, body);
+  });
+}
+
+void PutFileRecord(const Inode& inode, std::string* out) {
+  PutRecordOf(inode, out, [&](std::string* body) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    PutFileBody(inode, body);
+  });
 }
 
 void PutEntryRecord(uint64_t directory, absl::string_view name,
@@ -301,9 +328,11 @@ void PutEntryRecord(uint64_t directory, absl::string_view name,
   PutVarint(out, cookie);
 }
 
-void PutCountsRecord(uint64_t ino, uint64_t lookups, uint64_t opens, std::string* out) {
+void PutCountsRecord(uint64_t ino, uint64_t sequence, uint64_t lookups, uint64_t opens,
+                     std::string* out) {
   out->push_back(kCounts);
   PutVarint(out, ino);
+  PutVarint(out, sequence);
   PutVarint(out, lookups);
   PutVarint(out, opens);
 }

@@ -11,7 +11,8 @@
 //                 entries)
 //   'A' entry:    directory, name, ino, type (S_IFMT >> 12), cookie
 //   'R' no entry: directory, name
-//   'C' counts:   ino, lookups, open handles
+//   'C' counts:   ino, sequence, lookups, open handles (of an inode's
+//                 records, the highest sequence wins, whatever their order)
 //   'G' gone:     ino (numbers are never reused: any later record of it is
 //                 stale)
 #ifndef CUDAFS_FS_CORE_JOURNAL_RECORDS_H_
@@ -31,11 +32,14 @@ namespace cudafs {
 
 void PutInodeRecord(const Inode& inode, std::string* out)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu, Inode::namespace_lock);
+// The same of an inode that is no directory, which needs no namespace lock.
+void PutFileRecord(const Inode& inode, std::string* out) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
 // `entry` empty: the name is gone.
 void PutEntryRecord(uint64_t directory, absl::string_view name,
                     const std::optional<Directory::Entry>& entry, uint64_t cookie,
                     std::string* out);
-void PutCountsRecord(uint64_t ino, uint64_t lookups, uint64_t opens, std::string* out);
+void PutCountsRecord(uint64_t ino, uint64_t sequence, uint64_t lookups, uint64_t opens,
+                     std::string* out);
 void PutGoneRecord(uint64_t ino, std::string* out);
 
 // What a replay found. Transactions cut by a crash leave traces a replay

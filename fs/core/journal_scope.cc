@@ -33,11 +33,7 @@ JournalScope::~JournalScope() {
 }
 
 void JournalScope::Inode(uint64_t ino) {
-  if (t_scope != nullptr) t_scope->inodes_.emplace_back(ino, true);
-}
-
-void JournalScope::Counts(uint64_t ino) {
-  if (t_scope != nullptr) t_scope->inodes_.emplace_back(ino, false);
+  if (t_scope != nullptr) t_scope->inodes_.push_back(ino);
 }
 
 void JournalScope::Entry(uint64_t directory, absl::string_view name) {
@@ -47,30 +43,27 @@ void JournalScope::Entry(uint64_t directory, absl::string_view name) {
 void JournalScope::Commit() {
   if (inodes_.empty() && entries_.empty()) return;
   FilesystemState& state = *state_;
-  // Whole before counts-only for each number, then one of each.
-  std::sort(inodes_.begin(), inodes_.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first || (a.first == b.first && a.second > b.second); });
-  inodes_.erase(std::unique(inodes_.begin(), inodes_.end(),
-                            [](const auto& a, const auto& b) { return a.first == b.first; }),
-                inodes_.end());
+  std::sort(inodes_.begin(), inodes_.end());
+  inodes_.erase(std::unique(inodes_.begin(), inodes_.end()), inodes_.end());
+  // Inodes gone from the table were recorded gone by it.
+  std::vector<std::shared_ptr<cudafs::Inode>> inodes;
+  bool directories = !entries_.empty();
+  for (const uint64_t ino : inodes_) {
+    if (std::shared_ptr<cudafs::Inode> inode = state.table.Get(ino)) {
+      directories = directories || inode->is_directory();
+      inodes.push_back(std::move(inode));
+    }
+  }
   std::string transaction;
   absl::MutexLock journal_lock(&state.journal_mu);
-  {
+  if (directories) {
+    // A directory's record and the entries are the namespace's.
     absl::ReaderMutexLock namespace_lock(&state.namespace_mu);
     state.ReadsNamespace();
     // Inodes before the entries that name them.
-    for (const auto& [ino, whole] : inodes_) {
-      const std::shared_ptr<cudafs::Inode> inode = state.table.Get(ino);
-      if (inode == nullptr) {
-        PutGoneRecord(ino, &transaction);
-        continue;
-      }
-      if (whole) {
-        absl::ReaderMutexLock lock(&inode->mu);
-        PutInodeRecord(*inode, &transaction);
-      }
-      const InodeTable::References references = state.table.ReferencesOf(*inode);
-      PutCountsRecord(ino, references.lookups, references.opens, &transaction);
+    for (const std::shared_ptr<cudafs::Inode>& inode : inodes) {
+      absl::ReaderMutexLock lock(&inode->mu);
+      PutInodeRecord(*inode, &transaction);
     }
     for (const auto& [directory, name] : entries_) {
       const std::shared_ptr<cudafs::Inode> dir = state.table.Get(directory);
@@ -79,17 +72,16 @@ void JournalScope::Commit() {
       PutEntryRecord(directory, name, entry, entry ? dir->directory().CookieOf(name) : 0,
                      &transaction);
     }
+  } else {
+    for (const std::shared_ptr<cudafs::Inode>& inode : inodes) {
+      absl::ReaderMutexLock lock(&inode->mu);
+      PutFileRecord(*inode, &transaction);
+    }
   }
-  if (state.journal_abandoned) return;
+  if (transaction.empty()) return;
   MetadataLog& log = *state.config.metadata_log;
-  if (absl::Status appended = log.Append(transaction); !appended.ok()) {
-    // From here on the log is behind the files: a successor must not load it.
-    state.journal_abandoned = true;
-    log.Abandon(appended.message());
-    LogError(absl::StrCat("the metadata log stops; a crash now loses the files: ",
-                          appended.message()));
-    return;
-  }
+  // A failure abandons the log, which says so: a successor then refuses it.
+  if (!log.Append(transaction).ok()) return;
   // Replaying costs what the journal holds: once it outgrows the
   // checkpoint (and a floor), its owner checkpoints.
   if (!state.checkpoint_asked && state.config.checkpoint_due &&

@@ -34,11 +34,11 @@ class JournalScope {
   ~JournalScope();
 
   // Marks, in the thread's scope (none, or a filesystem without a log:
-  // nothing to do): inode `ino` changed (attributes, data, references, or
-  // it is gone); only its references did; the entry `name` of directory
-  // `directory` changed (made, pointed elsewhere or removed).
+  // nothing to do): inode `ino` changed (attributes, extended attributes,
+  // data); the entry `name` of directory `directory` changed (made, pointed
+  // elsewhere or removed). Reference counts, and an inode's going, the
+  // inode table journals itself, as they change.
   static void Inode(uint64_t ino);
-  static void Counts(uint64_t ino);
   static void Entry(uint64_t directory, absl::string_view name);
 
  private:
@@ -46,7 +46,7 @@ class JournalScope {
 
   FilesystemState* state_ = nullptr;  // null: an outer scope commits, or no log
   std::optional<Arena::HeldFrees> held_frees_;
-  std::vector<std::pair<uint64_t, bool>> inodes_;  // (ino, whole inode)
+  std::vector<uint64_t> inodes_;
   std::vector<std::pair<uint64_t, std::string>> entries_;
 };
 

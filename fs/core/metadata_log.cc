@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "alloc/base/coding.h"
+#include "alloc/base/log.h"
 
 namespace cudafs {
 namespace {
@@ -96,10 +97,14 @@ absl::Status MetadataLog::Append(absl::string_view transaction) {
   std::string length;
   PutVarint(&length, transaction.size());
   absl::MutexLock lock(&mu_);
+  if (header().abandoned.load(std::memory_order_relaxed) != 0) {
+    return absl::FailedPreconditionError("the metadata log was abandoned");
+  }
   Header::Slot& slot = header().slots[header().active.load(std::memory_order_relaxed)];
   const uint64_t at = slot.journal_length.load(std::memory_order_relaxed);
   const uint64_t size = length.size() + transaction.size();
   if (size > kMaxJournal - at) {
+    AbandonLocked("the metadata log's journal is full");
     return absl::ResourceExhaustedError("the metadata log's journal is full");
   }
   char* journal = SlotData(header().active.load(std::memory_order_relaxed)) + kMaxCheckpoint;
@@ -130,6 +135,12 @@ absl::Status MetadataLog::Checkpoint(absl::string_view records) {
 
 void MetadataLog::Abandon(absl::string_view why) {
   absl::MutexLock lock(&mu_);
+  AbandonLocked(why);
+}
+
+void MetadataLog::AbandonLocked(absl::string_view why) {
+  if (header().abandoned.load(std::memory_order_relaxed) != 0) return;
+  LogError(absl::StrCat("the metadata log stops; a crash now loses the files: ", why));
   const size_t length = std::min(why.size(), sizeof(header().why) - 1);
   std::memcpy(header().why, why.data(), length);
   header().why[length] = '\0';

@@ -44,14 +44,16 @@ class MetadataLog {
   // The memfd, for the process that holds it across a crash.
   int fd() const { return fd_; }
 
-  // Appends one transaction: whole once this returns. ResourceExhausted
-  // when the journal is full (the caller checkpoints well before).
+  // Appends one transaction: whole once this returns; thread-safe. A
+  // transaction that does not fit (the owner checkpoints well before)
+  // abandons the log (ResourceExhausted), and every append after fails.
   absl::Status Append(absl::string_view transaction);
   // Makes `records` the checkpoint, with an empty journal after it. The
   // caller makes sure no Append runs meanwhile.
   absl::Status Checkpoint(absl::string_view records);
   // Marks the log as no longer following the filesystem (a transaction
-  // that did not fit): a successor refuses it rather than load a past.
+  // that did not fit): a successor refuses it rather than load a past,
+  // and the daemon's log says so once.
   void Abandon(absl::string_view why);
 
   uint64_t journal_bytes() const;
@@ -70,6 +72,7 @@ class MetadataLog {
   struct Header;
   MetadataLog(int fd, char* base) : fd_(fd), base_(base) {}
   Header& header() const;
+  void AbandonLocked(absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   char* SlotData(uint64_t slot) const;
 
   const int fd_;

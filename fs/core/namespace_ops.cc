@@ -225,7 +225,6 @@ void RenameLocked(FilesystemState& state, Inode& from_dir, absl::string_view nam
 
 absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_view name) {
   if (name.size() > kNameMax) return PosixError(ENAMETOOLONG);
-  JournalScope journal(*state_);
   std::shared_ptr<Inode> inode;
   {
     absl::ReaderMutexLock namespace_lock(&state_->namespace_mu);
@@ -235,7 +234,6 @@ absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_
     // unlink cannot drop the inode in between.
     state_->table.AddLookup(*inode);
   }
-  JournalScope::Counts(inode->ino);
   absl::ReaderMutexLock lock(&inode->mu);
   struct stat st;
   FillStat(*inode, &st);
@@ -243,11 +241,10 @@ absl::StatusOr<struct stat> Filesystem::Lookup(InodeNumber parent, absl::string_
 }
 
 void Filesystem::Forget(InodeNumber ino, uint64_t count) {
+  // Frees its blocks once its last reference is gone, which its record
+  // ('G', from the table) precedes.
   JournalScope journal(*state_);
-  if (std::shared_ptr<Inode> inode = state_->table.Get(ino)) {
-    state_->table.Forget(inode, count);
-    JournalScope::Counts(ino);
-  }
+  if (std::shared_ptr<Inode> inode = state_->table.Get(ino)) state_->table.Forget(inode, count);
 }
 
 absl::StatusOr<struct stat> Filesystem::MakeNode(InodeNumber parent, absl::string_view name,
@@ -465,10 +462,7 @@ absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool pl
         entry.next_cookie = child_cookie;
         describe(*inode, entry);
         if (!emit(entry)) return false;
-        if (plus) {
-          state_->table.AddLookup(*inode);
-          JournalScope::Counts(inode->ino);
-        }
+        if (plus) state_->table.AddLookup(*inode);
         return true;
       });
   const timespec now = Now();

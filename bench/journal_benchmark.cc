@@ -1,0 +1,85 @@
+// What the metadata journal (survive=on: fs/core/journal_scope.h) adds to
+// the core's operations, without FUSE: the same operation on a Filesystem
+// with a MetadataLog and without one, on host memory. Arg 0: no log, 1: a
+// log. The checkpoint is left out (a pause every so many megabytes of
+// journal; see docs/DESIGN.md).
+#include <fcntl.h>
+
+#include <memory>
+#include <string>
+
+#include "alloc/devices/host_device.h"
+#include "alloc/storage/arena.h"
+#include "benchmark/benchmark.h"
+#include "fs/core/filesystem.h"
+#include "fs/core/metadata_log.h"
+
+namespace cudafs {
+namespace {
+
+constexpr uint64_t kArenaBytes = uint64_t{1} << 30;
+
+struct Mount {
+  explicit Mount(bool journaled) {
+    device = *HostDevice::Create(kArenaBytes);
+    arena = std::make_unique<Arena>(device.get(), 4096);
+    FilesystemConfig config;
+    if (journaled) {
+      log = *MetadataLog::Create();
+      config.metadata_log = log.get();
+    }
+    fs = std::make_unique<Filesystem>(arena.get(), config);
+    if (journaled) (void)fs->CheckpointLog();
+  }
+  std::unique_ptr<HostDevice> device;
+  std::unique_ptr<Arena> arena;
+  std::unique_ptr<MetadataLog> log;
+  std::unique_ptr<Filesystem> fs;
+};
+
+// A lookup and its forget (what stat of a path costs the core).
+void BM_LookupForget(benchmark::State& state) {
+  Mount mount(state.range(0) != 0);
+  (void)mount.fs->MakeNode(kRootInode, "f", S_IFREG | 0644, 0, Caller::Root());
+  for (auto _ : state) {
+    absl::StatusOr<struct stat> st = mount.fs->Lookup(kRootInode, "f");
+    mount.fs->Forget(st->st_ino, 1);
+  }
+}
+BENCHMARK(BM_LookupForget)->Arg(0)->Arg(1);
+
+// Create + write 4 KiB + release + unlink + forget (a small file's life).
+void BM_SmallFileLife(benchmark::State& state) {
+  Mount mount(state.range(0) != 0);
+  const std::string bytes(4096, 'x');
+  for (auto _ : state) {
+    absl::StatusOr<struct stat> st =
+        mount.fs->Create(kRootInode, "f", 0644, O_WRONLY, Caller::Root());
+    (void)mount.fs->Write(st->st_ino, 0, bytes.data(), bytes.size(), false, Caller::Root());
+    mount.fs->Release(st->st_ino);
+    (void)mount.fs->Unlink(kRootInode, "f");
+    mount.fs->Forget(st->st_ino, 1);
+  }
+}
+BENCHMARK(BM_SmallFileLife)->Arg(0)->Arg(1);
+
+// 4 KiB overwrites in a 256 MiB file (its extents recorded with each).
+void BM_Overwrite4K(benchmark::State& state) {
+  Mount mount(state.range(0) != 0);
+  absl::StatusOr<struct stat> st =
+      mount.fs->Create(kRootInode, "f", 0644, O_WRONLY, Caller::Root());
+  const std::string chunk(1 << 20, 'y');
+  for (uint64_t offset = 0; offset < (256 << 20); offset += chunk.size()) {
+    (void)mount.fs->Write(st->st_ino, offset, chunk.data(), chunk.size(), false, Caller::Root());
+  }
+  const std::string bytes(4096, 'z');
+  uint64_t offset = 0;
+  for (auto _ : state) {
+    (void)mount.fs->Write(st->st_ino, offset, bytes.data(), bytes.size(), false, Caller::Root());
+    offset = (offset + 7 * 4096 + 4096) % (255 << 20);
+  }
+}
+BENCHMARK(BM_Overwrite4K)->Arg(0)->Arg(1);
+
+}  // namespace
+}  // namespace cudafs

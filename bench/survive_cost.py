@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""What survive=on costs the metadata steps, paired against the same mount without it.
+
+Runs ROUNDS rounds; each round mounts every target afresh, in turn (host
+memory with and without survive=on, the null backend, tmpfs), and times on
+each: untar of TARBALL, stat of every file, 5,000 creates of 4 KiB files,
+their stats and unlinks, and rm -rf of the tree. Interleaving the targets
+round by round keeps a machine's drift out of the ratios. Prints the
+median seconds per step and target, and the median over rounds of
+survive/host and survive/null. Run as root. Example:
+  bench/survive_cost.py build/cudafs /tmp/tree.tar --rounds 7
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+TARGETS = {
+    "host": "backend=host,size=4g",
+    "survive": "backend=host,size=4g,survive=on",
+    "null": "backend=null,size=4g",
+    "tmpfs": None,
+}
+STEPS = ["untar", "stat", "create", "stat_small", "unlink", "rm_rf"]
+
+
+def timed(results, step, work):
+    began = time.monotonic()
+    work()
+    results[step] = time.monotonic() - began
+
+
+def run(binary, target, options, tarball):
+    mountpoint = tempfile.mkdtemp(prefix="survive-cost-")
+    if options is None:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4g", "tmpfs", mountpoint], check=True)
+    else:
+        subprocess.run([binary, mountpoint, "-o", options], check=True)
+    results = {}
+    try:
+        timed(results, "untar",
+              lambda: subprocess.run(["tar", "xf", tarball, "-C", mountpoint], check=True))
+        paths = [os.path.join(root, name) for root, _, names in os.walk(mountpoint)
+                 for name in names]
+        timed(results, "stat", lambda: [os.lstat(p) for p in paths])
+        small = os.path.join(mountpoint, "small")
+        os.mkdir(small)
+        payload = b"x" * 4096
+
+        def create():
+            for i in range(5000):
+                with open(os.path.join(small, "f%d" % i), "wb") as f:
+                    f.write(payload)
+        timed(results, "create", create)
+        timed(results, "stat_small",
+              lambda: [os.stat(os.path.join(small, "f%d" % i)) for i in range(5000)])
+        timed(results, "unlink",
+              lambda: [os.unlink(os.path.join(small, "f%d" % i)) for i in range(5000)])
+        timed(results, "rm_rf", lambda: subprocess.run(
+            ["rm", "-rf", "--one-file-system"] + [os.path.join(mountpoint, n)
+                                                  for n in os.listdir(mountpoint)], check=True))
+    finally:
+        subprocess.run(["umount", mountpoint], check=False)
+        os.rmdir(mountpoint)
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("binary")
+    parser.add_argument("tarball")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    binary = os.path.realpath(args.binary)
+    samples = {target: [] for target in TARGETS}
+    for _ in range(args.rounds):
+        for target, options in TARGETS.items():
+            samples[target].append(run(binary, target, options, args.tarball))
+    print("| step | " + " | ".join(TARGETS) + " | survive / host | survive / null |")
+    print("|---|" + "---:|" * (len(TARGETS) + 2))
+    for step in STEPS:
+        medians = [statistics.median(s[step] for s in samples[t]) for t in TARGETS]
+        ratio = lambda a, b: statistics.median(
+            x[step] / y[step] for x, y in zip(samples[a], samples[b]))
+        print("| %s | %s | %.3f | %.3f |" % (step, " | ".join("%.3f" % m for m in medians),
+                                            ratio("survive", "host"), ratio("survive", "null")))
+    print("(median seconds of %d rounds; ratios: the median of the rounds' ratios)" % args.rounds)
+
+
+if __name__ == "__main__":
+    main()
