@@ -1,9 +1,5 @@
 // Locking overview. There is no filesystem-wide lock on the data path.
 //
-//  0. FilesystemState::journal_mu, only where the mount keeps a metadata
-//     log: each operation's transaction takes it once the operation is
-//     done and holds no other lock (fs/core/journal_scope.h), and reads
-//     what it records under the locks below.
 //  1. FilesystemState::namespace_mu guards every Directory, its parent
 //     included: lookups and readdir share it, operations that change names
 //     (create, link, unlink, rename, ...) hold it exclusively. Read, write,
@@ -18,6 +14,10 @@
 //  5. Arena's lock guards the buddy allocator and the granules' use counts;
 //     committing a granule and device copies run outside every lock but the
 //     inode's.
+//  6. A metadata log's (metadata_log.h), where the mount keeps one: each
+//     append takes it for a copy, holding none of the above (an
+//     operation's transaction is appended once it holds no lock:
+//     fs/core/journal_scope.h).
 // Locks are taken in this order only. The flusher thread takes one inode's
 // lock at a time, holding none.
 #include "fs/core/filesystem.h"

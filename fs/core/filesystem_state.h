@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -94,10 +95,9 @@ struct FilesystemState {
   // that left it was made. Taken with no other lock held.
   absl::Mutex growing_mu;
   absl::flat_hash_map<InodeNumber, absl::Time> growing ABSL_GUARDED_BY(growing_mu);
-  // Orders the metadata log's transactions (journal_scope.h); taken
-  // before every other lock.
-  absl::Mutex journal_mu ABSL_ACQUIRED_BEFORE(namespace_mu);
-  bool checkpoint_asked ABSL_GUARDED_BY(journal_mu) = false;
+  // Whether the metadata log's owner was asked for a checkpoint
+  // (journal_scope.h) since the last one.
+  std::atomic<bool> checkpoint_asked{false};
   // Last, so destroyed first: it drains the cache while the files exist.
   WriteBackFlusher flusher;
 };

@@ -257,12 +257,11 @@ absl::Status Filesystem::CheckpointLog() {
   if (state.config.metadata_log == nullptr) return absl::FailedPreconditionError("no metadata log");
   std::vector<std::shared_ptr<Inode>> inodes = state.table.All();
   std::string records;
-  absl::MutexLock journal_lock(&state.journal_mu);
   absl::ReaderMutexLock namespace_lock(&state.namespace_mu);
   state.ReadsNamespace();
   for (const std::shared_ptr<Inode>& inode : inodes) {
     absl::ReaderMutexLock lock(&inode->mu);
-    PutInodeRecord(*inode, &records);
+    PutInodeRecord(*inode, /*sequence=*/0, &records);
     const InodeTable::References references = state.table.ReferencesOf(*inode);
     PutCountsRecord(inode->ino, /*sequence=*/0, references.lookups, references.opens, &records);
   }
@@ -270,11 +269,11 @@ absl::Status Filesystem::CheckpointLog() {
     if (!inode->is_directory()) continue;
     inode->directory().ForEachAfter(
         0, [&](absl::string_view name, const Directory::Entry& entry, uint64_t cookie) {
-          PutEntryRecord(inode->ino, name, entry, cookie, &records);
+          PutEntryRecord(inode->ino, name, /*sequence=*/0, entry, cookie, &records);
           return true;
         });
   }
-  state.checkpoint_asked = false;
+  state.checkpoint_asked.store(false);
   return state.config.metadata_log->Checkpoint(records);
 }
 

@@ -1,7 +1,5 @@
 #include "fs/core/inode_table.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <string>
 
@@ -24,12 +22,7 @@ std::string InodeTable::Record(const Inode& inode, bool gone) {
     PutGoneRecord(inode.ino, &record);
     return record;
   }
-  // The monotonic clock orders the changes of every process on this boot,
-  // a successor's after its predecessor's.
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  sequence_ = std::max(sequence_ + 1, uint64_t(now.tv_sec) * 1'000'000'000 + uint64_t(now.tv_nsec));
-  PutCountsRecord(inode.ino, sequence_, inode.lookups, inode.opens, &record);
+  PutCountsRecord(inode.ino, NextJournalSequence(), inode.lookups, inode.opens, &record);
   return record;
 }
 

@@ -17,11 +17,10 @@
 //
 // With a metadata log (metadata_log.h), each change of an inode's counts,
 // and its going, is a transaction of its own ('C', 'G': journal_records.h),
-// made under the table's lock and appended after it: counts records carry
-// a sequence number (the monotonic clock, in nanoseconds, taken under the
-// lock), and the replay keeps an inode's highest, in whatever order they
-// landed. Counts change on every lookup: they take no other lock, and the
-// table's lock never waits on the log's.
+// made under the table's lock and appended after it (their sequence
+// numbers, taken under the lock, order them: journal_records.h). Counts
+// change on every lookup: they take no other lock, and the table's lock
+// never waits on the log's.
 #ifndef CUDAFS_FS_CORE_INODE_TABLE_H_
 #define CUDAFS_FS_CORE_INODE_TABLE_H_
 
@@ -139,7 +138,6 @@ class InodeTable {
 
   absl::flat_hash_set<std::shared_ptr<Inode>, ByNumber, ByNumber> inodes_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ino_ ABSL_GUARDED_BY(mu_) = 2;
-  uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;  // of the last counts record
 };
 
 }  // namespace cudafs

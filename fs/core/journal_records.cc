@@ -2,7 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "absl/container/btree_map.h"
@@ -30,6 +33,7 @@ struct Node {
     uint64_t type = 0;  // S_IFMT >> 12
   };
   bool known = false;  // its 'I' record came (entries alone may come first)
+  uint64_t sequence = 0;  // its 'I' record's
   uint64_t head[kInodeHeadFields] = {};
   std::string xattrs;
   std::string body;  // a non-directory's
@@ -37,6 +41,8 @@ struct Node {
   uint64_t next_cookie = Directory::kDotDotCookie + 1;
   absl::btree_map<uint64_t, Entry> by_cookie;
   absl::flat_hash_map<std::string, uint64_t> by_name;
+  // The sequence of each name's last record, present or not.
+  absl::flat_hash_map<std::string, uint64_t> name_sequence;
 
   bool directory() const { return (head[0] << 12) == S_IFDIR; }
   void Erase(absl::string_view name) {
@@ -218,10 +224,10 @@ class Replay {
   void Mend(std::string what) { report_->mended.push_back(std::move(what)); }
 
   bool ApplyInode(absl::string_view* in) {
-    uint64_t ino = 0;
+    uint64_t ino = 0, sequence = 0;
     absl::string_view head, xattrs, body;
-    if (!GetVarint(in, &ino) || ino == 0 || !GetBytes(in, &head) || !GetBytes(in, &xattrs) ||
-        !GetBytes(in, &body)) {
+    if (!GetVarint(in, &ino) || ino == 0 || !GetVarint(in, &sequence) || !GetBytes(in, &head) ||
+        !GetBytes(in, &xattrs) || !GetBytes(in, &body)) {
       return false;
     }
     uint64_t fields[kInodeHeadFields];
@@ -231,6 +237,8 @@ class Replay {
     if (!head.empty()) return false;
     if (!Live(ino)) return true;
     Node& node = nodes_[ino];
+    if (node.known && sequence < node.sequence) return true;  // an older state
+    node.sequence = sequence;
     std::copy(std::begin(fields), std::end(fields), std::begin(node.head));
     node.known = true;
     node.xattrs = std::string(xattrs);
@@ -247,9 +255,12 @@ class Replay {
   }
 
   bool ApplyEntry(bool present, absl::string_view* in) {
-    uint64_t dir = 0, ino = 0, type = 0, cookie = 0;
+    uint64_t dir = 0, sequence = 0, ino = 0, type = 0, cookie = 0;
     absl::string_view name;
-    if (!GetVarint(in, &dir) || !GetBytes(in, &name) || name.empty()) return false;
+    if (!GetVarint(in, &dir) || !GetBytes(in, &name) || name.empty() ||
+        !GetVarint(in, &sequence)) {
+      return false;
+    }
     if (present && (!GetVarint(in, &ino) || !GetVarintUpTo(in, S_IFMT >> 12, &type) ||
                     !GetVarint(in, &cookie) || cookie <= Directory::kDotDotCookie)) {
       return false;
@@ -257,6 +268,11 @@ class Replay {
     if (!Live(dir)) return true;
     if (present) Live(ino);
     Node& node = nodes_[dir];
+    const auto [last, first] = node.name_sequence.try_emplace(std::string(name), sequence);
+    if (!first) {
+      if (sequence < last->second) return true;  // an older state of the name
+      last->second = sequence;
+    }
     node.Erase(name);
     if (!present) return true;
     if (const auto taken = node.by_cookie.find(cookie); taken != node.by_cookie.end()) {
@@ -287,11 +303,12 @@ namespace {
 
 // An 'I' record whose body `put_body` writes.
 template <typename PutBody>
-void PutRecordOf(const Inode& inode, std::string* out, PutBody put_body)
+void PutRecordOf(const Inode& inode, uint64_t sequence, std::string* out, PutBody put_body)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
   std::string part;
   out->push_back(kInode);
   PutVarint(out, inode.ino);
+  PutVarint(out, sequence);
   PutInodeHead(inode, &part);
   PutBytes(out, part);
   part.clear();
@@ -304,24 +321,34 @@ void PutRecordOf(const Inode& inode, std::string* out, PutBody put_body)
 
 }  // namespace
 
-void PutInodeRecord(const Inode& inode, std::string* out) {
-  PutRecordOf(inode, out, [&](std::string* body) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+uint64_t NextJournalSequence() {
+  static std::atomic<uint64_t> next = [] {
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return uint64_t(now.tv_sec) * 1'000'000'000 + uint64_t(now.tv_nsec);
+  }();
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PutInodeRecord(const Inode& inode, uint64_t sequence, std::string* out) {
+  PutRecordOf(inode, sequence, out, [&](std::string* body) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     PutInodeBody(inode, /*entries=*/false, body);
   });
 }
 
-void PutFileRecord(const Inode& inode, std::string* out) {
-  PutRecordOf(inode, out, [&](std::string* body) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+void PutFileRecord(const Inode& inode, uint64_t sequence, std::string* out) {
+  PutRecordOf(inode, sequence, out, [&](std::string* body) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     PutFileBody(inode, body);
   });
 }
 
-void PutEntryRecord(uint64_t directory, absl::string_view name,
+void PutEntryRecord(uint64_t directory, absl::string_view name, uint64_t sequence,
                     const std::optional<Directory::Entry>& entry, uint64_t cookie,
                     std::string* out) {
   out->push_back(entry ? kEntry : kNoEntry);
   PutVarint(out, directory);
   PutBytes(out, name);
+  PutVarint(out, sequence);
   if (!entry) return;
   PutVarint(out, entry->ino);
   PutVarint(out, entry->type >> 12);

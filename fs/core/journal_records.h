@@ -1,20 +1,21 @@
 // Journal records: what a metadata log (metadata_log.h) holds. Each record
-// is the state of one thing after a change, not the change, so that
-// applying a log's records in order, the last one of each thing winning,
-// gives the filesystem as the last transaction left it; and ReplayJournal,
-// which does that and writes the result as a filesystem image
-// (Filesystem::LoadImage). A record is one byte of kind, then its fields
-// (alloc/base/coding.h):
+// is the state of one thing after a change, not the change, taken under
+// the lock that orders the thing's changes together with a sequence
+// number (NextJournalSequence): applying a log's records, the highest
+// number of each thing winning whatever order they landed in, gives the
+// filesystem as the last transaction left it. ReplayJournal does that and
+// writes the result as a filesystem image (Filesystem::LoadImage). A
+// record is one byte of kind, then its fields (alloc/base/coding.h):
 //
-//   'I' inode:    ino, head, extended attributes, body (each as bytes, in
-//                 inode_coding.h's format; a directory's body without its
-//                 entries)
-//   'A' entry:    directory, name, ino, type (S_IFMT >> 12), cookie
-//   'R' no entry: directory, name
-//   'C' counts:   ino, sequence, lookups, open handles (of an inode's
-//                 records, the highest sequence wins, whatever their order)
-//   'G' gone:     ino (numbers are never reused: any later record of it is
-//                 stale)
+//   'I' inode:    ino, sequence, head, extended attributes, body (each as
+//                 bytes, in inode_coding.h's format; a directory's body
+//                 without its entries)
+//   'A' entry:    directory, name, sequence, ino, type (S_IFMT >> 12), cookie
+//   'R' no entry: directory, name, sequence
+//   'C' counts:   ino, sequence, lookups, open handles
+//   'G' gone:     ino (numbers are never reused: it wins over every other
+//                 record of the inode)
+// A checkpoint's records carry sequence 0.
 #ifndef CUDAFS_FS_CORE_JOURNAL_RECORDS_H_
 #define CUDAFS_FS_CORE_JOURNAL_RECORDS_H_
 
@@ -30,12 +31,19 @@
 
 namespace cudafs {
 
-void PutInodeRecord(const Inode& inode, std::string* out)
+// A number greater than every one given before, in this process or in an
+// earlier one on this boot (the monotonic clock's nanoseconds at the first
+// call, counted up from there). Take it under the lock the record's state
+// is read under.
+uint64_t NextJournalSequence();
+
+void PutInodeRecord(const Inode& inode, uint64_t sequence, std::string* out)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu, Inode::namespace_lock);
 // The same of an inode that is no directory, which needs no namespace lock.
-void PutFileRecord(const Inode& inode, std::string* out) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
+void PutFileRecord(const Inode& inode, uint64_t sequence, std::string* out)
+    ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
 // `entry` empty: the name is gone.
-void PutEntryRecord(uint64_t directory, absl::string_view name,
+void PutEntryRecord(uint64_t directory, absl::string_view name, uint64_t sequence,
                     const std::optional<Directory::Entry>& entry, uint64_t cookie,
                     std::string* out);
 void PutCountsRecord(uint64_t ino, uint64_t sequence, uint64_t lookups, uint64_t opens,

@@ -54,8 +54,8 @@ void JournalScope::Commit() {
       inodes.push_back(std::move(inode));
     }
   }
+  // Each state is read, and numbered, under the lock its changes take.
   std::string transaction;
-  absl::MutexLock journal_lock(&state.journal_mu);
   if (directories) {
     // A directory's record and the entries are the namespace's.
     absl::ReaderMutexLock namespace_lock(&state.namespace_mu);
@@ -63,19 +63,19 @@ void JournalScope::Commit() {
     // Inodes before the entries that name them.
     for (const std::shared_ptr<cudafs::Inode>& inode : inodes) {
       absl::ReaderMutexLock lock(&inode->mu);
-      PutInodeRecord(*inode, &transaction);
+      PutInodeRecord(*inode, NextJournalSequence(), &transaction);
     }
     for (const auto& [directory, name] : entries_) {
       const std::shared_ptr<cudafs::Inode> dir = state.table.Get(directory);
       if (dir == nullptr || !dir->is_directory()) continue;  // gone, and its entries with it
       const std::optional<Directory::Entry> entry = dir->directory().Find(name);
-      PutEntryRecord(directory, name, entry, entry ? dir->directory().CookieOf(name) : 0,
-                     &transaction);
+      PutEntryRecord(directory, name, NextJournalSequence(), entry,
+                     entry ? dir->directory().CookieOf(name) : 0, &transaction);
     }
   } else {
     for (const std::shared_ptr<cudafs::Inode>& inode : inodes) {
       absl::ReaderMutexLock lock(&inode->mu);
-      PutFileRecord(*inode, &transaction);
+      PutFileRecord(*inode, NextJournalSequence(), &transaction);
     }
   }
   if (transaction.empty()) return;
@@ -84,9 +84,9 @@ void JournalScope::Commit() {
   if (!log.Append(transaction).ok()) return;
   // Replaying costs what the journal holds: once it outgrows the
   // checkpoint (and a floor), its owner checkpoints.
-  if (!state.checkpoint_asked && state.config.checkpoint_due &&
-      log.journal_bytes() > std::max(kCheckpointFloor, 2 * log.checkpoint_bytes())) {
-    state.checkpoint_asked = true;
+  if (state.config.checkpoint_due && !state.checkpoint_asked.load(std::memory_order_relaxed) &&
+      log.journal_bytes() > std::max(kCheckpointFloor, 2 * log.checkpoint_bytes()) &&
+      !state.checkpoint_asked.exchange(true)) {
     state.config.checkpoint_due();
   }
 }

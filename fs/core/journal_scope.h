@@ -4,12 +4,13 @@
 // An operation opens a scope first and marks what it changed as it goes;
 // when the outermost scope on the thread ends, with no other lock held,
 // the current state of each marked thing becomes a record
-// (journal_records.h) and the transaction is appended, under one lock
-// that every commit takes: whatever order operations commit in, the last
-// record of a thing is taken after its last change, so the log ends where
-// the filesystem is. Frees of the arena on the thread wait until then
-// (Arena::HeldFrees): a block an operation gave up must not hold another
-// file's bytes before the log stops naming it.
+// (journal_records.h), read and numbered under the lock its changes take,
+// and the transaction is appended. Whatever order operations commit in,
+// each thing's highest-numbered record was read after its last change, so
+// the log's replay ends where the filesystem is. Frees of the arena on the
+// thread wait until the append (Arena::HeldFrees): a block an operation
+// gave up must not hold another file's bytes before the log stops naming
+// it.
 #ifndef CUDAFS_FS_CORE_JOURNAL_SCOPE_H_
 #define CUDAFS_FS_CORE_JOURNAL_SCOPE_H_
 

@@ -342,7 +342,8 @@ TEST_F(FilesystemJournalTest, ReplayMendsWhatACutTransactionLeft) {
   absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
   ASSERT_TRUE(contents.ok());
   std::string transaction;
-  PutEntryRecord(dir, "ghost", Directory::Entry{9999, S_IFREG}, 77, &transaction);
+  PutEntryRecord(dir, "ghost", NextJournalSequence(), Directory::Entry{9999, S_IFREG}, 77,
+                 &transaction);
   std::string journal = contents->journal;
   PutBytes(&journal, transaction);
   ReplayReport report;
@@ -353,6 +354,29 @@ TEST_F(FilesystemJournalTest, ReplayMendsWhatACutTransactionLeft) {
   Successor successor = Load(&*image);
   ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
   EXPECT_FALSE(successor.fs->Lookup(dir, "ghost").ok());
+}
+
+// Records land in the order their transactions were appended, which is
+// not always the order their states were read in: the higher number wins.
+TEST_F(FilesystemJournalTest, TheNewerStateWinsWhateverOrderItLandedIn) {
+  const InodeNumber dir = Make(kRootInode, "d", S_IFDIR | 0755);
+  const InodeNumber file = WriteFile(dir, "f", "bytes");
+  absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
+  ASSERT_TRUE(contents.ok());
+  const uint64_t older = NextJournalSequence();
+  const uint64_t newer = NextJournalSequence();
+  std::string removed, present;
+  PutEntryRecord(dir, "f", newer, std::nullopt, 0, &removed);
+  PutEntryRecord(dir, "f", older, Directory::Entry{file, S_IFREG}, 3, &present);
+  std::string journal = contents->journal;
+  PutBytes(&journal, removed);
+  PutBytes(&journal, present);  // landed last, read first
+  ReplayReport report;
+  absl::StatusOr<std::string> image = ReplayJournal(contents->checkpoint, journal, &report);
+  ASSERT_TRUE(image.ok()) << image.status();
+  Successor successor = Load(&*image);
+  ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+  EXPECT_FALSE(successor.fs->Lookup(dir, "f").ok());
 }
 
 TEST(MetadataLogTest, AnotherProcessFindsWhatWasAppended) {
