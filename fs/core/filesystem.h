@@ -86,8 +86,10 @@ struct FilesystemConfig {
   // the Filesystem.
   MetadataLog* metadata_log = nullptr;
   // Called (from an operation's thread) once the log's journal outgrows
-  // its checkpoint, for its owner to run CheckpointLog.
+  // twice its checkpoint and `checkpoint_floor` bytes, for its owner to
+  // run CheckpointLog.
   std::function<void()> checkpoint_due;
+  uint64_t checkpoint_floor = uint64_t{64} << 20;
 };
 
 // setattr: only the engaged fields change.

@@ -13,8 +13,6 @@ namespace {
 
 thread_local JournalScope* t_scope = nullptr;  // the thread's outermost, if any
 
-// The journal size below which no checkpoint is asked for.
-constexpr uint64_t kCheckpointFloor = uint64_t{64} << 20;
 
 }  // namespace
 
@@ -85,7 +83,7 @@ void JournalScope::Commit() {
   // Replaying costs what the journal holds: once it outgrows the
   // checkpoint (and a floor), its owner checkpoints.
   if (state.config.checkpoint_due && !state.checkpoint_asked.load(std::memory_order_relaxed) &&
-      log.journal_bytes() > std::max(kCheckpointFloor, 2 * log.checkpoint_bytes()) &&
+      log.journal_bytes() > std::max(state.config.checkpoint_floor, 2 * log.checkpoint_bytes()) &&
       !state.checkpoint_asked.exchange(true)) {
     state.config.checkpoint_due();
   }

@@ -410,8 +410,12 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
   FuseKernelNotifier notifier;
   config.notifier = &notifier;
   config.metadata_log = log.get();
-  // A checkpoint needs no request running: the session loop pauses.
+  // A checkpoint needs no request running: the session loop pauses. The
+  // tests ask for one every so many bytes, so that a short test pauses.
   config.checkpoint_due = AskForPause;
+  if (const char* floor = std::getenv("CUDAFS_TEST_CHECKPOINT_BYTES"); floor != nullptr) {
+    config.checkpoint_floor = std::strtoull(floor, nullptr, 10);
+  }
   Filesystem filesystem(&arena, config);
   // A successor shares the arena's memory with its predecessor, which
   // serves on if this one fails: from here on a failure must exit without
@@ -420,18 +424,19 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
     fail(message);
     _exit(kExitUsage);
   };
+  std::string recovered;
   if (from_keeper) {
     ReplayReport report;
     if (absl::Status loaded = filesystem.LoadLog(*log, &report); !loaded.ok()) {
       fail_taking_over(absl::StrCat("the dead daemon's files: ", loaded.message()));
     }
-    LogInfo(absl::StrFormat(
+    // Said once the log is syslog's (Detach, below).
+    recovered = absl::StrFormat(
         "took the mount over after its daemon died: %d inodes from %d transactions "
-        "(%d mended)",
-        report.inodes, report.transactions, report.mended.size()));
-    for (size_t i = 0; i < std::min<size_t>(report.mended.size(), 8); ++i) {
-      LogInfo(absl::StrCat("mended: ", report.mended[i]));
-    }
+        "(%d mended%s%s)",
+        report.inodes, report.transactions, report.mended.size(),
+        report.mended.empty() ? "" : ", the first: ",
+        report.mended.empty() ? "" : report.mended.front());
   } else if (predecessor != nullptr) {
     if (absl::Status loaded = filesystem.LoadImage(predecessor->handed.image); !loaded.ok()) {
       fail_taking_over(absl::StrCat("the running daemon's files: ", loaded.message()));
@@ -498,6 +503,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
   // Detached before the parent exits, so that whoever ran cudafs finds the
   // daemon off their terminal (and pipes) once the command returns.
   if (!options.foreground) Detach(options.mountpoint);
+  if (!recovered.empty()) LogInfo(recovered);
   // Declared after the filesystem and the device its exports use, so
   // destroyed before them; and after the session ends (EndSession, below),
   // so no request reads its address or stats any more.
@@ -535,8 +541,13 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
     if (result != kHandOverAsked && result != kPauseAsked) break;
     tasks.reset();
     if (result == kPauseAsked) {
+      const absl::Time began = absl::Now();
       if (absl::Status written = filesystem.CheckpointLog(); !written.ok()) {
         LogError(absl::StrCat("no checkpoint of the metadata log: ", written.message()));
+      } else {
+        LogInfo(absl::StrFormat("metadata log: a checkpoint of %d bytes in %.3f s",
+                                log->checkpoint_bytes(),
+                                absl::ToDoubleSeconds(absl::Now() - began)));
       }
       continue;
     }

@@ -356,6 +356,32 @@ TEST_F(SurviveTest, KillsDuringRecoveryAreSurvivedToo) {
   EXPECT_EQ(Snapshot(path_), before);
 }
 
+// A journal that outgrows its checkpoint has the daemon pause between
+// requests and write a new one; the test asks for one every 64 KiB, so
+// hundreds come while a writer works, and a kill after them finds every
+// file.
+TEST_F(SurviveTest, CheckpointsPauseNothingAndAKillAfterThemLosesNothing) {
+  ASSERT_TRUE(mount_.Unmount());
+  setenv("CUDAFS_TEST_CHECKPOINT_BYTES", "65536", 1);
+  const testing::AssertionResult started =
+      mount_.Start({"backend=host", "survive=on", "size=256m", "allow_other"});
+  unsetenv("CUDAFS_TEST_CHECKPOINT_BYTES");
+  ASSERT_TRUE(started);
+  path_ = mount_.path();
+  ASSERT_EQ(mkdir(Path("d").c_str(), 0755), 0);
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_TRUE(WriteFile(Path("d/f" + std::to_string(i)), std::to_string(i)));
+    if (i % 3 == 0) ASSERT_EQ(unlink(Path("d/f" + std::to_string(i)).c_str()), 0);
+  }
+  const std::map<std::string, std::string> before = Snapshot(path_);
+  KillAndAwaitSuccessor();
+  EXPECT_EQ(Snapshot(path_), before);
+  ASSERT_TRUE(WriteFile(Path("d/after"), "after"));
+  KillAndAwaitSuccessor();
+  EXPECT_EQ(ReadFile(Path("d/after")).value_or(""), "after");
+  EXPECT_EQ(ReadFile(Path("d/f2999")).value_or(""), "2999");
+}
+
 // The keeper killed: the daemon serves on, without it, and an unmount
 // ends the daemon as ever; nothing of the mount's is left running.
 TEST_F(SurviveTest, TheKeepersDeathLeavesTheDaemonServing) {
