@@ -105,7 +105,7 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t 
   const Caller caller =
       DataChangerOf(req, KernelKills(fi), /*uid_rule_without_kernel=*/IsDirectIoOpen(fi));
   absl::StatusOr<size_t> written =
-      Fs(req).Write(ino, offset, data, size, (fi->flags & O_APPEND) != 0, caller);
+      Fs(req).Write(ino, offset, data, size, AppendsAtTheEnd(fi), caller);
   if (!written.ok()) return ReplyError(req, written.status());
   fuse_reply_write(req, *written);
 }

@@ -1,6 +1,7 @@
 // Handlers of extended attributes. The root's go to the control plane
 // first (control_attributes.h).
 #include <linux/capability.h>
+#include <sys/xattr.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "fs/fuse/control_attributes.h"
 #include "fs/fuse/fuse_handlers.h"
 #include "fs/fuse/fuse_replies.h"
+#include "fs/fuse/resent_requests.h"
 
 namespace cudafs::fuse_glue {
 namespace {
@@ -61,7 +63,9 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
       return ReplyStatus(req, *status);
     }
   }
-  ReplyStatus(req, Fs(req).SetExtendedAttribute(ino, name, absl::string_view(value, size), flags));
+  ReplyStatus(req, DoneBefore(Fs(req).SetExtendedAttribute(ino, name,
+                                                           absl::string_view(value, size), flags),
+                              (flags & XATTR_CREATE) != 0 ? EEXIST : 0));
 }
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
@@ -93,7 +97,7 @@ void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
       return ReplyStatus(req, *status);
     }
   }
-  ReplyStatus(req, Fs(req).RemoveExtendedAttribute(ino, name));
+  ReplyStatus(req, DoneBefore(Fs(req).RemoveExtendedAttribute(ino, name), ENODATA));
 }
 
 }  // namespace cudafs::fuse_glue

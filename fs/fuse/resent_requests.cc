@@ -1,5 +1,7 @@
 #include "fs/fuse/resent_requests.h"
 
+#include <fcntl.h>
+
 #include <cerrno>
 
 #include "alloc/base/errors.h"
@@ -19,9 +21,13 @@ void NoteRequestId(uint64_t unique) { t_request_id = unique; }
 
 bool Resent() { return (t_request_id & kResendBit) != 0; }
 
-absl::Status DoneBefore(const absl::Status& status) {
-  if (Resent() && ToErrno(status) == ENOENT) return absl::OkStatus();
+absl::Status DoneBefore(const absl::Status& status, int error) {
+  if (Resent() && error != 0 && ToErrno(status) == error) return absl::OkStatus();
   return status;
+}
+
+bool AppendsAtTheEnd(const fuse_file_info* fi) {
+  return (fi->flags & O_APPEND) != 0 && !Resent();
 }
 
 absl::StatusOr<struct stat> MadeBefore(fuse_req_t req, const absl::StatusOr<struct stat>& made,

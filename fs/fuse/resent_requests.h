@@ -11,6 +11,7 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -25,9 +26,15 @@ void NoteRequestId(uint64_t unique);
 // Whether the request this thread serves came again (bit 63 of its id).
 bool Resent();
 
-// A resent request that found `status`: OK where its own effect explains it
-// (ENOENT for a removal or a rename), else `status`.
-absl::Status DoneBefore(const absl::Status& status);
+// A resent request that found `status`: OK where its own effect explains
+// it (`error`: ENOENT for a removal or a rename, EEXIST for a setxattr that
+// creates, ENODATA for a removexattr; 0 for none), else `status`.
+absl::Status DoneBefore(const absl::Status& status, int error = ENOENT);
+// Whether a write of an O_APPEND handle goes at the end of the file as the
+// daemon finds it (true), or at the offset the kernel sent: a resent one
+// may have been written already, and at its offset it is written again
+// in place rather than appended twice.
+bool AppendsAtTheEnd(const fuse_file_info* fi);
 // A resent request that made `name` in `parent`, of `type` (S_IFMT bits; 0:
 // any), and found it there (EEXIST): the entry it would have answered, if
 // `name` is of that type (and, for a link, inode `ino`); else `made`.
