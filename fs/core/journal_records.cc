@@ -1,11 +1,11 @@
 #include "fs/core/journal_records.h"
 
 #include <sys/stat.h>
-
 #include <time.h>
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 #include <vector>
 
 #include "absl/container/btree_map.h"
@@ -40,17 +40,14 @@ struct Node {
   uint64_t parent = 0;
   uint64_t next_cookie = Directory::kDotDotCookie + 1;
   absl::btree_map<uint64_t, Entry> by_cookie;
-  absl::flat_hash_map<std::string, uint64_t> by_name;
-  // The sequence of each name's last record, present or not.
-  absl::flat_hash_map<std::string, uint64_t> name_sequence;
+  // Each name's last record: its sequence, and its cookie (0: no entry).
+  struct Name {
+    uint64_t sequence = 0;
+    uint64_t cookie = 0;
+  };
+  absl::flat_hash_map<std::string, Name> names;
 
   bool directory() const { return (head[0] << 12) == S_IFDIR; }
-  void Erase(absl::string_view name) {
-    const auto it = by_name.find(name);
-    if (it == by_name.end()) return;
-    by_cookie.erase(it->second);
-    by_name.erase(it);
-  }
 };
 
 class Replay {
@@ -98,7 +95,7 @@ class Replay {
       }
       if (!ok) {
         return absl::DataLossError(
-            absl::StrFormat("the metadata log holds no record at byte %d of a run",
+            absl::StrFormat("the metadata log's record %d is no record",
                             report_->records));
       }
     }
@@ -144,7 +141,6 @@ class Replay {
         }
         if (!why.empty()) {
           Mend(absl::StrFormat("entry \"%s\" of directory %d %s", entry.name, dir_ino, why));
-          dir.by_name.erase(entry.name);
           it = dir.by_cookie.erase(it);
           continue;
         }
@@ -179,7 +175,6 @@ class Replay {
       }
       if (directory && links == 0) {
         node.by_cookie.clear();  // a removed directory is empty
-        node.by_name.clear();
       }
       numbers.push_back(it->first);
       ++it;
@@ -268,19 +263,20 @@ class Replay {
     if (!Live(dir)) return true;
     if (present) Live(ino);
     Node& node = nodes_[dir];
-    const auto [last, first] = node.name_sequence.try_emplace(std::string(name), sequence);
-    if (!first) {
-      if (sequence < last->second) return true;  // an older state of the name
-      last->second = sequence;
-    }
-    node.Erase(name);
+    Node::Name& last = node.names[name];
+    if (sequence < last.sequence) return true;  // an older state of the name
+    last.sequence = sequence;
+    if (last.cookie != 0) node.by_cookie.erase(std::exchange(last.cookie, 0));
     if (!present) return true;
+    // A cookie names one entry.
     if (const auto taken = node.by_cookie.find(cookie); taken != node.by_cookie.end()) {
-      node.by_name.erase(taken->second.name);
+      if (const auto other = node.names.find(taken->second.name); other != node.names.end()) {
+        other->second.cookie = 0;
+      }
       node.by_cookie.erase(taken);
     }
     node.by_cookie[cookie] = Node::Entry{std::string(name), ino, type};
-    node.by_name[std::string(name)] = cookie;
+    last.cookie = cookie;
     node.next_cookie = std::max(node.next_cookie, cookie + 1);
     return true;
   }

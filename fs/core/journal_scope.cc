@@ -1,9 +1,11 @@
 #include "fs/core/journal_scope.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "alloc/base/log.h"
 #include "fs/core/filesystem_state.h"
 #include "fs/core/journal_records.h"
 #include "fs/core/metadata_log.h"
@@ -12,7 +14,6 @@ namespace cudafs {
 namespace {
 
 thread_local JournalScope* t_scope = nullptr;  // the thread's outermost, if any
-
 
 }  // namespace
 

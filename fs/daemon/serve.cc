@@ -270,6 +270,30 @@ void EndSession(fuse_session* session, FuseKernelNotifier& notifier, UringBuffer
   fuse_session_destroy(session);
 }
 
+// survive=on: the keeper, and the metadata log it holds (keeper.h);
+// neither without.
+struct Survival {
+  std::optional<KeeperLink> keeper;
+  std::unique_ptr<MetadataLog> log;
+};
+
+// A new mount's, or a keeper's successor's: it keeps both of its
+// predecessor's.
+absl::StatusOr<Survival> StartSurvival(const MountOptions& options, Predecessor* predecessor) {
+  Survival survival;
+  if (predecessor != nullptr && predecessor->from_keeper) {
+    CUDAFS_ASSIGN_OR_RETURN(survival.log,
+                            MetadataLog::Adopt(std::exchange(predecessor->handed.log_fd, -1)));
+    // Only now: a refusal above still reaches the keeper on it.
+    survival.keeper.emplace(predecessor->answer_to);
+  } else if (options.survive) {
+    CUDAFS_ASSIGN_OR_RETURN(KeeperLink keeper, KeeperLink::Start(options.mountpoint));
+    survival.keeper.emplace(std::move(keeper));
+    CUDAFS_ASSIGN_OR_RETURN(survival.log, MetadataLog::Create());
+  }
+  return survival;
+}
+
 // What the keeper holds for a successor (keeper.h), the metadata `log`
 // in place of an image; without a log, what a hand-over passes but the
 // image.
@@ -379,24 +403,10 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
   absl::StatusOr<std::optional<AbandonedMountWatcher>> started = StartWatcher(options);
   if (!started.ok()) return fail(started.status().message());
   std::optional<AbandonedMountWatcher>& watcher = *started;
-  // survive=on: the keeper, and the metadata log it holds (keeper.h). A
-  // keeper's successor keeps both.
-  std::optional<KeeperLink> keeper;
-  std::unique_ptr<MetadataLog> log;
-  if (from_keeper) {
-    keeper.emplace(predecessor->answer_to);
-    absl::StatusOr<std::unique_ptr<MetadataLog>> adopted =
-        MetadataLog::Adopt(std::exchange(predecessor->handed.log_fd, -1));
-    if (!adopted.ok()) return fail(adopted.status().message());
-    log = *std::move(adopted);
-  } else if (options.survive) {
-    absl::StatusOr<KeeperLink> link = KeeperLink::Start(options.mountpoint);
-    if (!link.ok()) return fail(link.status().message());
-    keeper.emplace(*std::move(link));
-    absl::StatusOr<std::unique_ptr<MetadataLog>> created = MetadataLog::Create();
-    if (!created.ok()) return fail(created.status().message());
-    log = *std::move(created);
-  }
+  absl::StatusOr<Survival> survival = StartSurvival(options, predecessor);
+  if (!survival.ok()) return fail(survival.status().message());
+  std::optional<KeeperLink>& keeper = survival->keeper;
+  std::unique_ptr<MetadataLog>& log = survival->log;
 
   absl::StatusOr<Storage> storage =
       predecessor != nullptr ? AdoptStorage(predecessor->handed) : OpenStorage(plan);

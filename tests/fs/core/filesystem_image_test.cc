@@ -25,7 +25,7 @@
 #include "alloc/devices/host_device.h"
 #include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
-#include "tests/fs/core/describe_tree.h"
+#include "tests/fs/core/filesystem_trees.h"
 #include "gtest/gtest.h"
 
 namespace cudafs {
@@ -75,25 +75,11 @@ class FilesystemImageTest : public ::testing::Test {
   }
 
   InodeNumber Make(InodeNumber parent, const std::string& name, mode_t mode, dev_t rdev = 0) {
-    absl::StatusOr<struct stat> st = S_ISDIR(mode)
-                                         ? first_->MakeDirectory(parent, name, mode, Caller::Root())
-                                         : first_->MakeNode(parent, name, mode, rdev, Caller::Root());
-    EXPECT_TRUE(st.ok()) << name << ": " << st.status();
-    return st.ok() ? st->st_ino : 0;
+    return MakeIn(*first_, parent, name, mode, rdev);
   }
   InodeNumber WriteFile(InodeNumber parent, const std::string& name, const std::string& bytes,
                         uint64_t offset = 0) {
-    const InodeNumber ino = Make(parent, name, S_IFREG | 0640);
-    absl::StatusOr<size_t> written =
-        first_->Write(ino, offset, bytes.data(), bytes.size(), false, Caller::Root());
-    EXPECT_TRUE(written.ok() && *written == bytes.size()) << name;
-    return ino;
-  }
-  static std::string Bytes(size_t size, uint32_t seed) {
-    std::mt19937 random(seed);
-    std::string bytes(size, '\0');
-    for (char& c : bytes) c = static_cast<char>(random());
-    return bytes;
+    return WriteNewFile(*first_, parent, name, bytes, offset);
   }
 
   // A tree with one of everything a filesystem holds.
@@ -101,9 +87,9 @@ class FilesystemImageTest : public ::testing::Test {
     const InodeNumber dir = Make(kRootInode, "dir", S_IFDIR | 02775);
     const InodeNumber sub = Make(dir, "sub", S_IFDIR | 0700);
     WriteFile(kRootInode, "small", "hello, image");          // in the cache
-    WriteFile(dir, "large", Bytes(3 * kMiB + 17, 1));         // in the arena
-    WriteFile(sub, "sparse", Bytes(5000, 2), 10 * kMiB);      // a hole first
-    const InodeNumber linked = WriteFile(dir, "linked", Bytes(70000, 3));
+    WriteFile(dir, "large", SeededBytes(3 * kMiB + 17, 1));         // in the arena
+    WriteFile(sub, "sparse", SeededBytes(5000, 2), 10 * kMiB);      // a hole first
+    const InodeNumber linked = WriteFile(dir, "linked", SeededBytes(70000, 3));
     ASSERT_TRUE(first_->Link(linked, sub, "second name").ok());
     ASSERT_TRUE(first_->SymbolicLink(kRootInode, "short link", "dir/large", Caller::Root()).ok());
     ASSERT_TRUE(
@@ -117,7 +103,7 @@ class FilesystemImageTest : public ::testing::Test {
     changes.gid = 100;
     changes.mtime = AttributeChanges::Time{false, timespec{1234567890, 123456789}};
     ASSERT_TRUE(first_->SetAttributes(linked, changes, Caller::Root()).ok());
-    for (int i = 0; i < 100; ++i) WriteFile(sub, "f" + std::to_string(i), Bytes(i * 97, i));
+    for (int i = 0; i < 100; ++i) WriteFile(sub, "f" + std::to_string(i), SeededBytes(i * 97, i));
   }
 
   std::unique_ptr<HostDevice> device_;
@@ -170,7 +156,7 @@ TEST_F(FilesystemImageTest, ReferenceCountsAndCookiesCarryOver) {
   absl::StatusOr<struct stat> gone =
       first_->Create(kRootInode, "gone", S_IFREG | 0600, O_RDWR, Caller::Root());
   ASSERT_TRUE(gone.ok());
-  const std::string bytes = Bytes(9000, 9);
+  const std::string bytes = SeededBytes(9000, 9);
   ASSERT_TRUE(first_->Write(gone->st_ino, 0, bytes.data(), bytes.size(), false, Caller::Root()).ok());
   ASSERT_TRUE(first_->Unlink(kRootInode, "gone").ok());
   absl::StatusOr<struct stat> sub_dir = first_->Lookup(kRootInode, "dir");
@@ -218,7 +204,7 @@ TEST_F(FilesystemImageTest, ReferenceCountsAndCookiesCarryOver) {
 }
 
 TEST_F(FilesystemImageTest, AFileAnotherProcessMapsKeepsTheImageFromBeingMade) {
-  const InodeNumber ino = WriteFile(kRootInode, "model", Bytes(4 * kMiB, 4));
+  const InodeNumber ino = WriteFile(kRootInode, "model", SeededBytes(4 * kMiB, 4));
   absl::StatusOr<std::unique_ptr<ExportedMemory>> exported = first_->ExportShared(ino);
   ASSERT_TRUE(exported.ok()) << exported.status();
   EXPECT_TRUE(absl::IsFailedPrecondition(first_->SaveImage().status()));

@@ -31,7 +31,7 @@
 #include "fs/core/filesystem.h"
 #include "fs/core/journal_records.h"
 #include "fs/core/metadata_log.h"
-#include "tests/fs/core/describe_tree.h"
+#include "tests/fs/core/filesystem_trees.h"
 #include "gtest/gtest.h"
 
 namespace cudafs {
@@ -54,13 +54,6 @@ class OutlivedDevice final : public DeviceWrapper {
 std::map<std::string, std::string> Describe(Filesystem& fs, InodeNumber dir,
                                             const std::string& path, bool data = true) {
   return DescribeTree(fs, dir, path, DescribeOptions{.atimes = false, .data = data});
-}
-
-std::string Bytes(size_t size, uint32_t seed) {
-  std::mt19937 random(seed);
-  std::string bytes(size, '\0');
-  for (char& c : bytes) c = static_cast<char>(random());
-  return bytes;
 }
 
 class FilesystemJournalTest : public ::testing::Test {
@@ -97,19 +90,11 @@ class FilesystemJournalTest : public ::testing::Test {
   }
 
   InodeNumber Make(InodeNumber parent, const std::string& name, mode_t mode, dev_t rdev = 0) {
-    absl::StatusOr<struct stat> st = S_ISDIR(mode)
-                                         ? fs_->MakeDirectory(parent, name, mode, Caller::Root())
-                                         : fs_->MakeNode(parent, name, mode, rdev, Caller::Root());
-    EXPECT_TRUE(st.ok()) << name << ": " << st.status();
-    return st.ok() ? st->st_ino : 0;
+    return MakeIn(*fs_, parent, name, mode, rdev);
   }
   InodeNumber WriteFile(InodeNumber parent, const std::string& name, const std::string& bytes,
                         uint64_t offset = 0) {
-    const InodeNumber ino = Make(parent, name, S_IFREG | 0640);
-    absl::StatusOr<size_t> written =
-        fs_->Write(ino, offset, bytes.data(), bytes.size(), false, Caller::Root());
-    EXPECT_TRUE(written.ok() && *written == bytes.size()) << name;
-    return ino;
+    return WriteNewFile(*fs_, parent, name, bytes, offset);
   }
 
   // One of everything: every kind of inode, links, attributes, renames
@@ -118,9 +103,9 @@ class FilesystemJournalTest : public ::testing::Test {
     const InodeNumber dir = Make(kRootInode, "dir", S_IFDIR | 02775);
     const InodeNumber sub = Make(dir, "sub", S_IFDIR | 0700);
     WriteFile(kRootInode, "small", "hello, journal");
-    const InodeNumber large = WriteFile(dir, "large", Bytes(3 * kMiB + 17, 1));
-    WriteFile(sub, "sparse", Bytes(5000, 2), 10 * kMiB);
-    const InodeNumber linked = WriteFile(dir, "linked", Bytes(70000, 3));
+    const InodeNumber large = WriteFile(dir, "large", SeededBytes(3 * kMiB + 17, 1));
+    WriteFile(sub, "sparse", SeededBytes(5000, 2), 10 * kMiB);
+    const InodeNumber linked = WriteFile(dir, "linked", SeededBytes(70000, 3));
     ASSERT_TRUE(fs_->Link(linked, sub, "second name").ok());
     ASSERT_TRUE(fs_->SymbolicLink(kRootInode, "short link", "dir/large", Caller::Root()).ok());
     ASSERT_TRUE(fs_->SymbolicLink(sub, "long link", std::string(3000, 'x'), Caller::Root()).ok());
@@ -141,7 +126,7 @@ class FilesystemJournalTest : public ::testing::Test {
     ASSERT_TRUE(fs_->Allocate(large, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 8192, 65536,
                               Caller::Root())
                     .ok());
-    for (int i = 0; i < 100; ++i) WriteFile(sub, "f" + std::to_string(i), Bytes(i * 97, i));
+    for (int i = 0; i < 100; ++i) WriteFile(sub, "f" + std::to_string(i), SeededBytes(i * 97, i));
     for (int i = 0; i < 100; i += 3) {
       ASSERT_TRUE(fs_->Unlink(sub, "f" + std::to_string(i)).ok());
     }
@@ -152,7 +137,7 @@ class FilesystemJournalTest : public ::testing::Test {
     ASSERT_TRUE(gone_dir != 0);
     ASSERT_TRUE(fs_->RemoveDirectory(kRootInode, "gone").ok());
     // Open, then unlinked: it lives on with no name.
-    const InodeNumber open = WriteFile(kRootInode, "open", Bytes(9000, 4));
+    const InodeNumber open = WriteFile(kRootInode, "open", SeededBytes(9000, 4));
     ASSERT_TRUE(fs_->Open(open, O_RDWR, Caller::Root()).ok());
     ASSERT_TRUE(fs_->Unlink(kRootInode, "open").ok());
     open_unlinked_ = open;
@@ -182,7 +167,7 @@ TEST_F(FilesystemJournalTest, ASuccessorFindsWhatEveryOperationLeft) {
   absl::StatusOr<size_t> read =
       successor.fs->Read(open_unlinked_, 0, bytes.size(), bytes.data(), false);
   ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ(bytes, Bytes(9000, 4));
+  EXPECT_EQ(bytes, SeededBytes(9000, 4));
   // New inodes take numbers never given before.
   absl::StatusOr<struct stat> made =
       successor.fs->MakeNode(kRootInode, "new", S_IFREG | 0644, 0, Caller::Root());
@@ -221,7 +206,7 @@ TEST_F(FilesystemJournalTest, EveryPrefixOfTheJournalLoads) {
   note();
   for (int i = 0; i < 12; ++i) {
     const std::string name = "f" + std::to_string(i);
-    WriteFile(dir, name, Bytes(4096 * (i + 1) + i, i));
+    WriteFile(dir, name, SeededBytes(4096 * (i + 1) + i, i));
     note();
     if (i % 3 == 1) {
       AttributeChanges cut;
@@ -268,7 +253,7 @@ TEST_F(FilesystemJournalTest, RacingOperationsLeaveTheLogWhereTheFilesystemIs) {
             absl::StatusOr<struct stat> st =
                 fs_->Create(shared, name, 0644, O_RDWR, Caller::Root());
             if (st.ok()) {
-              const std::string bytes = Bytes(random() % 20000, i);
+              const std::string bytes = SeededBytes(random() % 20000, i);
               (void)fs_->Write(st->st_ino, 0, bytes.data(), bytes.size(), false, Caller::Root());
               fs_->Release(st->st_ino);
               fs_->Forget(st->st_ino, 1);
@@ -294,7 +279,7 @@ TEST_F(FilesystemJournalTest, RacingOperationsLeaveTheLogWhereTheFilesystemIs) {
           default: {
             absl::StatusOr<struct stat> st = fs_->Lookup(shared, name);
             if (st.ok()) {
-              const std::string bytes = Bytes(random() % 9000, i + 7);
+              const std::string bytes = SeededBytes(random() % 9000, i + 7);
               (void)fs_->Write(st->st_ino, random() % 50000, bytes.data(), bytes.size(), false,
                                Caller::Root());
               fs_->Forget(st->st_ino, 1);

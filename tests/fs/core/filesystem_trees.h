@@ -1,13 +1,15 @@
-// DescribeTree: everything a user sees of a Filesystem's tree, by path (its
-// stat fields, extended attributes, bytes or link target), for tests that
-// compare a filesystem with what a successor made of it.
-#ifndef CUDAFS_TESTS_FS_CORE_DESCRIBE_TREE_H_
-#define CUDAFS_TESTS_FS_CORE_DESCRIBE_TREE_H_
+// Trees in a Filesystem for tests that compare a filesystem with what a
+// successor made of it: making one (MakeIn, WriteNewFile, SeededBytes),
+// and DescribeTree, everything a user sees of it, by path (its stat
+// fields, extended attributes, bytes or link target).
+#ifndef CUDAFS_TESTS_FS_CORE_FILESYSTEM_TREES_H_
+#define CUDAFS_TESTS_FS_CORE_FILESYSTEM_TREES_H_
 
 #include <sys/stat.h>
 
 #include <functional>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,35 @@
 #include "gtest/gtest.h"
 
 namespace cudafs {
+
+// Makes `name` in `parent`, a directory or a node of `mode`, as root; its
+// number (0, with a failure, when it could not).
+inline InodeNumber MakeIn(Filesystem& fs, InodeNumber parent, const std::string& name, mode_t mode,
+                          dev_t rdev = 0) {
+  absl::StatusOr<struct stat> st = S_ISDIR(mode)
+                                       ? fs.MakeDirectory(parent, name, mode, Caller::Root())
+                                       : fs.MakeNode(parent, name, mode, rdev, Caller::Root());
+  EXPECT_TRUE(st.ok()) << name << ": " << st.status();
+  return st.ok() ? st->st_ino : 0;
+}
+
+// A new regular file `name` in `parent` holding `bytes` from `offset`.
+inline InodeNumber WriteNewFile(Filesystem& fs, InodeNumber parent, const std::string& name,
+                                const std::string& bytes, uint64_t offset = 0) {
+  const InodeNumber ino = MakeIn(fs, parent, name, S_IFREG | 0640);
+  absl::StatusOr<size_t> written =
+      fs.Write(ino, offset, bytes.data(), bytes.size(), false, Caller::Root());
+  EXPECT_TRUE(written.ok() && *written == bytes.size()) << name;
+  return ino;
+}
+
+// `size` bytes that `seed` decides.
+inline std::string SeededBytes(size_t size, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::string bytes(size, '\0');
+  for (char& c : bytes) c = static_cast<char>(random());
+  return bytes;
+}
 
 struct DescribeOptions {
   bool atimes = true;  // reading moves them (relatime: the first read after a change)
@@ -75,4 +106,4 @@ inline std::map<std::string, std::string> DescribeTree(Filesystem& fs, InodeNumb
 
 }  // namespace cudafs
 
-#endif  // CUDAFS_TESTS_FS_CORE_DESCRIBE_TREE_H_
+#endif  // CUDAFS_TESTS_FS_CORE_FILESYSTEM_TREES_H_
