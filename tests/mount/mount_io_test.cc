@@ -40,7 +40,6 @@
 #include "tests/support/fd.h"
 #include "tests/support/file_io.h"
 #include "tests/support/processes.h"
-#include "tests/support/temp_dir.h"
 
 namespace cudafs_test {
 
