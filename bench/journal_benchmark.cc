@@ -5,8 +5,13 @@
 // journal; see docs/DESIGN.md).
 #include <fcntl.h>
 
+#include <algorithm>
 #include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "alloc/devices/host_device.h"
 #include "alloc/storage/arena.h"
@@ -63,7 +68,7 @@ void BM_SmallFileLife(benchmark::State& state) {
 }
 BENCHMARK(BM_SmallFileLife)->Arg(0)->Arg(1);
 
-// 4 KiB overwrites in a 256 MiB file (its extents recorded with each).
+// 4 KiB overwrites in a 256 MiB file of 1 MiB writes.
 void BM_Overwrite4K(benchmark::State& state) {
   Mount mount(state.range(0) != 0);
   absl::StatusOr<struct stat> st =
@@ -80,6 +85,43 @@ void BM_Overwrite4K(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Overwrite4K)->Arg(0)->Arg(1);
+
+// A 64 MiB file written 4 KiB at a time in random order (16,384 extents),
+// then overwritten 4 KiB at a time: the fill, and the overwrites.
+void BM_Fragmented4K(benchmark::State& state) {
+  constexpr uint64_t kPages = 16384;
+  const std::string bytes(4096, 'f');
+  std::vector<uint64_t> order(kPages);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(1));
+  const bool fill = state.range(1) != 0;
+  std::optional<Mount> mount;
+  InodeNumber ino = 0;
+  const auto create = [&] {
+    mount.reset();
+    mount.emplace(state.range(0) != 0);
+    ino = mount->fs->Create(kRootInode, "f", 0644, O_WRONLY, Caller::Root())->st_ino;
+  };
+  const auto write = [&](uint64_t page) {
+    (void)mount->fs->Write(ino, page * 4096, bytes.data(), bytes.size(), false, Caller::Root());
+  };
+  create();
+  if (!fill) {
+    for (const uint64_t page : order) write(page);
+  }
+  size_t next = 0;
+  for (auto _ : state) {
+    if (fill && next == kPages) {
+      state.PauseTiming();
+      create();
+      next = 0;
+      state.ResumeTiming();
+    }
+    write(fill ? order[next] : order[(next * 7919) % kPages]);
+    ++next;
+  }
+}
+BENCHMARK(BM_Fragmented4K)->ArgNames({"log", "fill"})->ArgsProduct({{0, 1}, {1, 0}});
 
 }  // namespace
 }  // namespace cudafs

@@ -190,6 +190,21 @@ void CachedFile::EncodeTo(std::string* out) const {
   PutVarint(out, last_use());
 }
 
+void CachedFile::EncodeRangeTo(uint64_t offset, uint64_t end, std::string* out) const {
+  extents_.EncodeRangeTo(offset, end, out);
+  PutVarint(out, last_use());
+}
+
+bool CachedFile::ParseRecord(absl::string_view* in, Record* record) {
+  return ExtentMap::ParseRecord(in, &record->map) &&
+         GetVarintUpTo(in, UINT32_MAX, &record->last_use);
+}
+
+void CachedFile::PutRecord(const Record& record, std::string* out) {
+  ExtentMap::PutRecord(record.map, out);
+  PutVarint(out, record.last_use);
+}
+
 absl::Status CachedFile::DecodeFrom(absl::string_view* in) {
   CUDAFS_RETURN_IF_ERROR(extents_.DecodeFrom(in));
   uint64_t last_use = 0;

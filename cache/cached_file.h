@@ -91,6 +91,15 @@ class CachedFile {
   // without dirty pages (Flush first), whose bytes are all in the arena.
   void EncodeTo(std::string* out) const;
   absl::Status DecodeFrom(absl::string_view* in);
+  // As ExtentMap's (with when the file was last used), for a file without
+  // dirty pages.
+  void EncodeRangeTo(uint64_t offset, uint64_t end, std::string* out) const;
+  struct Record {
+    ExtentMap::Record map;
+    uint64_t last_use = 0;
+  };
+  static bool ParseRecord(absl::string_view* in, Record* record);
+  static void PutRecord(const Record& record, std::string* out);
 
   // As ExtentMap's. Cached pages stay as they are: they are the file's
   // bytes by offset, which a move does not change, and the blocks under

@@ -24,16 +24,60 @@ ExtentMap::~ExtentMap() {
   for (const auto& [file_offset, block] : extents_) arena()->Free(block);
 }
 
+namespace {
+
+// The record's layout, for EncodeTo, EncodeRangeTo and PutRecord.
+void PutRecordHead(uint64_t data_end, uint64_t reserved_end, uint64_t home, uint64_t count,
+                   std::string* out) {
+  PutVarint(out, data_end);
+  PutVarint(out, reserved_end);
+  PutVarint(out, home);
+  PutVarint(out, count);
+}
+
+void PutExtent(uint64_t start, const Block& block, std::string* out) {
+  PutVarint(out, start);
+  PutVarint(out, block.offset);
+  PutVarint(out, block.size);
+}
+
+}  // namespace
+
 void ExtentMap::EncodeTo(std::string* out) const {
-  PutVarint(out, data_end_);
-  PutVarint(out, reserved_end_);
-  PutVarint(out, home_);
-  PutVarint(out, extents_.size());
-  for (const auto& [start, block] : extents_) {
-    PutVarint(out, start);
-    PutVarint(out, block.offset);
-    PutVarint(out, block.size);
+  PutRecordHead(data_end_, reserved_end_, home_, extents_.size(), out);
+  for (const auto& [start, block] : extents_) PutExtent(start, block, out);
+}
+
+void ExtentMap::EncodeRangeTo(uint64_t offset, uint64_t end, std::string* out) const {
+  auto first = Find(offset);
+  if (first == extents_.end()) first = extents_.lower_bound(offset);
+  uint64_t count = 0;
+  for (auto it = first; it != extents_.end() && it->start < end; ++it) ++count;
+  PutRecordHead(data_end_, reserved_end_, home_, count, out);
+  for (auto it = first; it != extents_.end() && it->start < end; ++it) {
+    PutExtent(it->start, it->block, out);
   }
+}
+
+bool ExtentMap::ParseRecord(absl::string_view* in, Record* record) {
+  uint64_t count = 0;
+  if (!GetVarint(in, &record->data_end) || !GetVarint(in, &record->reserved_end) ||
+      !GetVarintUpTo(in, kNoHome, &record->home) || !GetVarintUpTo(in, in->size() / 3, &count)) {
+    return false;
+  }
+  record->extents.resize(count);
+  for (Extent& extent : record->extents) {
+    if (!GetVarint(in, &extent.start) || !GetVarint(in, &extent.block.offset) ||
+        !GetVarint(in, &extent.block.size)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void ExtentMap::PutRecord(const Record& record, std::string* out) {
+  PutRecordHead(record.data_end, record.reserved_end, record.home, record.extents.size(), out);
+  for (const Extent& extent : record.extents) PutExtent(extent.start, extent.block, out);
 }
 
 absl::Status ExtentMap::DecodeFrom(absl::string_view* in) {

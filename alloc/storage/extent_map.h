@@ -208,6 +208,20 @@ class ExtentMap {
   // extents and where its data ends. A shared file's mapping is another
   // process's, so no image holds one: the caller refuses those.
   void EncodeTo(std::string* out) const;
+  // The part of that record a write to [offset, end) may change, laid out
+  // the same (a journal's record of the write, fs/core/journal_records.h):
+  // where the data ends, and only the extents the range overlaps.
+  void EncodeRangeTo(uint64_t offset, uint64_t end, std::string* out) const;
+  // Either record read without an arena or a check of the layout (which
+  // DecodeFrom makes), and written back.
+  struct Record {
+    uint64_t data_end = 0;
+    uint64_t reserved_end = 0;
+    uint64_t home = kNoHome;
+    std::vector<Extent> extents;  // in file order
+  };
+  static bool ParseRecord(absl::string_view* in, Record* record);
+  static void PutRecord(const Record& record, std::string* out);
   // Reads such a record into this empty map, claiming its blocks in the
   // arena (Arena::Claim). InvalidArgument for a record that is none or
   // breaks the layout (the blocks it claimed are freed with the map).

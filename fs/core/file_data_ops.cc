@@ -201,7 +201,7 @@ absl::StatusOr<size_t> Filesystem::Write(InodeNumber ino, uint64_t offset, const
     set_id_dropped = DropSetIdOnWrite(inode, caller);
     const uint64_t min_block = state_->arena->min_block();
     grew = inode.data()->allocated_bytes() > (inode.size + min_block - 1) / min_block * min_block;
-    JournalScope::Inode(ino);
+    JournalScope::FileWritten(ino, offset, offset + size);
   }
   if (grew) state_->NoteGrowth(ino);
   if (set_id_dropped) state_->AttributesChanged(ino);

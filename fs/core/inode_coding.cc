@@ -56,4 +56,17 @@ void PutFileBody(const Inode& inode, std::string* out) {
   }
 }
 
+bool ParseRegularBody(absl::string_view body, bool* has_data, CachedFile::Record* record) {
+  uint64_t data = 0;
+  if (!GetVarintUpTo(&body, 1, &data)) return false;
+  *has_data = data != 0;
+  if (*has_data && !CachedFile::ParseRecord(&body, record)) return false;
+  return body.empty();
+}
+
+void PutRegularBody(bool has_data, const CachedFile::Record& record, std::string* out) {
+  PutVarint(out, has_data ? 1 : 0);
+  if (has_data) CachedFile::PutRecord(record, out);
+}
+
 }  // namespace cudafs

@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "cache/cached_file.h"
 #include "fs/core/inode.h"
 
 namespace cudafs {
@@ -29,6 +30,10 @@ void PutInodeXattrs(const Inode& inode, std::string* out) ABSL_SHARED_LOCKS_REQU
 void PutInodeBody(const Inode& inode, bool entries, std::string* out)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu, Inode::namespace_lock);
 void PutFileBody(const Inode& inode, std::string* out) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
+// A regular file's body read without an arena (a journal's replay) and
+// written back: whether the file holds data, and the data's record.
+bool ParseRegularBody(absl::string_view body, bool* has_data, CachedFile::Record* record);
+void PutRegularBody(bool has_data, const CachedFile::Record& record, std::string* out);
 
 }  // namespace cudafs
 

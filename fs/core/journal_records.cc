@@ -13,12 +13,15 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "alloc/base/coding.h"
+#include "alloc/storage/extent_set.h"
+#include "cache/cached_file.h"
 #include "fs/core/inode_coding.h"
 
 namespace cudafs {
 namespace {
 
 constexpr char kInode = 'I';
+constexpr char kFileWrite = 'F';
 constexpr char kEntry = 'A';
 constexpr char kNoEntry = 'R';
 constexpr char kCounts = 'C';
@@ -33,10 +36,22 @@ struct Node {
     uint64_t type = 0;  // S_IFMT >> 12
   };
   bool known = false;  // its 'I' record came (entries alone may come first)
-  uint64_t sequence = 0;  // its 'I' record's
+  uint64_t sequence = 0;  // of the record its head came from ('I' or 'F')
+  uint64_t full_sequence = 0;  // its 'I' record's
   uint64_t head[kInodeHeadFields] = {};
   std::string xattrs;
-  std::string body;  // a non-directory's
+  std::string body;  // a symlink's or a device's
+  // A regular file's data: where it ends and when it was last used, as the
+  // last record left them, and each extent as the last record naming its
+  // file offset left it.
+  struct Placed {
+    uint64_t sequence = 0;
+    Block block;
+  };
+  bool has_data = false;
+  uint64_t tail_sequence = 0;
+  CachedFile::Record tail;  // its extents unused
+  absl::btree_map<uint64_t, Placed> extents;
   uint64_t parent = 0;
   uint64_t next_cookie = Directory::kDotDotCookie + 1;
   absl::btree_map<uint64_t, Entry> by_cookie;
@@ -48,7 +63,15 @@ struct Node {
   absl::flat_hash_map<std::string, Name> names;
 
   bool directory() const { return (head[0] << 12) == S_IFDIR; }
+  bool regular() const { return (head[0] << 12) == S_IFREG; }
 };
+
+bool ParseHead(absl::string_view head, uint64_t (&fields)[kInodeHeadFields]) {
+  for (uint64_t& field : fields) {
+    if (!GetVarint(&head, &field)) return false;
+  }
+  return head.empty();
+}
 
 class Replay {
  public:
@@ -64,6 +87,9 @@ class Replay {
       switch (kind) {
         case kInode:
           ok = ApplyInode(&records);
+          break;
+        case kFileWrite:
+          ok = ApplyFileWrite(&records);
           break;
         case kEntry:
         case kNoEntry:
@@ -201,6 +227,10 @@ class Replay {
           PutVarint(&out, entry.type);
           PutVarint(&out, cookie);
         }
+      } else if (node.regular()) {
+        CachedFile::Record data = node.tail;
+        data.map.extents = Extents(ino, node);
+        PutRegularBody(node.has_data, data, &out);
       } else {
         out.append(node.body);
       }
@@ -221,32 +251,120 @@ class Replay {
   bool ApplyInode(absl::string_view* in) {
     uint64_t ino = 0, sequence = 0;
     absl::string_view head, xattrs, body;
+    uint64_t fields[kInodeHeadFields];
     if (!GetVarint(in, &ino) || ino == 0 || !GetVarint(in, &sequence) || !GetBytes(in, &head) ||
-        !GetBytes(in, &xattrs) || !GetBytes(in, &body)) {
+        !GetBytes(in, &xattrs) || !GetBytes(in, &body) || !ParseHead(head, fields)) {
       return false;
     }
-    uint64_t fields[kInodeHeadFields];
-    for (uint64_t& field : fields) {
-      if (!GetVarint(&head, &field)) return false;
-    }
-    if (!head.empty()) return false;
     if (!Live(ino)) return true;
     Node& node = nodes_[ino];
-    if (node.known && sequence < node.sequence) return true;  // an older state
-    node.sequence = sequence;
-    std::copy(std::begin(fields), std::end(fields), std::begin(node.head));
+    if (node.known && sequence < node.full_sequence) return true;  // an older state
+    node.full_sequence = sequence;
     node.known = true;
     node.xattrs = std::string(xattrs);
-    if (node.directory()) {
+    SetHead(node, sequence, fields);
+    if ((fields[0] << 12) == S_IFDIR) {
       uint64_t next_cookie = 0;
       if (!GetVarint(&body, &node.parent) || !GetVarint(&body, &next_cookie) || !body.empty()) {
         return false;
       }
       node.next_cookie = std::max(node.next_cookie, next_cookie);
+    } else if ((fields[0] << 12) == S_IFREG) {
+      bool has_data = false;
+      CachedFile::Record data;
+      if (!ParseRegularBody(body, &has_data, &data)) return false;
+      // The state of every extent: those last recorded before are gone
+      // unless it names them.
+      for (auto it = node.extents.begin(); it != node.extents.end();) {
+        it = it->second.sequence < sequence ? node.extents.erase(it) : std::next(it);
+      }
+      ApplyData(node, sequence, has_data, std::move(data));
     } else {
       node.body = std::string(body);
     }
     return true;
+  }
+
+  bool ApplyFileWrite(absl::string_view* in) {
+    uint64_t ino = 0, sequence = 0;
+    absl::string_view head;
+    uint64_t fields[kInodeHeadFields];
+    CachedFile::Record data;
+    if (!GetVarint(in, &ino) || ino == 0 || !GetVarint(in, &sequence) || !GetBytes(in, &head) ||
+        !ParseHead(head, fields) || (fields[0] << 12) != S_IFREG ||
+        !CachedFile::ParseRecord(in, &data)) {
+      return false;
+    }
+    if (!Live(ino)) return true;
+    Node& node = nodes_[ino];
+    // An 'I' record taken after it holds what it changed.
+    if (node.known && sequence < node.full_sequence) return true;
+    SetHead(node, sequence, fields);
+    ApplyData(node, sequence, /*has_data=*/true, std::move(data));
+    return true;
+  }
+
+  static void SetHead(Node& node, uint64_t sequence, const uint64_t (&fields)[kInodeHeadFields]) {
+    if (sequence < node.sequence) return;
+    node.sequence = sequence;
+    std::copy(std::begin(fields), std::end(fields), std::begin(node.head));
+  }
+
+  static void ApplyData(Node& node, uint64_t sequence, bool has_data, CachedFile::Record data) {
+    for (const Extent& extent : data.map.extents) {
+      Node::Placed& placed = node.extents[extent.start];
+      if (placed.sequence <= sequence) placed = {sequence, extent.block};
+    }
+    if (sequence >= node.tail_sequence) {
+      node.tail_sequence = sequence;
+      node.has_data = has_data;
+      data.map.extents.clear();
+      node.tail = std::move(data);
+    }
+  }
+
+  // The extents of regular file `ino`, in file order and apart. Blocks
+  // are aligned to their power-of-two sizes, so two that overlap nest:
+  // the older (a transaction that changed it did not land, one after it
+  // did) is split into halves, keeping those the later ones leave alone.
+  std::vector<Extent> Extents(uint64_t ino, const Node& node) {
+    std::vector<std::pair<uint64_t, Extent>> by_age;  // (sequence, extent)
+    for (const auto& [start, placed] : node.extents) {
+      by_age.push_back({placed.sequence, Extent{start, placed.block}});
+    }
+    std::stable_sort(by_age.begin(), by_age.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    absl::btree_map<uint64_t, Block> kept;
+    bool split = false;
+    std::vector<Extent> to_place;
+    for (const auto& [sequence, extent] : by_age) {
+      to_place.push_back(extent);
+      while (!to_place.empty()) {
+        const Extent piece = to_place.back();
+        to_place.pop_back();
+        const uint64_t end = piece.start + piece.block.size;
+        auto next = kept.lower_bound(piece.start);
+        const bool inside_previous =
+            next != kept.begin() && std::prev(next)->first + std::prev(next)->second.size > piece.start;
+        const bool covers_next = next != kept.end() && next->first < end;
+        if (inside_previous || (covers_next && next->first == piece.start &&
+                                next->second.size >= piece.block.size)) {
+          split = true;  // within a later extent
+        } else if (covers_next && piece.block.size > 1) {
+          split = true;
+          const uint64_t half = piece.block.size / 2;
+          to_place.push_back(Extent{piece.start, Block{piece.block.offset, half}});
+          to_place.push_back(Extent{piece.start + half, Block{piece.block.offset + half, half}});
+        } else if (!covers_next) {
+          kept.emplace(piece.start, piece.block);
+        }
+      }
+    }
+    if (split) Mend(absl::StrFormat("file %d had extents a later one overlapped", ino));
+    std::vector<Extent> extents;
+    extents.reserve(kept.size());
+    for (const auto& [start, block] : kept) extents.push_back(Extent{start, block});
+    return extents;
   }
 
   bool ApplyEntry(bool present, absl::string_view* in) {
@@ -297,17 +415,23 @@ class Replay {
 
 namespace {
 
+// What an 'I' and an 'F' record start with: kind, inode, sequence, head.
+void PutRecordStart(char kind, const Inode& inode, uint64_t sequence, std::string* out)
+    ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
+  std::string head;
+  out->push_back(kind);
+  PutVarint(out, inode.ino);
+  PutVarint(out, sequence);
+  PutInodeHead(inode, &head);
+  PutBytes(out, head);
+}
+
 // An 'I' record whose body `put_body` writes.
 template <typename PutBody>
 void PutRecordOf(const Inode& inode, uint64_t sequence, std::string* out, PutBody put_body)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
+  PutRecordStart(kInode, inode, sequence, out);
   std::string part;
-  out->push_back(kInode);
-  PutVarint(out, inode.ino);
-  PutVarint(out, sequence);
-  PutInodeHead(inode, &part);
-  PutBytes(out, part);
-  part.clear();
   PutInodeXattrs(inode, &part);
   PutBytes(out, part);
   part.clear();
@@ -336,6 +460,12 @@ void PutFileRecord(const Inode& inode, uint64_t sequence, std::string* out) {
   PutRecordOf(inode, sequence, out, [&](std::string* body) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     PutFileBody(inode, body);
   });
+}
+
+void PutFileWriteRecord(const Inode& inode, uint64_t sequence, uint64_t offset, uint64_t end,
+                        std::string* out) {
+  PutRecordStart(kFileWrite, inode, sequence, out);
+  inode.data()->EncodeRangeTo(offset, end, out);
 }
 
 void PutEntryRecord(uint64_t directory, absl::string_view name, uint64_t sequence,

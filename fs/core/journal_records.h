@@ -10,6 +10,13 @@
 //   'I' inode:    ino, sequence, head, extended attributes, body (each as
 //                 bytes, in inode_coding.h's format; a directory's body
 //                 without its entries)
+//   'F' file written: ino, sequence, head, and the part of a regular
+//                 file's data record a write changes (CachedFile::
+//                 EncodeRangeTo): where its data ends, and the extents the
+//                 write's range overlaps. Each extent is a thing of its
+//                 own, keyed by its file offset, and an 'I' record is the
+//                 state of all of them: so a write costs what it changed,
+//                 not the file's whole extent list.
 //   'A' entry:    directory, name, sequence, ino, type (S_IFMT >> 12), cookie
 //   'R' no entry: directory, name, sequence
 //   'C' counts:   ino, sequence, lookups, open handles
@@ -42,6 +49,10 @@ void PutInodeRecord(const Inode& inode, uint64_t sequence, std::string* out)
 // The same of an inode that is no directory, which needs no namespace lock.
 void PutFileRecord(const Inode& inode, uint64_t sequence, std::string* out)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
+// An 'F' record of a write to [offset, end) of regular file `inode`,
+// which holds data.
+void PutFileWriteRecord(const Inode& inode, uint64_t sequence, uint64_t offset, uint64_t end,
+                        std::string* out) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
 // `entry` empty: the name is gone.
 void PutEntryRecord(uint64_t directory, absl::string_view name, uint64_t sequence,
                     const std::optional<Directory::Entry>& entry, uint64_t cookie,
@@ -53,7 +64,10 @@ void PutGoneRecord(uint64_t ino, std::string* out);
 // What a replay found. Transactions cut by a crash leave traces a replay
 // mends, each said in `mended`: an entry whose inode's record never came, a
 // link count that a directory's names contradict (a transaction that
-// changed it came before the one that named it), a directory named twice.
+// changed it came before the one that named it), a directory named twice,
+// a file's extent that a later one overlaps (the transaction that split or
+// dropped it did not land: what the later one holds wins, what else the
+// older block held stays).
 struct ReplayReport {
   uint64_t transactions = 0;
   uint64_t records = 0;

@@ -39,8 +39,12 @@ void JournalScope::Entry(uint64_t directory, absl::string_view name) {
   if (t_scope != nullptr) t_scope->entries_.emplace_back(directory, std::string(name));
 }
 
+void JournalScope::FileWritten(uint64_t ino, uint64_t offset, uint64_t end) {
+  if (t_scope != nullptr) t_scope->written_.push_back({ino, offset, end});
+}
+
 void JournalScope::Commit() {
-  if (inodes_.empty() && entries_.empty()) return;
+  if (inodes_.empty() && entries_.empty() && written_.empty()) return;
   FilesystemState& state = *state_;
   std::sort(inodes_.begin(), inodes_.end());
   inodes_.erase(std::unique(inodes_.begin(), inodes_.end()), inodes_.end());
@@ -76,6 +80,15 @@ void JournalScope::Commit() {
       absl::ReaderMutexLock lock(&inode->mu);
       PutFileRecord(*inode, NextJournalSequence(), &transaction);
     }
+  }
+  for (const Written& write : written_) {
+    // An inode recorded whole above needs no more.
+    if (std::binary_search(inodes_.begin(), inodes_.end(), write.ino)) continue;
+    const std::shared_ptr<cudafs::Inode> inode = state.table.Get(write.ino);
+    if (inode == nullptr) continue;
+    absl::ReaderMutexLock lock(&inode->mu);
+    if (!inode->is_regular() || inode->data() == nullptr) continue;
+    PutFileWriteRecord(*inode, NextJournalSequence(), write.offset, write.end, &transaction);
   }
   if (transaction.empty()) return;
   MetadataLog& log = *state.config.metadata_log;

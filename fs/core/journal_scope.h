@@ -41,6 +41,10 @@ class JournalScope {
   // inode table journals itself, as they change.
   static void Inode(uint64_t ino);
   static void Entry(uint64_t directory, absl::string_view name);
+  // Regular file `ino` was written at [offset, end), and nothing else of it
+  // changed but its attributes: its record is the extents the range
+  // overlaps (an 'F' record), not all of them.
+  static void FileWritten(uint64_t ino, uint64_t offset, uint64_t end);
 
  private:
   void Commit();
@@ -48,6 +52,12 @@ class JournalScope {
   FilesystemState* state_ = nullptr;  // null: an outer scope commits, or no log
   std::optional<Arena::HeldFrees> held_frees_;
   std::vector<uint64_t> inodes_;
+  struct Written {
+    uint64_t ino;
+    uint64_t offset;
+    uint64_t end;
+  };
+  std::vector<Written> written_;
   std::vector<std::pair<uint64_t, std::string>> entries_;
 };
 

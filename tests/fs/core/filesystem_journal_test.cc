@@ -13,6 +13,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -233,6 +234,106 @@ TEST_F(FilesystemJournalTest, EveryPrefixOfTheJournalLoads) {
     EXPECT_EQ(Describe(*successor.fs, kRootInode, "", /*data=*/false), states[k])
         << "after step " << k;
   }
+}
+
+// A write records the extents it touched, not the file's: overwrites of a
+// file of a thousand extents add a few dozen bytes each to the journal,
+// and every prefix of writes, truncations and punches in any order loads
+// as the file was then.
+TEST_F(FilesystemJournalTest, AWriteRecordsWhatItChangedNotTheWholeFile) {
+  constexpr uint64_t kPages = 1024;
+  const InodeNumber file = Make(kRootInode, "fragmented", S_IFREG | 0644);
+  std::vector<uint64_t> order(kPages);
+  for (uint64_t i = 0; i < kPages; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(5));
+  const std::string page = SeededBytes(kMinBlock, 6);
+  for (const uint64_t i : order) {
+    ASSERT_TRUE(fs_->Write(file, i * kMinBlock, page.data(), page.size(), false, Caller::Root())
+                    .ok());
+  }
+  const uint64_t before = log_->journal_bytes();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(fs_->Write(file, order[i] * kMinBlock + 8, "overwrite", 9, false, Caller::Root())
+                    .ok());
+  }
+  EXPECT_LT(log_->journal_bytes() - before, 100u * 96);
+
+  std::vector<size_t> ends;  // the journal's length after each step
+  std::vector<std::map<std::string, std::string>> states;
+  const auto note = [&] {
+    ends.push_back(log_->journal_bytes());
+    states.push_back(Describe(*fs_, kRootInode, "", /*data=*/false));
+  };
+  note();
+  std::mt19937_64 random(7);
+  for (int step = 0; step < 60; ++step) {
+    const uint64_t offset = random() % (2 * kPages * kMinBlock);
+    const std::string bytes = SeededBytes(1 + random() % (3 * kMinBlock), step);
+    switch (random() % 4) {
+      case 0: {
+        AttributeChanges cut;
+        cut.size = offset;
+        ASSERT_TRUE(fs_->SetAttributes(file, cut, Caller::Root()).ok());
+        break;
+      }
+      case 1:
+        ASSERT_TRUE(fs_->Allocate(file, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                                  1 + random() % (64 * kMinBlock), Caller::Root())
+                        .ok());
+        break;
+      default:
+        ASSERT_TRUE(
+            fs_->Write(file, offset, bytes.data(), bytes.size(), false, Caller::Root()).ok());
+    }
+    note();
+  }
+  absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
+  ASSERT_TRUE(contents.ok());
+  for (size_t k = 0; k < ends.size(); ++k) {
+    ReplayReport report;
+    absl::StatusOr<std::string> image = ReplayJournal(
+        contents->checkpoint, absl::string_view(contents->journal).substr(0, ends[k]), &report);
+    ASSERT_TRUE(image.ok()) << k << ": " << image.status();
+    EXPECT_TRUE(report.mended.empty()) << k << ": " << report.mended.front();
+    Successor successor = Load(&*image);
+    ASSERT_TRUE(successor.loaded.ok()) << k << ": " << successor.loaded;
+    EXPECT_EQ(Describe(*successor.fs, kRootInode, "", /*data=*/false), states[k])
+        << "after step " << k;
+  }
+  Successor last = Load();
+  ASSERT_TRUE(last.loaded.ok()) << last.loaded;
+  EXPECT_EQ(Describe(*last.fs, kRootInode, ""), Describe(*fs_, kRootInode, ""));
+  EXPECT_EQ(last.arena->Stats().blocks.used, arena_->Stats().blocks.used);
+}
+
+// A truncation's transaction that did not land before a later write's
+// did (transactions land in the order they were appended, not the order
+// their states were read in): the write's extent overlaps the older one,
+// which is split around it, its first half keeping its bytes.
+TEST_F(FilesystemJournalTest, ReplaySplitsAnExtentALaterWriteOverlaps) {
+  const std::string bytes = SeededBytes(2 * kMinBlock, 8);
+  const InodeNumber file = WriteFile(kRootInode, "f", bytes);
+  const uint64_t written = log_->journal_bytes();
+  AttributeChanges cut;
+  cut.size = kMinBlock;
+  ASSERT_TRUE(fs_->SetAttributes(file, cut, Caller::Root()).ok());
+  const uint64_t truncated = log_->journal_bytes();
+  const std::string more = SeededBytes(kMinBlock, 9);
+  ASSERT_TRUE(
+      fs_->Write(file, kMinBlock, more.data(), more.size(), false, Caller::Root()).ok());
+  absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
+  ASSERT_TRUE(contents.ok());
+  const std::string journal = contents->journal.substr(0, written) +
+                              contents->journal.substr(truncated);  // the truncation lost
+  ReplayReport report;
+  absl::StatusOr<std::string> image = ReplayJournal(contents->checkpoint, journal, &report);
+  ASSERT_TRUE(image.ok()) << image.status();
+  ASSERT_EQ(report.mended.size(), 1u);
+  EXPECT_NE(report.mended[0].find("overlapped"), std::string::npos) << report.mended[0];
+  Successor successor = Load(&*image);
+  ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+  const std::map<std::string, std::string> tree = Describe(*successor.fs, kRootInode, "");
+  EXPECT_EQ(tree, Describe(*fs_, kRootInode, ""));
 }
 
 // Operations on many threads at once, racing for the same directories and
