@@ -231,6 +231,27 @@ void CudaDevice::UnmapPiece(const Piece& piece) {
   if (piece.fd >= 0) close(piece.fd);
 }
 
+std::vector<CudaDevice::Piece> CudaDevice::Uncommit(uint64_t offset, uint64_t length) {
+  std::vector<Piece> emptied = pieces_.Uncommit(offset, length);
+  // Said while no other commit can map these offsets again, so that a
+  // watcher hears of a piece's release before of one mapped in its place.
+  if (watcher_) {
+    for (const Piece& piece : emptied) watcher_(false, HandedPiece{.offset = piece.offset});
+  }
+  return emptied;
+}
+
+absl::Status CudaDevice::CanHandOver() const {
+  if (gpu_.shareable) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      gpu_.description, " cannot export its memory as file descriptors, so no other process "
+                        "can take the files over"));
+}
+
+void CudaDevice::WatchPieces(std::function<void(bool mapped, const HandedPiece& piece)> watcher) {
+  watcher_ = std::move(watcher);
+}
+
 absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
   if (absl::Status s = InRange(offset, length); !s.ok()) return s;
   // What this call maps: runs of granules no piece backs, cut into pieces.
@@ -247,7 +268,7 @@ absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
   if (absl::Status s = context_.Enter(); !s.ok()) {
     absl::MutexLock lock(&mu_);
     --in_flight_;
-    for (const Piece& piece : pieces_.Uncommit(offset, length)) UnmapPiece(piece);
+    for (const Piece& piece : Uncommit(offset, length)) UnmapPiece(piece);
     return s;
   }
   // The driver calls run without the lock, so commits of different granules
@@ -266,15 +287,38 @@ absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
     }
     mapped.push_back(*handle);
   }
-  if (counted) reserve_pending_.fetch_sub(wanted);
-  absl::MutexLock lock(&mu_);
-  --in_flight_;
-  for (size_t i = 0; i < mapped.size(); ++i) {
-    pieces_.Add(to_map[i].first, mapped[i], to_map[i].second);
+  // A watcher gets each piece as a descriptor before any block in it is
+  // handed out.
+  std::vector<int> exported;
+  for (size_t i = 0; status.ok() && watcher_ && i < mapped.size(); ++i) {
+    int fd = -1;
+    status = context_.Check("cuMemExportToShareableHandle",
+                            cu_.cuMemExportToShareableHandle(
+                                &fd, mapped[i], cu::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    if (status.ok()) exported.push_back(fd);
   }
-  if (status.ok()) return status;
-  // All or nothing: give back what this call committed.
-  for (const Piece& piece : pieces_.Uncommit(offset, length)) UnmapPiece(piece);
+  if (counted) reserve_pending_.fetch_sub(wanted);
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    for (size_t i = 0; i < mapped.size(); ++i) {
+      pieces_.Add(to_map[i].first, mapped[i], to_map[i].second);
+    }
+    if (!status.ok()) {
+      for (const int fd : exported) close(fd);
+      // All or nothing: give back what this call committed.
+      for (const Piece& piece : Uncommit(offset, length)) UnmapPiece(piece);
+      return status;
+    }
+  }
+  for (size_t i = 0; i < exported.size(); ++i) {
+    const uint64_t granules = to_map[i].second / gpu_.granule;
+    watcher_(true, HandedPiece{.offset = to_map[i].first,
+                               .length = to_map[i].second,
+                               .committed = granules >= 64 ? ~uint64_t{0}
+                                                           : (uint64_t{1} << granules) - 1,
+                               .fd = exported[i]});
+  }
   return status;
 }
 
@@ -301,7 +345,7 @@ absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
   std::vector<Piece> emptied;
   {
     absl::MutexLock lock(&mu_);
-    emptied = pieces_.Uncommit(offset, length);
+    emptied = Uncommit(offset, length);
     if (emptied.empty()) return absl::OkStatus();
     ++in_flight_;
   }
@@ -320,11 +364,7 @@ absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
 }
 
 absl::StatusOr<std::vector<CudaDevice::HandedPiece>> CudaDevice::HandOverPieces() {
-  if (!gpu_.shareable) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        gpu_.description, " cannot export its memory as file descriptors, so no other process "
-                          "can take the files over"));
-  }
+  if (absl::Status s = CanHandOver(); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   std::vector<HandedPiece> handed;
   if (pieces_.empty()) return handed;

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -131,6 +132,17 @@ class CudaDevice final : public Device {
   // memory. The pieces stay this device's too: the allocation lives while
   // either process holds it.
   absl::StatusOr<std::vector<HandedPiece>> HandOverPieces();
+  // FailedPrecondition, saying why, where this GPU cannot export its
+  // memory (HandOverPieces would fail).
+  absl::Status CanHandOver() const;
+  // From now on calls `watcher` with each piece mapped (true; exported,
+  // its descriptor the watcher's to close), before the Commit that mapped
+  // it returns, and with each piece released (false; its offset alone),
+  // as it leaves the table, before another can be mapped there: under
+  // the device's lock, so the watcher must not call the device. Mapping
+  // fails if the export does. REQUIRES: before the first Commit from
+  // another thread; CanHandOver().
+  void WatchPieces(std::function<void(bool mapped, const HandedPiece& piece)> watcher);
   // Maps the pieces another process's arena on this GPU handed over, at
   // the same offsets and with the same granules committed, creating the
   // context. Takes every descriptor: each piece keeps its own until it is
@@ -177,6 +189,9 @@ class CudaDevice final : public Device {
     return context_.held() && pieces_.empty() && in_flight_ == 0 && exports_ == 0;
   }
 
+  // WatchPieces'; empty: none.
+  std::function<void(bool mapped, const HandedPiece& piece)> watcher_;
+
   // The exporter works on the pieces, the context and the streams under
   // this device's lock, as the device's own calls do.
   friend class CudaExporter;
@@ -198,6 +213,8 @@ class CudaDevice final : public Device {
   // Creates and maps a physical allocation at [offset, offset + length).
   absl::StatusOr<PhysicalPieces::Handle> MapPiece(uint64_t offset, uint64_t length);
   void UnmapPiece(const Piece& piece);
+  // PhysicalPieces::Uncommit, telling the watcher of the pieces emptied.
+  std::vector<Piece> Uncommit(uint64_t offset, uint64_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CudaDriver& cu_;
   const CudaDeviceOptions options_;

@@ -11,16 +11,17 @@
 #ifndef CUDAFS_ALLOC_DEVICES_DEVICE_HAND_OVER_H_
 #define CUDAFS_ALLOC_DEVICES_DEVICE_HAND_OVER_H_
 
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "alloc/devices/cuda_device.h"
 #include "alloc/devices/device.h"
 
 namespace cudafs {
-
-struct CudaDriver;
 
 class DeviceHandOver {
  public:
@@ -40,6 +41,27 @@ class DeviceHandOver {
   const std::vector<int>& fds() const { return fds_; }
   // Whether the memory is on GPUs (else in host memory).
   bool on_gpus() const;
+
+  // A keeper's (survive=on, fs/daemon/keeper.h), whose hold must be all of
+  // the memory whenever the daemon dies: a GPU's pieces change as the
+  // daemon maps and releases them. `gpu` is the GPU's place in the layout
+  // (a pool's member).
+  struct PieceChange {
+    size_t gpu = 0;
+    bool mapped = false;  // else released
+    CudaDevice::HandedPiece piece;  // released: its offset alone
+  };
+  // Calls `watcher` with each change of the pieces of `device`'s GPUs (of
+  // one, or a pool's), a mapped piece exported (its descriptor the
+  // watcher's to close). FailedPrecondition where the memory cannot pass
+  // (as Of), and for a pool that spills to host memory.
+  static absl::Status WatchPieces(Device& device,
+                                  std::function<void(const PieceChange&)> watcher);
+  // Applies a change to what this holds, taking a mapped piece's
+  // descriptor: a piece mapped replaces any it overlaps (released by a
+  // daemon that died before saying so). InvalidArgument for a GPU the
+  // layout lacks.
+  absl::Status Apply(const PieceChange& change);
 
   // The device again, in this process, its GPUs reached through `driver`
   // (null: the process's). InvalidArgument for a layout this build does

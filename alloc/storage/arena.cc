@@ -160,6 +160,29 @@ absl::Status Arena::Claim(Block block) {
   return taken.status();
 }
 
+void Arena::DecommitUnheld() {
+  const std::vector<DevicePart> parts = device_->parts();
+  std::vector<std::pair<uint64_t, uint64_t>> runs;  // [first, end) granules
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t p = 0; p < parts.size() && p < spill_.size(); ++p) {
+      if (spill_[p]) continue;
+      const uint64_t end = (parts[p].range.offset + parts[p].range.length) / granule_;
+      for (uint64_t g = parts[p].range.offset / granule_; g < end; ++g) {
+        if (granules_.contains(g)) continue;
+        if (!runs.empty() && runs.back().second == g) {
+          ++runs.back().second;
+        } else {
+          runs.push_back({g, g + 1});
+        }
+      }
+    }
+  }
+  for (const auto& [first, end] : runs) {
+    device_->Decommit(first * granule_, (end - first) * granule_).IgnoreError();
+  }
+}
+
 absl::StatusOr<Block> Arena::Take(size_t part, uint64_t size,
                                   absl::FunctionRef<std::optional<uint64_t>(BuddyAllocator&)> pick,
                                   bool bounded) {

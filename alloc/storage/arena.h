@@ -105,6 +105,11 @@ class Arena {
   // what was stored stays. InvalidArgument for a block this arena could not
   // have handed out, or one not free.
   absl::Status Claim(Block block);
+  // Once every block is claimed: decommits, in runs, the granules of the
+  // GPU parts that no block holds, which a device adopted with more
+  // committed than that would otherwise keep (a keeper learns of a GPU's
+  // pieces whole, not of the decommits in them since: survive=on).
+  void DecommitUnheld() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Compaction (CompactionPlan). Once the partly used committed granules of
   // a GPU's part have more than kCompactionSlackGranules granules free in

@@ -261,6 +261,13 @@ absl::StatusOr<std::unique_ptr<ExportedMemory>> Filesystem::ExportShared(InodeNu
   absl::MutexLock lock(&inode.mu);
   if (inode.is_directory()) return PosixError(EISDIR);
   if (!inode.is_regular()) return PosixError(EINVAL, "only regular files can be mapped");
+  // The journal has no record of a mapping another process holds: a
+  // successor would free its blocks under it.
+  if (state_->config.metadata_log != nullptr) {
+    return PosixError(EOPNOTSUPP,
+                      "a mount that survives its daemon (survive=on) shares no file's memory "
+                      "with another process: open the file read-only for a copy");
+  }
   absl::StatusOr<std::unique_ptr<ExportedMemory>> exported =
       DataOf(*state_, inode).Export(inode.size);
   JournalScope::Inode(ino);  // the file may have moved into blocks of its own

@@ -8,7 +8,10 @@
 // the /dev/fuse descriptor, the memory's descriptors, the metadata log's,
 // INIT, the negotiation and the command line; no image: the log holds the
 // metadata). The keeper holds those and nothing else: it never maps the
-// memory or reads the log.
+// memory or reads the log. A GPU's memory changes as the daemon maps and
+// releases its pieces: the daemon tells the keeper of each (Follow), a
+// mapped piece's descriptor riding along, before any file's block in it
+// is handed out.
 //
 // When the daemon's end closes without a farewell, however the daemon
 // died, the keeper starts a successor: the mount's command line, run by
@@ -27,10 +30,14 @@
 #ifndef CUDAFS_FS_DAEMON_KEEPER_H_
 #define CUDAFS_FS_DAEMON_KEEPER_H_
 
+#include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "alloc/devices/device_hand_over.h"
 #include "fs/daemon/hand_over.h"
 
 namespace cudafs {
@@ -63,11 +70,16 @@ class KeeperLink {
   // Gives the keeper what a successor needs (its image unused), in place of
   // what it held.
   absl::Status Hold(const HandedOver& state);
+  // A GPU piece mapped or released since (DeviceHandOver::WatchPieces);
+  // a mapped piece's descriptor is sent, and closed. Thread-safe.
+  absl::Status Follow(const DeviceHandOver::PieceChange& change);
   // The daemon ends on purpose: the keeper lets go of everything and ends.
   void Farewell();
 
  private:
-  int connection_;
+  // One message at a time: Hold's may take several.
+  std::unique_ptr<absl::Mutex> mu_ = std::make_unique<absl::Mutex>();
+  int connection_ ABSL_GUARDED_BY(*mu_);
 };
 
 // The keeper's main, for `cudafs-keeper MOUNTPOINT` with the daemon's

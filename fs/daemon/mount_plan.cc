@@ -100,9 +100,15 @@ absl::StatusOr<MountPlan> MountPlan::Make(const MountOptions& options,
   if (options.survive) {
     // What a successor could not take over (docs/DESIGN.md, *A daemon that
     // dies, survived*).
-    if (options.backend != BackendKind::kHost) {
+    if (options.backend != BackendKind::kHost && options.backend != BackendKind::kCuda) {
       return absl::InvalidArgumentError(
-          "survive=on keeps files across a crash in host memory only so far: add backend=host");
+          "survive=on keeps files across a crash in host memory or on GPUs: add backend=host "
+          "or backend=cuda");
+    }
+    if (options.backend == BackendKind::kCuda && options.spill.bytes.value_or(1) != 0) {
+      return absl::InvalidArgumentError(
+          "survive=on: files the GPUs spill to host memory would die with the daemon (that "
+          "memory is its own): add spill=0");
     }
     if (options.uring == MountOptions::Uring::kOn) {
       return absl::InvalidArgumentError(
@@ -182,7 +188,9 @@ std::string MountPlan::WhyNoRoom(BackendKind backend) const {
 }
 
 uint64_t MountPlan::CacheBytes(BackendKind backend) const {
-  return options_.cache_bytes.value_or(backend == BackendKind::kHost ? 0 : kDefaultGpuCacheBytes);
+  // A cached write is in no memory that outlives the daemon.
+  const bool none = backend == BackendKind::kHost || options_.survive;
+  return options_.cache_bytes.value_or(none ? 0 : kDefaultGpuCacheBytes);
 }
 
 FilesystemConfig MountPlan::FilesystemConfigFor(uint64_t capacity, BackendKind backend) const {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -294,6 +295,21 @@ absl::StatusOr<Survival> StartSurvival(const MountOptions& options, Predecessor*
   return survival;
 }
 
+// A GPU's pieces, as the daemon maps and releases them, reach the keeper
+// before any file's block in them is handed out: what it holds is all of
+// the memory whenever the daemon dies. A keeper gone (said once) leaves
+// the mount serving, as one without a keeper.
+absl::Status FollowPieces(Device& device, KeeperLink& keeper) {
+  return DeviceHandOver::WatchPieces(device, [&keeper](const DeviceHandOver::PieceChange& change) {
+    static std::atomic<bool> said{false};
+    if (absl::Status followed = keeper.Follow(change); !followed.ok() && !said.exchange(true)) {
+      LogError(absl::StrCat("the keeper no longer follows the GPU's memory: a crash now loses "
+                            "the files: ",
+                            followed.message()));
+    }
+  });
+}
+
 // What the keeper holds for a successor (keeper.h), the metadata `log`
 // in place of an image; without a log, what a hand-over passes but the
 // image.
@@ -412,6 +428,11 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
       predecessor != nullptr ? AdoptStorage(predecessor->handed) : OpenStorage(plan);
   if (!storage.ok()) return fail(storage.status().message());
   auto& [device, faults, backend, capacity] = *storage;
+  if (keeper && backend == BackendKind::kCuda) {
+    if (absl::Status watched = FollowPieces(*device, *keeper); !watched.ok()) {
+      return fail(absl::StrCat("survive=on: ", watched.message()));
+    }
+  }
   Arena arena(device.get(), options.min_block, capacity);
 
   FilesystemConfig config = plan.FilesystemConfigFor(arena.capacity(), backend);
@@ -440,6 +461,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
     if (absl::Status loaded = filesystem.LoadLog(*log, &report); !loaded.ok()) {
       fail_taking_over(absl::StrCat("the dead daemon's files: ", loaded.message()));
     }
+    if (backend == BackendKind::kCuda) arena.DecommitUnheld();
     // Said once the log is syslog's (Detach, below).
     recovered = absl::StrFormat(
         "took the mount over after its daemon died: %d inodes from %d transactions "

@@ -4,8 +4,8 @@
 // open descriptors and mappings go on working, requests in flight are
 // served by the successor without an error, successors killed as they
 // start are replaced too; the keeper's own death leaves the daemon
-// serving, and an unmount ends the keeper. Host memory only (the option
-// refuses the rest, which this checks too).
+// serving, and an unmount ends the keeper. On host memory and on GPUs (the
+// option refuses the rest, which this checks too).
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
@@ -115,20 +115,21 @@ std::map<std::string, std::string> Snapshot(const std::string& root) {
   return result;
 }
 
-class SurviveTest : public testing::Test {
+// On host memory, and on GPUs (fake ones without a GPU: their memory is
+// memfds, which outlive the daemon as a real GPU's exported memory does).
+class SurviveTest : public BackendTest {
  protected:
   void SetUp() override {
-    if (TestDirFromEnv()) GTEST_SKIP() << "needs a cudafs mount (CUDAFS_TEST_DIR is set)";
+    BackendTest::SetUp();
+    if (IsSkipped()) return;
     if (const char* options = getenv("CUDAFS_TEST_MOUNT_OPTIONS");
         options != nullptr && std::string(options).find("uring=on") != std::string::npos) {
       GTEST_SKIP() << "survive=on serves over /dev/fuse only";
     }
-    const testing::AssertionResult started =
-        mount_.Start({"backend=host", "survive=on", "size=256m", "allow_other"});
-    if (!started) {
-      if (MountFailuresAreFatal()) FAIL() << started.message();
-      GTEST_SKIP() << "cudafs cannot mount here: " << started.message();
-    }
+    std::vector<std::string> options = {"backend=" + backend(), "survive=on", "size=256m",
+                                        "allow_other"};
+    if (backend() == "cuda") options.push_back("spill=0");
+    StartOrSkip(mount_, options);
     path_ = mount_.path();
   }
 
@@ -158,7 +159,7 @@ class SurviveTest : public testing::Test {
 
 // One of everything a filesystem holds, a descriptor held open on a file
 // with no name and a shared mapping: all as they were after the kill.
-TEST_F(SurviveTest, KillNineLosesNothing) {
+TEST_P(SurviveTest, KillNineLosesNothing) {
   ASSERT_EQ(mkdir(Path("dir").c_str(), 02775), 0);
   ASSERT_EQ(mkdir(Path("dir/sub").c_str(), 0700), 0);
   ASSERT_TRUE(WriteFile(Path("small"), "hello, keeper"));
@@ -212,7 +213,7 @@ TEST_F(SurviveTest, KillNineLosesNothing) {
 
 // A writer that keeps a model of what it did, while the daemon is killed
 // again and again under it: no call fails, and the files are the model.
-TEST_F(SurviveTest, AWriterSeesNoErrorAcrossKillsAndFindsWhatItWrote) {
+TEST_P(SurviveTest, AWriterSeesNoErrorAcrossKillsAndFindsWhatItWrote) {
   std::map<std::string, std::string> model;  // file -> bytes
   std::atomic<bool> stop{false};
   std::vector<std::string> errors;
@@ -290,7 +291,7 @@ TEST_F(SurviveTest, AWriterSeesNoErrorAcrossKillsAndFindsWhatItWrote) {
 
 // tar extracting a tree while the daemon is killed four times: tar sees
 // no error, and the tree is its source's.
-TEST_F(SurviveTest, UntarAcrossKillsMatchesItsSource) {
+TEST_P(SurviveTest, UntarAcrossKillsMatchesItsSource) {
   if (!HaveTool("tar") || !HaveTool("diff")) GTEST_SKIP() << "needs tar and diff";
   TempDir source;
   ASSERT_FALSE(source.path().empty());
@@ -319,7 +320,7 @@ TEST_F(SurviveTest, UntarAcrossKillsMatchesItsSource) {
 
 // Successors killed as soon as they appear, three in a row: the keeper
 // starts another each time, and the files survive them all.
-TEST_F(SurviveTest, KillsDuringRecoveryAreSurvivedToo) {
+TEST_P(SurviveTest, KillsDuringRecoveryAreSurvivedToo) {
   ASSERT_TRUE(WriteFile(Path("kept"), RandomBytes(3 << 20, 9)));
   ASSERT_EQ(mkdir(Path("d").c_str(), 0755), 0);
   const std::map<std::string, std::string> before = Snapshot(path_);
@@ -360,7 +361,7 @@ TEST_F(SurviveTest, KillsDuringRecoveryAreSurvivedToo) {
 // requests and write a new one; the test asks for one every 64 KiB, so
 // hundreds come while a writer works, and a kill after them finds every
 // file.
-TEST_F(SurviveTest, CheckpointsPauseNothingAndAKillAfterThemLosesNothing) {
+TEST_P(SurviveTest, CheckpointsPauseNothingAndAKillAfterThemLosesNothing) {
   ASSERT_TRUE(mount_.Unmount());
   setenv("CUDAFS_TEST_CHECKPOINT_BYTES", "65536", 1);
   const testing::AssertionResult started =
@@ -384,7 +385,7 @@ TEST_F(SurviveTest, CheckpointsPauseNothingAndAKillAfterThemLosesNothing) {
 
 // The keeper killed: the daemon serves on, without it, and an unmount
 // ends the daemon as ever; nothing of the mount's is left running.
-TEST_F(SurviveTest, TheKeepersDeathLeavesTheDaemonServing) {
+TEST_P(SurviveTest, TheKeepersDeathLeavesTheDaemonServing) {
   ASSERT_TRUE(WriteFile(Path("f"), "before"));
   const std::vector<pid_t> keepers = ProcessesOf(path_, /*keeper=*/true);
   ASSERT_EQ(keepers.size(), 1u);
@@ -398,7 +399,7 @@ TEST_F(SurviveTest, TheKeepersDeathLeavesTheDaemonServing) {
   EXPECT_TRUE(Eventually([&] { return !ProcessAlive(*daemon); }, 10s));
 }
 
-TEST_F(SurviveTest, AnUnmountEndsTheKeeper) {
+TEST_P(SurviveTest, AnUnmountEndsTheKeeper) {
   const std::vector<pid_t> keepers = ProcessesOf(path_, /*keeper=*/true);
   ASSERT_EQ(keepers.size(), 1u);
   ASSERT_TRUE(WriteFile(Path("f"), "x"));
@@ -406,8 +407,50 @@ TEST_F(SurviveTest, AnUnmountEndsTheKeeper) {
   EXPECT_TRUE(Eventually([&] { return !ProcessAlive(keepers[0]); }, 10s));
 }
 
+// The keeper holds a GPU's memory as the daemon maps it, and lets go of
+// what the daemon releases: deleted files give their memory back, before
+// a crash and after one (pieces the successor took over), and a kill in
+// between loses nothing.
+TEST_P(SurviveTest, TheKeeperHoldsTheGpuMemoryTheDaemonHoldsAndNoMore) {
+  if (backend() != "cuda") GTEST_SKIP() << "host memory is one memfd, held whole";
+  const std::vector<pid_t> keepers = ProcessesOf(path_, /*keeper=*/true);
+  ASSERT_EQ(keepers.size(), 1u);
+  // The fake GPUs' memory is memfds named so.
+  const auto held = [&] {
+    int pieces = 0;
+    const std::string fds = "/proc/" + std::to_string(keepers[0]) + "/fd/";
+    DIR* dir = opendir(fds.c_str());
+    while (dir != nullptr) {
+      const dirent* entry = readdir(dir);
+      if (entry == nullptr) break;
+      char target[256] = {};
+      if (readlink((fds + entry->d_name).c_str(), target, sizeof target - 1) > 0 &&
+          std::strstr(target, "vram") != nullptr) {
+        ++pieces;
+      }
+    }
+    if (dir != nullptr) closedir(dir);
+    return pieces;
+  };
+  ASSERT_TRUE(WriteFile(Path("small"), "small"));  // a piece of 2 MiB
+  const std::string bytes = RandomBytes(96 << 20, 46);
+  ASSERT_TRUE(WriteFile(Path("big"), bytes));
+  EXPECT_TRUE(Eventually([&] { return held() >= 4; }, 10s))
+      << held() << " pieces: 96 MiB is three of 32 MiB at least";
+  KillAndAwaitSuccessor();
+  EXPECT_TRUE(ReadFile(Path("big")).value_or("") == bytes);
+  ASSERT_EQ(unlink(Path("big").c_str()), 0);
+  EXPECT_TRUE(Eventually([&] { return held() == 1; }, 10s))
+      << held() << " pieces held for "
+      << RunCommand({kBinary, "--stats", path_}).out;
+  KillAndAwaitSuccessor();
+  EXPECT_EQ(ReadFile(Path("small")).value_or(""), "small");
+}
+
 // What a successor could not take over is refused at mount time, saying
 // why.
+CUDAFS_INSTANTIATE_BACKENDS(SurviveTest);
+
 TEST(SurviveOptionTest, WhatCannotSurviveIsRefused) {
   if (TestDirFromEnv()) GTEST_SKIP() << "needs a cudafs mount (CUDAFS_TEST_DIR is set)";
   TempDir dir;
@@ -416,8 +459,10 @@ TEST(SurviveOptionTest, WhatCannotSurviveIsRefused) {
     const char* options;
     const char* says;
   } cases[] = {
-      {"survive=on,backend=cuda", "backend=host"},
-      {"survive=on", "backend=host"},  // auto may land on a GPU
+      {"survive=on,backend=cuda", "spill=0"},
+      {"survive=on,backend=cuda,spill=10%", "spill=0"},
+      {"survive=on", "backend=cuda"},  // auto may land on a GPU that spills
+      {"survive=on,backend=null", "backend=host"},
       {"survive=on,backend=host,cache=1m", "cache=0"},
       {"survive=on,backend=host,uring=on", "/dev/fuse"},
       {"survive=maybe,backend=host", "survive"},

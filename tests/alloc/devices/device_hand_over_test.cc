@@ -190,6 +190,90 @@ TEST_F(DeviceHandOverTest, MemoryThatCannotPassIsRefusedWithNoDescriptorLeft) {
   EXPECT_EQ(OpenDescriptors(), before);
 }
 
+// A keeper's hold (survive=on): taken while the GPUs held nothing, it
+// follows each piece mapped and released since, and a successor adopting
+// it finds every byte stored since in place; pieces released are let go.
+TEST_F(DeviceHandOverTest, AHoldFollowsThePiecesMappedAndReleasedSince) {
+  std::vector<std::unique_ptr<Device>> gpus;
+  gpus.push_back(Gpu(0));
+  gpus.push_back(Gpu(1));
+  std::unique_ptr<PooledDevice> pool = PooledDevice::Create(std::move(gpus)).value();
+  absl::StatusOr<DeviceHandOver> held = DeviceHandOver::Of(*pool);
+  ASSERT_TRUE(held.ok()) << held.status();
+  std::vector<DeviceHandOver::PieceChange> changes;
+  ASSERT_TRUE(DeviceHandOver::WatchPieces(
+                  *pool, [&](const DeviceHandOver::PieceChange& change) { changes.push_back(change); })
+                  .ok());
+  const uint64_t second = pool->parts()[1].range.offset;
+  const uint64_t granule = pool->granule_size();
+  const std::string a = Bytes(3 * granule, 12);
+  const std::string b = Bytes(2 * granule, 13);
+  CommitAndWrite(*pool, 0, a);
+  CommitAndWrite(*pool, second + 4 * granule, b);
+  CommitAndWrite(*pool, 10 * granule, Bytes(granule, 14));
+  ASSERT_TRUE(pool->Decommit(10 * granule, granule).ok());
+  ASSERT_EQ(changes.size(), 4u);
+  EXPECT_TRUE(changes[0].mapped && changes[0].gpu == 0 && changes[0].piece.offset == 0);
+  EXPECT_TRUE(changes[1].mapped && changes[1].gpu == 1 && changes[1].piece.offset == 4 * granule);
+  EXPECT_TRUE(!changes[3].mapped && changes[3].gpu == 0 && changes[3].piece.offset == 10 * granule);
+  const int before = OpenDescriptors();
+  for (const DeviceHandOver::PieceChange& change : changes) {
+    ASSERT_TRUE(held->Apply(change).ok());
+  }
+  EXPECT_EQ(OpenDescriptors(), before - 1) << "the released piece's descriptor is closed";
+  EXPECT_EQ(held->fds().size(), 2u);
+  // A piece at an offset the daemon released without saying, and a GPU
+  // the layout lacks.
+  ASSERT_TRUE(held->Apply({.gpu = 0, .mapped = false, .piece = {.offset = 77 * granule}}).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      held->Apply({.gpu = 2, .mapped = true, .piece = {.offset = 0, .length = granule,
+                                                     .committed = 1, .fd = dup(0)}})));
+  EXPECT_EQ(OpenDescriptors(), before - 1);
+  absl::StatusOr<std::unique_ptr<Device>> adopted = held->Adopt(&fake_.driver());
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_EQ(ReadBack(**adopted, 0, a.size()), a);
+  EXPECT_EQ(ReadBack(**adopted, second + 4 * granule, b.size()), b);
+}
+
+// A mapped piece replaces those it overlaps (released by a daemon that died
+// before saying so).
+TEST_F(DeviceHandOverTest, AMappedPieceReplacesThoseItOverlaps) {
+  std::unique_ptr<CudaDevice> gpu = Gpu(0);
+  absl::StatusOr<DeviceHandOver> held = DeviceHandOver::Of(*gpu);
+  ASSERT_TRUE(held.ok()) << held.status();
+  std::vector<DeviceHandOver::PieceChange> changes;
+  ASSERT_TRUE(DeviceHandOver::WatchPieces(
+                  *gpu, [&](const DeviceHandOver::PieceChange& change) { changes.push_back(change); })
+                  .ok());
+  const uint64_t granule = gpu->granule_size();
+  CommitAndWrite(*gpu, 0, Bytes(granule, 15));
+  CommitAndWrite(*gpu, granule, Bytes(granule, 16));
+  ASSERT_EQ(changes.size(), 2u);
+  for (const DeviceHandOver::PieceChange& change : changes) ASSERT_TRUE(held->Apply(change).ok());
+  const std::string bytes = Bytes(2 * granule, 17);
+  ASSERT_TRUE(gpu->Decommit(0, 2 * granule).ok());
+  EXPECT_EQ(changes.size(), 4u);
+  changes.clear();  // the releases lost
+  CommitAndWrite(*gpu, 0, bytes);
+  ASSERT_EQ(changes.size(), 1u);
+  ASSERT_TRUE(held->Apply(changes[0]).ok());
+  EXPECT_EQ(held->fds().size(), 1u);
+  absl::StatusOr<std::unique_ptr<Device>> adopted = held->Adopt(&fake_.driver());
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_EQ(ReadBack(**adopted, 0, bytes.size()), bytes);
+}
+
+TEST_F(DeviceHandOverTest, APoolThatSpillsToHostMemoryCannotBeWatched) {
+  std::unique_ptr<PooledDevice> pool = Pool();
+  const absl::Status watched =
+      DeviceHandOver::WatchPieces(*pool, [](const DeviceHandOver::PieceChange&) {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(watched)) << watched;
+  EXPECT_NE(watched.message().find("spill=0"), std::string::npos);
+  std::unique_ptr<HostDevice> host = HostDevice::Create(16 * kMiB).value();
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      DeviceHandOver::WatchPieces(*host, [](const DeviceHandOver::PieceChange&) {})));
+}
+
 // A successor that fails to take the memory holds none of it, and leaves
 // the predecessor's as it was.
 TEST_F(DeviceHandOverTest, ASuccessorThatCannotMapTheMemoryHoldsNoneOfIt) {

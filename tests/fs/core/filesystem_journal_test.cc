@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "alloc/base/coding.h"
+#include "alloc/base/errors.h"
 #include "alloc/devices/device_wrapper.h"
 #include "alloc/devices/host_device.h"
 #include "alloc/storage/arena.h"
@@ -397,6 +398,15 @@ TEST_F(FilesystemJournalTest, RacingOperationsLeaveTheLogWhereTheFilesystemIs) {
   ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
   EXPECT_EQ(Describe(*successor.fs, kRootInode, ""), before);
   EXPECT_EQ(successor.arena->Stats().blocks.used, arena_->Stats().blocks.used);
+}
+
+// The journal has no record of a mapping another process holds, whose
+// blocks a successor would free under it: such a mount shares none.
+TEST_F(FilesystemJournalTest, NoFileIsSharedWithAnotherProcess) {
+  const InodeNumber file = WriteFile(kRootInode, "f", SeededBytes(3 * kMiB, 10));
+  const absl::StatusOr<std::unique_ptr<ExportedMemory>> shared = fs_->ExportShared(file);
+  EXPECT_EQ(ToErrno(shared.status()), EOPNOTSUPP) << shared.status();
+  EXPECT_NE(shared.status().message().find("read-only"), std::string::npos);
 }
 
 TEST_F(FilesystemJournalTest, ALogThatStoppedFollowingIsRefused) {
