@@ -427,8 +427,8 @@ const std::vector<MountOptionSpec>& Table() {
        .apply = Into<&MountOptions::survive>(OneOf<bool>({{"on", true}, {"off", false}})),
        .forms = {{.syntax = "survive=on|off",
                   .help = "keep the files across a crash of the daemon: a keeper\n"
-                          "process starts another, which takes the mount over; host\n"
-                          "memory over /dev/fuse only, so far",
+                          "process starts another, which takes the mount over; over\n"
+                          "/dev/fuse, in host memory or on GPUs (with spill=0)",
                   .readme = "Every change to the metadata is journaled in memory the keeper "
                             "holds; requests in flight at the crash are sent again. See "
                             "*Surviving a crash*"}},
