@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -95,11 +94,11 @@ void BM_Fragmented4K(benchmark::State& state) {
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), std::mt19937_64(1));
   const bool fill = state.range(1) != 0;
-  std::optional<Mount> mount;
+  std::unique_ptr<Mount> mount;
   InodeNumber ino = 0;
   const auto create = [&] {
     mount.reset();
-    mount.emplace(state.range(0) != 0);
+    mount = std::make_unique<Mount>(state.range(0) != 0);
     ino = mount->fs->Create(kRootInode, "f", 0644, O_WRONLY, Caller::Root())->st_ino;
   };
   const auto write = [&](uint64_t page) {

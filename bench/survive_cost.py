@@ -4,14 +4,19 @@
 Runs ROUNDS rounds; each round mounts every target afresh, in turn (host
 memory with and without survive=on, the null backend, tmpfs), and times on
 each: untar of TARBALL, stat of every file, 5,000 creates of 4 KiB files,
-their stats and unlinks, and rm -rf of the tree. Interleaving the targets
+their stats and unlinks, and rm -rf of the tree; then a 16 MiB file
+written 4 KiB at a time in random order (4,096 extents) and 5,000 random
+4 KiB overwrites of it, through O_DIRECT (what a write journals grows
+with what it changed, not with the file). Interleaving the targets
 round by round keeps a machine's drift out of the ratios. Prints the
 median seconds per step and target, and the median over rounds of
 survive/host and survive/null. Run as root. Example:
   bench/survive_cost.py build/cudafs /tmp/tree.tar --rounds 7
 """
 import argparse
+import mmap
 import os
+import random
 import statistics
 import subprocess
 import tempfile
@@ -23,13 +28,30 @@ TARGETS = {
     "null": "backend=null,size=4g",
     "tmpfs": None,
 }
-STEPS = ["untar", "stat", "create", "stat_small", "unlink", "rm_rf"]
+STEPS = ["untar", "stat", "create", "stat_small", "unlink", "rm_rf", "frag_fill",
+         "frag_overwrite"]
 
 
 def timed(results, step, work):
     began = time.monotonic()
     work()
     results[step] = time.monotonic() - began
+
+
+def fragmented(results, path):
+    pages = 4096
+    page = mmap.mmap(-1, 4096)  # aligned, for O_DIRECT
+    page.write(b"f" * 4096)
+    order = list(range(pages))
+    random.Random(1).shuffle(order)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    try:
+        timed(results, "frag_fill", lambda: [os.pwritev(fd, [page], p * 4096) for p in order])
+        timed(results, "frag_overwrite",
+              lambda: [os.pwritev(fd, [page], order[(i * 7919) % pages] * 4096)
+                       for i in range(5000)])
+    finally:
+        os.close(fd)
 
 
 def run(binary, target, options, tarball):
@@ -61,6 +83,7 @@ def run(binary, target, options, tarball):
         timed(results, "rm_rf", lambda: subprocess.run(
             ["rm", "-rf", "--one-file-system"] + [os.path.join(mountpoint, n)
                                                   for n in os.listdir(mountpoint)], check=True))
+        fragmented(results, os.path.join(mountpoint, "fragmented"))
     finally:
         subprocess.run(["umount", mountpoint], check=False)
         os.rmdir(mountpoint)
