@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -258,6 +259,18 @@ absl::Status CudaDevice::Commit(uint64_t offset, uint64_t length) {
   std::vector<std::pair<uint64_t, uint64_t>> to_map;
   {
     absl::MutexLock lock(&mu_);
+    struct Clear {
+      const CudaDevice* device;
+      uint64_t offset;
+      uint64_t end;
+    } clear{this, offset, offset + length};
+    mu_.Await(absl::Condition(
+        +[](Clear* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return absl::c_none_of(c->device->unmapping_, [c](const DeviceRange& range) {
+            return range.offset < c->end && c->offset < range.offset + range.length;
+          });
+        },
+        &clear));
     if (!context_.held()) {
       if (absl::Status s = CreateContext(); !s.ok()) return s;
     }
@@ -348,6 +361,7 @@ absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
     emptied = Uncommit(offset, length);
     if (emptied.empty()) return absl::OkStatus();
     ++in_flight_;
+    for (const Piece& piece : emptied) unmapping_.push_back({piece.offset, piece.length});
   }
   absl::Status status = context_.Enter();
   // An importer's mapping keeps an exported piece alive, out of the
@@ -360,6 +374,11 @@ absl::Status CudaDevice::Decommit(uint64_t offset, uint64_t length) {
   for (const Piece& piece : emptied) UnmapPiece(piece);
   absl::MutexLock lock(&mu_);
   --in_flight_;
+  for (const Piece& piece : emptied) {
+    unmapping_.erase(absl::c_find_if(unmapping_, [&](const DeviceRange& range) {
+      return range.offset == piece.offset;
+    }));
+  }
   return status;
 }
 

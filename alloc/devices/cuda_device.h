@@ -237,6 +237,9 @@ class CudaDevice final : public Device {
   unsigned long long base_ = 0;
   // The physical allocations mapped into the arena.
   PhysicalPieces pieces_ ABSL_GUARDED_BY(mu_);
+  // Pieces out of the table that Decommit is unmapping outside mu_: a
+  // commit there waits (the driver maps nothing over a mapped range).
+  std::vector<DeviceRange> unmapping_ ABSL_GUARDED_BY(mu_);
   // Commits and Decommits running driver calls outside mu_.
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // ExportedMemory objects alive: each keeps the context.

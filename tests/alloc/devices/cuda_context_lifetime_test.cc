@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "alloc/devices/cuda_device.h"
@@ -173,6 +174,32 @@ TEST_F(CudaContextLifetimeTest, LargeCommitsAreBackedByLargePieces) {
   ASSERT_TRUE(device->Decommit(0, run).ok());
   EXPECT_EQ(fake_.stats().physical_bytes, 0u);
   EXPECT_EQ(device->stats().pieces, 0u);
+}
+
+// A piece emptied by one decommit is unmapped outside the device's lock;
+// a commit of another of its granules meanwhile must not map over it (the
+// driver refuses a mapping over a mapped range): it waits for the unmap.
+TEST_F(CudaContextLifetimeTest, ACommitWaitsForThePieceItWouldMapOverToGo) {
+  std::unique_ptr<CudaDevice> device = Open();
+  ASSERT_NE(device, nullptr);
+  ASSERT_TRUE(device->Commit(0, 2 * kGranule).ok());  // one piece of two granules
+  ASSERT_TRUE(device->Decommit(kGranule, kGranule).ok());  // still mapped, for granule 0
+  absl::Notification unmapping, go_on;
+  fake_.OnCall("cuMemUnmap", [&] {
+    unmapping.Notify();
+    go_on.WaitForNotification();
+  });
+  std::thread decommit([&] { EXPECT_TRUE(device->Decommit(0, kGranule).ok()); });
+  unmapping.WaitForNotification();
+  fake_.OnCall("cuMemUnmap", nullptr);
+  absl::Status committed;
+  std::thread commit([&] { committed = device->Commit(kGranule, kGranule); });
+  absl::SleepFor(absl::Milliseconds(50));
+  go_on.Notify();
+  decommit.join();
+  commit.join();
+  EXPECT_TRUE(committed.ok()) << committed;
+  EXPECT_EQ(device->stats().pieces, 1u);
 }
 
 TEST_F(CudaContextLifetimeTest, OutOfVramFailsTheWholeCommitAndKeepsTheRest) {
