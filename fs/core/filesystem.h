@@ -142,9 +142,14 @@ class Filesystem {
                                    absl::string_view new_name);
   absl::Status Unlink(InodeNumber parent, absl::string_view name);
   absl::Status RemoveDirectory(InodeNumber parent, absl::string_view name);
-  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE. `request`: the id of
+  // the request that asks it (0: none), which an exchange journals, so that
+  // a successor knows it was done (ExchangeDone).
   absl::Status Rename(InodeNumber parent, absl::string_view name, InodeNumber new_parent,
-                      absl::string_view new_name, unsigned flags);
+                      absl::string_view new_name, unsigned flags, uint64_t request = 0);
+  // Whether the log LoadLog loaded says request `request` exchanged two
+  // names: sent again, it must not swap them back.
+  bool ExchangeDone(uint64_t request);
   // The target of symlink `ino`; counts as an access for its atime.
   absl::StatusOr<std::string> ReadLink(InodeNumber ino);
 

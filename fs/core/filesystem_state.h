@@ -25,6 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -98,6 +99,10 @@ struct FilesystemState {
   // Whether the metadata log's owner was asked for a checkpoint
   // (journal_scope.h) since the last one.
   std::atomic<bool> checkpoint_asked{false};
+  // The exchanges a dead predecessor's log says were done (LoadLog), by
+  // request: resent, they must not swap back (Filesystem::ExchangeDone).
+  absl::Mutex done_mu;
+  absl::flat_hash_set<uint64_t> exchanges_done ABSL_GUARDED_BY(done_mu);
   // Last, so destroyed first: it drains the cache while the files exist.
   WriteBackFlusher flusher;
 };

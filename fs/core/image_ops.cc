@@ -281,7 +281,10 @@ absl::Status Filesystem::LoadLog(const MetadataLog& log, ReplayReport* report) {
   CUDAFS_ASSIGN_OR_RETURN(MetadataLog::Contents contents, log.Read());
   CUDAFS_ASSIGN_OR_RETURN(std::string image,
                           ReplayJournal(contents.checkpoint, contents.journal, report));
-  return LoadImage(image);
+  CUDAFS_RETURN_IF_ERROR(LoadImage(image));
+  absl::MutexLock lock(&state_->done_mu);
+  state_->exchanges_done.insert(report->exchanges.begin(), report->exchanges.end());
+  return absl::OkStatus();
 }
 
 }  // namespace cudafs

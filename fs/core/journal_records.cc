@@ -26,6 +26,7 @@ constexpr char kEntry = 'A';
 constexpr char kNoEntry = 'R';
 constexpr char kCounts = 'C';
 constexpr char kGone = 'G';
+constexpr char kExchanged = 'X';
 constexpr uint64_t kRootIno = 1;
 
 // One inode as the records so far leave it.
@@ -114,6 +115,12 @@ class Replay {
             nodes_.erase(ino);
             counts_.erase(ino);
           }
+          break;
+        }
+        case kExchanged: {
+          uint64_t request = 0;
+          ok = GetVarint(&records, &request);
+          if (ok) report_->exchanges.push_back(request);
           break;
         }
         default:
@@ -488,6 +495,11 @@ void PutCountsRecord(uint64_t ino, uint64_t sequence, uint64_t lookups, uint64_t
   PutVarint(out, sequence);
   PutVarint(out, lookups);
   PutVarint(out, opens);
+}
+
+void PutExchangedRecord(uint64_t request, std::string* out) {
+  out->push_back(kExchanged);
+  PutVarint(out, request);
 }
 
 void PutGoneRecord(uint64_t ino, std::string* out) {

@@ -22,6 +22,8 @@
 //   'C' counts:   ino, sequence, lookups, open handles
 //   'G' gone:     ino (numbers are never reused: it wins over every other
 //                 record of the inode)
+//   'X' exchanged: the id of a request that exchanged two names, in the
+//                 exchange's transaction (ReplayReport::exchanges)
 // A checkpoint's records carry sequence 0.
 #ifndef CUDAFS_FS_CORE_JOURNAL_RECORDS_H_
 #define CUDAFS_FS_CORE_JOURNAL_RECORDS_H_
@@ -60,6 +62,7 @@ void PutEntryRecord(uint64_t directory, absl::string_view name, uint64_t sequenc
 void PutCountsRecord(uint64_t ino, uint64_t sequence, uint64_t lookups, uint64_t opens,
                      std::string* out);
 void PutGoneRecord(uint64_t ino, std::string* out);
+void PutExchangedRecord(uint64_t request, std::string* out);
 
 // What a replay found. Transactions cut by a crash leave traces a replay
 // mends, each said in `mended`: an entry whose inode's record never came, a
@@ -73,6 +76,8 @@ struct ReplayReport {
   uint64_t records = 0;
   uint64_t inodes = 0;
   std::vector<std::string> mended;
+  // The requests that exchanged two names since the checkpoint ('X').
+  std::vector<uint64_t> exchanges;
 };
 
 // The filesystem image that `checkpoint` (records) and then `journal`

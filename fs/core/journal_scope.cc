@@ -43,8 +43,12 @@ void JournalScope::FileWritten(uint64_t ino, uint64_t offset, uint64_t end) {
   if (t_scope != nullptr) t_scope->written_.push_back({ino, offset, end});
 }
 
+void JournalScope::Exchanged(uint64_t request) {
+  if (t_scope != nullptr) t_scope->exchanged_.push_back(request);
+}
+
 void JournalScope::Commit() {
-  if (inodes_.empty() && entries_.empty() && written_.empty()) return;
+  if (inodes_.empty() && entries_.empty() && written_.empty() && exchanged_.empty()) return;
   FilesystemState& state = *state_;
   std::sort(inodes_.begin(), inodes_.end());
   inodes_.erase(std::unique(inodes_.begin(), inodes_.end()), inodes_.end());
@@ -90,6 +94,8 @@ void JournalScope::Commit() {
     if (!inode->is_regular() || inode->data() == nullptr) continue;
     PutFileWriteRecord(*inode, NextJournalSequence(), write.offset, write.end, &transaction);
   }
+  // In the transaction of the exchange's entries: both land or neither.
+  for (const uint64_t request : exchanged_) PutExchangedRecord(request, &transaction);
   if (transaction.empty()) return;
   MetadataLog& log = *state.config.metadata_log;
   // A failure abandons the log, which says so: a successor then refuses it.

@@ -45,6 +45,9 @@ class JournalScope {
   // changed but its attributes: its record is the extents the range
   // overlaps (an 'F' record), not all of them.
   static void FileWritten(uint64_t ino, uint64_t offset, uint64_t end);
+  // Request `request` exchanged two names (an 'X' record): a successor
+  // must not swap them back when the kernel sends it again.
+  static void Exchanged(uint64_t request);
 
  private:
   void Commit();
@@ -58,6 +61,7 @@ class JournalScope {
     uint64_t end;
   };
   std::vector<Written> written_;
+  std::vector<uint64_t> exchanged_;
   std::vector<std::pair<uint64_t, std::string>> entries_;
 };
 

@@ -344,7 +344,7 @@ absl::Status Filesystem::RemoveDirectory(InodeNumber parent, absl::string_view n
 }
 
 absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, InodeNumber new_parent,
-                                absl::string_view new_name, unsigned flags) {
+                                absl::string_view new_name, unsigned flags, uint64_t request) {
   if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
       ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))) {
     return PosixError(EINVAL);
@@ -402,10 +402,16 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
     for (const Inode* inode : involved) JournalScope::Inode(inode->ino);
     JournalScope::Entry(parent, name);
     JournalScope::Entry(new_parent, new_name);
+    if (exchange && request != 0) JournalScope::Exchanged(request);
     if (!exchange) victim = replaced;
   }
   if (victim) state_->table.DropIfUnused(victim);
   return absl::OkStatus();
+}
+
+bool Filesystem::ExchangeDone(uint64_t request) {
+  absl::MutexLock lock(&state_->done_mu);
+  return state_->exchanges_done.contains(request);
 }
 
 absl::StatusOr<std::string> Filesystem::ReadLink(InodeNumber ino) {

@@ -1,4 +1,6 @@
 // Handlers of names, links and directories.
+#include <linux/fs.h>
+
 #include <cerrno>
 #include <vector>
 
@@ -106,9 +108,17 @@ void RemoveDirectory(fuse_req_t req, fuse_ino_t parent, const char* name) {
   ReplyStatus(req, DoneBefore(Fs(req).RemoveDirectory(parent, name)));
 }
 
+// An exchange finds no trace of its own effect (both names are there
+// either way): the log says which were done, and one sent again after a
+// crash is not swapped back.
 void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
             const char* new_name, unsigned int flags) {
-  ReplyStatus(req, DoneBefore(Fs(req).Rename(parent, name, new_parent, new_name, flags)));
+  if ((flags & RENAME_EXCHANGE) && Resent() && Fs(req).ExchangeDone(RequestId())) {
+    fuse_reply_err(req, 0);
+    return;
+  }
+  ReplyStatus(req, DoneBefore(Fs(req).Rename(parent, name, new_parent, new_name, flags,
+                                             RequestId())));
 }
 
 // Directories are opened with a request, although nothing needs it: with

@@ -21,6 +21,8 @@ void NoteRequestId(uint64_t unique) { t_request_id = unique; }
 
 bool Resent() { return (t_request_id & kResendBit) != 0; }
 
+uint64_t RequestId() { return t_request_id & ~kResendBit; }
+
 absl::Status DoneBefore(const absl::Status& status, int error) {
   if (Resent() && error != 0 && ToErrno(status) == error) return absl::OkStatus();
   return status;

@@ -25,6 +25,8 @@ namespace cudafs::fuse_glue {
 void NoteRequestId(uint64_t unique);
 // Whether the request this thread serves came again (bit 63 of its id).
 bool Resent();
+// Its id, as it was the first time (without bit 63).
+uint64_t RequestId();
 
 // A resent request that found `status`: OK where its own effect explains
 // it (`error`: ENOENT for a removal or a rename, EEXIST for a setxattr that

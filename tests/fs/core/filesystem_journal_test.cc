@@ -400,6 +400,29 @@ TEST_F(FilesystemJournalTest, RacingOperationsLeaveTheLogWhereTheFilesystemIs) {
   EXPECT_EQ(successor.arena->Stats().blocks.used, arena_->Stats().blocks.used);
 }
 
+// An exchange leaves no trace of its own effect (both names are there
+// either way), so its transaction names its request: a successor knows not
+// to swap the names back when the kernel sends it again. A checkpoint
+// (no request in flight) drops them.
+TEST_F(FilesystemJournalTest, ASuccessorKnowsWhichExchangesWereDone) {
+  const InodeNumber dir = Make(kRootInode, "d", S_IFDIR | 0755);
+  WriteFile(dir, "a", "first");
+  WriteFile(dir, "b", "second");
+  ASSERT_TRUE(fs_->Rename(dir, "a", dir, "b", RENAME_EXCHANGE, 42).ok());
+  ASSERT_TRUE(fs_->Rename(dir, "a", dir, "c", 0, 43).ok());  // no exchange
+  {
+    Successor successor = Load();
+    ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+    EXPECT_TRUE(successor.fs->ExchangeDone(42));
+    EXPECT_FALSE(successor.fs->ExchangeDone(43));
+    EXPECT_EQ(Describe(*successor.fs, kRootInode, ""), Describe(*fs_, kRootInode, ""));
+  }
+  ASSERT_TRUE(fs_->CheckpointLog().ok());
+  Successor successor = Load();
+  ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+  EXPECT_FALSE(successor.fs->ExchangeDone(42));
+}
+
 // The journal has no record of a mapping another process holds, whose
 // blocks a successor would free under it: such a mount shares none.
 TEST_F(FilesystemJournalTest, NoFileIsSharedWithAnotherProcess) {
