@@ -111,10 +111,6 @@ int Mount(MountOptions options) {
 }
 
 int Main(int argc, char** argv) {
-  // Debian's abseil checks every Mutex acquisition against a global lock
-  // graph: a process-wide lock on every request and seconds spent tearing
-  // down a million inode mutexes. Our lock order is documented and tested.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::StatusOr<MountOptions> options =
       ParseCommandLine(absl::Span<const char* const>(argv, argc));
   if (!options.ok()) {
@@ -129,6 +125,12 @@ int Main(int argc, char** argv) {
 }  // namespace cudafs
 
 int main(int argc, char** argv) {
+  // Debian's abseil checks every Mutex acquisition against a global lock
+  // graph: a process-wide lock on every request and seconds spent tearing
+  // down a million inode mutexes. Our lock order is documented and tested.
+  // First of all: a keeper's successor serves too (it checked every lock
+  // of a mount it took over, and spent a second of its start on them).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // The auto_unmount watcher is this binary under another name
   // (fs/daemon/abandoned_mount_watcher.h).
   if (argc == 2 && std::string_view(argv[0]) == cudafs::kWatcherName) {
