@@ -40,10 +40,13 @@ def main():
     binary = os.path.realpath(args.binary)
     mountpoint = tempfile.mkdtemp(prefix="cudafs-upgrade-")
     size_gib = 16 + args.big + args.files * max(args.size, 4096) // (1 << 30)
+    # survive=on keeps GPU memory only where nothing spills to host memory.
+    survive = (",survive=on" + (",spill=0" if args.backend == "cuda" else "")) if args.kill else ""
     subprocess.run([binary, mountpoint, "-o", "backend=%s,uring=off,size=%dg%s"
-                    % (args.backend, size_gib, ",survive=on" if args.kill else "")], check=True)
+                    % (args.backend, size_gib, survive)], check=True)
     try:
         digests = {}
+        began = time.monotonic()
         chunk = os.urandom(64 << 20)
         for i in range(args.big):
             digest = hashlib.sha256()
@@ -60,6 +63,8 @@ def main():
                 os.mkdir(directory)
             with open(os.path.join(directory, "f%d" % i), "wb") as f:
                 f.write(payload)
+        print("wrote %d files of 1 GiB and %d of %d B in %.1f s"
+              % (args.big, args.files, args.size, time.monotonic() - began), flush=True)
         probe = os.path.join(mountpoint, "probe")
         for round_number in range(args.rounds):
             longest = [0.0, 0.0]  # the longest create and remove, and when it began
