@@ -78,14 +78,15 @@ void FsTest::SetUp() {
   if (const uint64_t every = EnvOrDefault("CUDAFS_TEST_KILL_EVERY_MS", 0); every > 0) {
     killer_ = std::thread([this, every] {
       while (!stop_killing_) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(every));
-        if (stop_killing_) break;
         // The root says who serves; asked while none does, it waits for
-        // the successor.
+        // the successor, which then serves `every` ms before its death (a
+        // start slower than that, a GPU's, left it none).
         char value[32] = {};
         const ssize_t n =
             getxattr(root_.c_str(), "user.cudafs.daemon", value, sizeof value - 1);
         const pid_t daemon = n > 0 ? static_cast<pid_t>(std::atoi(value)) : 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(every));
+        if (stop_killing_) break;
         if (daemon > 0 && kill(daemon, SIGKILL) == 0) ++kills_;
       }
     });
