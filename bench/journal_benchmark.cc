@@ -41,6 +41,17 @@ struct Mount {
   std::unique_ptr<Filesystem> fs;
 };
 
+// Appends of a counts record's size from several threads at once (a
+// request's transaction and the FORGETs the kernel sends beside it).
+void BM_Append(benchmark::State& state) {
+  static std::unique_ptr<MetadataLog> log;
+  if (state.thread_index() == 0) log = *MetadataLog::Create();
+  const std::string record(24, 'c');
+  for (auto _ : state) benchmark::DoNotOptimize(log->Append(record));
+  if (state.thread_index() == 0) state.SetItemsProcessed(state.iterations() * state.threads());
+}
+BENCHMARK(BM_Append)->ThreadRange(1, 2)->UseRealTime();
+
 // A lookup and its forget (what stat of a path costs the core).
 void BM_LookupForget(benchmark::State& state) {
   Mount mount(state.range(0) != 0);
