@@ -372,7 +372,9 @@ TEST_P(SurviveTest, CheckpointsPauseNothingAndAKillAfterThemLosesNothing) {
   ASSERT_EQ(mkdir(Path("d").c_str(), 0755), 0);
   for (int i = 0; i < 3000; ++i) {
     ASSERT_TRUE(WriteFile(Path("d/f" + std::to_string(i)), std::to_string(i)));
-    if (i % 3 == 0) ASSERT_EQ(unlink(Path("d/f" + std::to_string(i)).c_str()), 0);
+    if (i % 3 == 0) {
+      ASSERT_EQ(unlink(Path("d/f" + std::to_string(i)).c_str()), 0);
+    }
   }
   const std::map<std::string, std::string> before = Snapshot(path_);
   KillAndAwaitSuccessor();
