@@ -401,6 +401,30 @@ TEST_P(SurviveTest, TheKeepersDeathLeavesTheDaemonServing) {
   EXPECT_TRUE(Eventually([&] { return !ProcessAlive(*daemon); }, 10s));
 }
 
+// `cudafs --upgrade` hands a survive=on mount to a new daemon, which
+// starts a keeper of its own (the old one ends): a crash after the
+// upgrade is survived as before it, by the new daemon's keeper.
+TEST_P(SurviveTest, AnUpgradedMountSurvivesACrash) {
+  ASSERT_TRUE(WriteFile(Path("before"), "written before the upgrade"));
+  const std::vector<pid_t> old_keepers = ProcessesOf(path_, /*keeper=*/true);
+  ASSERT_EQ(old_keepers.size(), 1u);
+  const CommandResult upgrade = RunCommand({kBinary, "--upgrade", path_}, 90s);
+  ASSERT_EQ(upgrade.exit_code, 0) << upgrade.err;
+  EXPECT_TRUE(Eventually([&] { return !ProcessAlive(old_keepers[0]); }, 10s));
+  std::vector<pid_t> keepers;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        keepers = ProcessesOf(path_, /*keeper=*/true);
+        return keepers.size() == 1 && keepers[0] != old_keepers[0];
+      },
+      10s))
+      << keepers.size() << " keepers";
+  ASSERT_TRUE(WriteFile(Path("after"), "written after it"));
+  KillAndAwaitSuccessor();
+  EXPECT_EQ(ReadFile(Path("before")).value_or(""), "written before the upgrade");
+  EXPECT_EQ(ReadFile(Path("after")).value_or(""), "written after it");
+}
+
 TEST_P(SurviveTest, AnUnmountEndsTheKeeper) {
   const std::vector<pid_t> keepers = ProcessesOf(path_, /*keeper=*/true);
   ASSERT_EQ(keepers.size(), 1u);
