@@ -10,8 +10,11 @@ written 4 KiB at a time in random order (4,096 extents) and 5,000 random
 with what it changed, not with the file). Interleaving the targets
 round by round keeps a machine's drift out of the ratios. Prints the
 median seconds per step and target, and the median over rounds of
-survive/host and survive/null. Run as root. Example:
+survive/host and survive/null. --target NAME=OPTIONS adds a cudafs
+mount of its own (before tmpfs), to see what one option costs. Run as
+root. Examples:
   bench/survive_cost.py build/cudafs /tmp/tree.tar --rounds 7
+  bench/survive_cost.py build/cudafs /tmp/tree.tar --target nocache=backend=host,size=4g,cache=0
 """
 import argparse
 import mmap
@@ -95,16 +98,25 @@ def main():
     parser.add_argument("binary")
     parser.add_argument("tarball")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--target", action="append", default=[], metavar="NAME=OPTIONS",
+                        help="another cudafs mount, with these options")
     args = parser.parse_args()
     binary = os.path.realpath(args.binary)
-    samples = {target: [] for target in TARGETS}
+    targets = {name: options for name, options in TARGETS.items() if options is not None}
+    for target in args.target:
+        name, _, options = target.partition("=")
+        if not name or not options or name in TARGETS:
+            parser.error("--target wants NAME=OPTIONS, a name of its own: " + target)
+        targets[name] = options
+    targets["tmpfs"] = None
+    samples = {target: [] for target in targets}
     for _ in range(args.rounds):
-        for target, options in TARGETS.items():
+        for target, options in targets.items():
             samples[target].append(run(binary, target, options, args.tarball))
-    print("| step | " + " | ".join(TARGETS) + " | survive / host | survive / null |")
-    print("|---|" + "---:|" * (len(TARGETS) + 2))
+    print("| step | " + " | ".join(targets) + " | survive / host | survive / null |")
+    print("|---|" + "---:|" * (len(targets) + 2))
     for step in STEPS:
-        medians = [statistics.median(s[step] for s in samples[t]) for t in TARGETS]
+        medians = [statistics.median(s[step] for s in samples[t]) for t in targets]
         ratio = lambda a, b: statistics.median(
             x[step] / y[step] for x, y in zip(samples[a], samples[b]))
         print("| %s | %s | %.3f | %.3f |" % (step, " | ".join("%.3f" % m for m in medians),
