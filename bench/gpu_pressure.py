@@ -299,7 +299,7 @@ class Run:
         except (subprocess.TimeoutExpired, ValueError):
             stats = {}
         samples.append(dict(places(stats), t=time.monotonic() - t0))
-        self.last_stats = {k: v for k, v in stats.items() if not k.startswith("requests_")}
+        self.last_stats = {k: v for k, v in stats.items() if not k.startswith(("requests_", "handler_ns_"))}
 
     def verify(self):
         drop_caches()

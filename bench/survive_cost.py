@@ -10,9 +10,12 @@ written 4 KiB at a time in random order (4,096 extents) and 5,000 random
 with what it changed, not with the file). Interleaving the targets
 round by round keeps a machine's drift out of the ratios. Prints the
 median seconds per step and target, and the median over rounds of
-survive/host and survive/null. --target NAME=OPTIONS adds a cudafs
-mount of its own (before tmpfs), to see what one option costs. Run as
-root. Examples:
+survive/host and survive/null; then the same for two figures of each
+cudafs daemon over each step, which the machine's noise touches less
+than the wall time: the CPU time of its threads (/proc/PID/task/*/
+schedstat) and the time its request handlers took (the stats'
+handler_ns_* lines). --target NAME=OPTIONS adds a cudafs mount of its
+own (before tmpfs), to see what one option costs. Run as root. Examples:
   bench/survive_cost.py build/cudafs /tmp/tree.tar --rounds 7
   bench/survive_cost.py build/cudafs /tmp/tree.tar --target nocache=backend=host,size=4g,cache=0
 """
@@ -35,13 +38,52 @@ STEPS = ["untar", "stat", "create", "stat_small", "unlink", "rm_rf", "frag_fill"
          "frag_overwrite"]
 
 
-def timed(results, step, work):
+class Daemon:
+    """The cudafs daemon serving MOUNTPOINT, for its CPU and handler time."""
+
+    def __init__(self, mountpoint):
+        self.mountpoint = mountpoint
+        self.pid = None
+        for entry in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/comm" % entry) as f:
+                    if f.read().strip() != "cudafs":
+                        continue
+                with open("/proc/%s/cmdline" % entry, "rb") as f:
+                    if mountpoint.encode() in f.read().split(b"\0"):
+                        self.pid = int(entry)
+            except (OSError, ValueError):
+                continue
+        if self.pid is None:
+            raise SystemExit("no cudafs daemon serves " + mountpoint)
+
+    def cpu(self):
+        total = 0
+        for task in os.listdir("/proc/%d/task" % self.pid):
+            try:
+                with open("/proc/%d/task/%s/schedstat" % (self.pid, task)) as f:
+                    total += int(f.read().split()[0])
+            except OSError:
+                pass  # a thread that ended meanwhile
+        return total / 1e9
+
+    def handlers(self):
+        text = os.getxattr(self.mountpoint, "user.cudafs.stats").decode()
+        return sum(int(line.split()[1]) for line in text.splitlines()
+                   if line.startswith("handler_ns_")) / 1e9
+
+
+def timed(results, step, work, daemon=None):
     began = time.monotonic()
+    before = (daemon.cpu(), daemon.handlers()) if daemon else None
     work()
     results[step] = time.monotonic() - began
+    if daemon:
+        results["cpu", step] = daemon.cpu() - before[0]
+        results["handlers", step] = daemon.handlers() - before[1]
 
 
-def fragmented(results, path):
+def fragmented(results, path, daemon):
     pages = 4096
     page = mmap.mmap(-1, 4096)  # aligned, for O_DIRECT
     page.write(b"f" * 4096)
@@ -49,10 +91,11 @@ def fragmented(results, path):
     random.Random(1).shuffle(order)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
     try:
-        timed(results, "frag_fill", lambda: [os.pwritev(fd, [page], p * 4096) for p in order])
+        timed(results, "frag_fill", lambda: [os.pwritev(fd, [page], p * 4096) for p in order],
+              daemon)
         timed(results, "frag_overwrite",
               lambda: [os.pwritev(fd, [page], order[(i * 7919) % pages] * 4096)
-                       for i in range(5000)])
+                       for i in range(5000)], daemon)
     finally:
         os.close(fd)
 
@@ -63,13 +106,14 @@ def run(binary, target, options, tarball):
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4g", "tmpfs", mountpoint], check=True)
     else:
         subprocess.run([binary, mountpoint, "-o", options], check=True)
+    daemon = Daemon(mountpoint) if options is not None else None
     results = {}
     try:
         timed(results, "untar",
-              lambda: subprocess.run(["tar", "xf", tarball, "-C", mountpoint], check=True))
+              lambda: subprocess.run(["tar", "xf", tarball, "-C", mountpoint], check=True), daemon)
         paths = [os.path.join(root, name) for root, _, names in os.walk(mountpoint)
                  for name in names]
-        timed(results, "stat", lambda: [os.lstat(p) for p in paths])
+        timed(results, "stat", lambda: [os.lstat(p) for p in paths], daemon)
         small = os.path.join(mountpoint, "small")
         os.mkdir(small)
         payload = b"x" * 4096
@@ -78,15 +122,16 @@ def run(binary, target, options, tarball):
             for i in range(5000):
                 with open(os.path.join(small, "f%d" % i), "wb") as f:
                     f.write(payload)
-        timed(results, "create", create)
+        timed(results, "create", create, daemon)
         timed(results, "stat_small",
-              lambda: [os.stat(os.path.join(small, "f%d" % i)) for i in range(5000)])
+              lambda: [os.stat(os.path.join(small, "f%d" % i)) for i in range(5000)], daemon)
         timed(results, "unlink",
-              lambda: [os.unlink(os.path.join(small, "f%d" % i)) for i in range(5000)])
+              lambda: [os.unlink(os.path.join(small, "f%d" % i)) for i in range(5000)], daemon)
         timed(results, "rm_rf", lambda: subprocess.run(
             ["rm", "-rf", "--one-file-system"] + [os.path.join(mountpoint, n)
-                                                  for n in os.listdir(mountpoint)], check=True))
-        fragmented(results, os.path.join(mountpoint, "fragmented"))
+                                                  for n in os.listdir(mountpoint)], check=True),
+              daemon)
+        fragmented(results, os.path.join(mountpoint, "fragmented"), daemon)
     finally:
         subprocess.run(["umount", mountpoint], check=False)
         os.rmdir(mountpoint)
@@ -113,14 +158,22 @@ def main():
     for _ in range(args.rounds):
         for target, options in targets.items():
             samples[target].append(run(binary, target, options, args.tarball))
-    print("| step | " + " | ".join(targets) + " | survive / host | survive / null |")
-    print("|---|" + "---:|" * (len(targets) + 2))
-    for step in STEPS:
-        medians = [statistics.median(s[step] for s in samples[t]) for t in targets]
-        ratio = lambda a, b: statistics.median(
-            x[step] / y[step] for x, y in zip(samples[a], samples[b]))
-        print("| %s | %s | %.3f | %.3f |" % (step, " | ".join("%.3f" % m for m in medians),
-                                            ratio("survive", "host"), ratio("survive", "null")))
+    def table(title, key, names):
+        print("\n" + title)
+        print("| step | " + " | ".join(names) + " | survive / host | survive / null |")
+        print("|---|" + "---:|" * (len(names) + 2))
+        for step in STEPS:
+            medians = [statistics.median(s[key(step)] for s in samples[t]) for t in names]
+            ratio = lambda a, b: statistics.median(
+                x[key(step)] / y[key(step)] for x, y in zip(samples[a], samples[b]))
+            print("| %s | %s | %.3f | %.3f |" % (step, " | ".join("%.3f" % m for m in medians),
+                                                ratio("survive", "host"),
+                                                ratio("survive", "null")))
+
+    daemons = [t for t in targets if targets[t] is not None]
+    table("Wall time", lambda step: step, list(targets))
+    table("The daemon's CPU time", lambda step: ("cpu", step), daemons)
+    table("The daemon's handlers' time", lambda step: ("handlers", step), daemons)
     print("(median seconds of %d rounds; ratios: the median of the rounds' ratios)" % args.rounds)
 
 

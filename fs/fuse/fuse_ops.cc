@@ -6,6 +6,7 @@
 
 #include <sys/sysinfo.h>
 
+#include <chrono>
 #include <string>
 
 #include "alloc/base/log.h"
@@ -16,6 +17,13 @@
 namespace cudafs {
 namespace fuse_glue {
 namespace {
+
+// CLOCK_MONOTONIC, read through the vDSO: no system call.
+uint64_t MonotonicNanoseconds() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
 
 // INIT: what the kernel offers, negotiated (negotiation.h), written back.
 void Init(void* userdata, fuse_conn_info* conn) {
@@ -54,17 +62,22 @@ void Init(void* userdata, fuse_conn_info* conn) {
   for (const std::string& line : negotiation.log) LogInfo(line);
 }
 
-// Serves a request with `handler` after counting it as `request`. In the
-// handlers, not in the session loop: over io_uring libfuse's own ring
-// threads call them without passing through the loop.
+// Serves a request with `handler`, counting it as `request` and the time
+// the handler took. In the handlers, not in the session loop: over
+// io_uring libfuse's own ring threads call them without passing through
+// the loop.
 template <FuseRequest request, auto handler>
 struct Counted;
 
 template <FuseRequest request, typename... Args, void (*handler)(fuse_req_t, Args...)>
 struct Counted<request, handler> {
   static void Serve(fuse_req_t req, Args... args) {
-    Context(req).stats.requests.Count(request);
+    // Taken before the handler: its reply frees `req`.
+    RequestCounters& counters = Context(req).stats.requests;
+    counters.Count(request);
+    const uint64_t began = MonotonicNanoseconds();
     handler(req, args...);
+    counters.CountHandlerTime(request, MonotonicNanoseconds() - began);
   }
 };
 
@@ -72,8 +85,11 @@ struct Counted<request, handler> {
 template <FuseRequest request, void (*handler)(void*, fuse_conn_info*)>
 struct Counted<request, handler> {
   static void Serve(void* userdata, fuse_conn_info* conn) {
-    static_cast<FuseContext*>(userdata)->stats.requests.Count(request);
+    RequestCounters& counters = static_cast<FuseContext*>(userdata)->stats.requests;
+    counters.Count(request);
+    const uint64_t began = MonotonicNanoseconds();
     handler(userdata, conn);
+    counters.CountHandlerTime(request, MonotonicNanoseconds() - began);
   }
 };
 

@@ -1,5 +1,7 @@
-// Counts the FUSE requests that reach cudafs's handlers, by type, for the
-// stats: how many round trips a workload costs, per file and per kind.
+// Counts the FUSE requests that reach cudafs's handlers, by type, and the
+// time their handlers took, for the stats: how many round trips a workload
+// costs, per file and per kind, and how much of each the daemon's own work
+// is (the rest is the kernel's and the transport's).
 #ifndef CUDAFS_FS_FUSE_REQUEST_COUNTERS_H_
 #define CUDAFS_FS_FUSE_REQUEST_COUNTERS_H_
 
@@ -63,12 +65,19 @@ class RequestCounters {
   // Called once per request, at the entry of its handler, by whichever
   // thread serves it (our /dev/fuse workers or libfuse's io_uring threads).
   void Count(FuseRequest request) { Add(static_cast<size_t>(request), 1); }
+  // ... and as the handler returns, with the nanoseconds it took.
+  void CountHandlerTime(FuseRequest request, uint64_t nanoseconds) {
+    Add(kHandlerNs + static_cast<size_t>(request), nanoseconds);
+  }
   // Inodes released by one FORGET (1) or BATCH_FORGET (its count).
   void CountForgotten(uint64_t inodes) { Add(kForgottenInodes, inodes); }
 
   // "requests_<name> N" for every request type, zeros included (a
   // consumer diffing two readings finds every key in both), then
-  // "forgotten_inodes N".
+  // "forgotten_inodes N", then "handler_ns_<name> N" for every type: the
+  // nanoseconds its handlers took, in all (wall time on a monotonic clock,
+  // waits for locks and devices included; a handler that replies before
+  // it returns is counted to its return).
   std::string ToText() const;
 
  private:
@@ -78,7 +87,8 @@ class RequestCounters {
 #undef CUDAFS_REQUEST_ONE
       ;
   static constexpr size_t kForgottenInodes = kRequestTypes;
-  static constexpr size_t kCounters = kRequestTypes + 1;
+  static constexpr size_t kHandlerNs = kRequestTypes + 1;  // one per type
+  static constexpr size_t kCounters = 2 * kRequestTypes + 1;
 
   // One shard per CPU, each on cache lines of its own: the thread on a CPU
   // bumps only that CPU's shard, so up to 16 workers plus one io_uring

@@ -1288,7 +1288,8 @@ TEST_P(CliMountTest, StatsCountRequestsByType) {
   EXPECT_TRUE(std::all_of(first_request, lines.end(),
                           [](const std::string& line) {
                             return line.starts_with("requests_") ||
-                                   line.starts_with("forgotten_inodes ");
+                                   line.starts_with("forgotten_inodes ") ||
+                                   line.starts_with("handler_ns_");
                           }))
       << "the request counters come after the others";
   std::map<std::string, std::string> before = ParseStats(Join(lines, "\n"));
@@ -1299,8 +1300,10 @@ TEST_P(CliMountTest, StatsCountRequestsByType) {
         "setxattr", "getxattr", "listxattr", "removexattr", "fallocate", "copy_file_range",
         "lseek"}) {
     EXPECT_GE(Requests(before, op), 0) << "no requests_" << op;
+    EXPECT_GE(Counter(before, std::string("handler_ns_") + op), 0) << "no handler_ns_" << op;
   }
   EXPECT_EQ(Requests(before, "init"), 1);
+  EXPECT_GT(Counter(before, "handler_ns_init"), 0) << "INIT's handler took no time";
   const std::string root = dir.path();
   const std::string file = root + "/counted";
   // The growth of `op`'s counter from `before` to a new reading, which then

@@ -14,7 +14,26 @@ TEST(RequestCountersTest, EveryTypeIsPrintedZerosIncluded) {
   const std::string text = counters.ToText();
   EXPECT_TRUE(text.starts_with("requests_init 0\nrequests_lookup 0\n")) << text;
   EXPECT_NE(text.find("requests_batch_forget 0\n"), std::string::npos) << text;
-  EXPECT_TRUE(text.ends_with("requests_lseek 0\nforgotten_inodes 0\n")) << text;
+  EXPECT_NE(text.find("requests_lseek 0\nforgotten_inodes 0\nhandler_ns_init 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_TRUE(text.ends_with("handler_ns_lseek 0\n")) << text;
+}
+
+// A handler's time goes to its type alone, and adds up.
+TEST(RequestCountersTest, HandlerTimeAddsUpByType) {
+  RequestCounters counters;
+  counters.Count(FuseRequest::unlink);
+  counters.CountHandlerTime(FuseRequest::unlink, 1500);
+  counters.Count(FuseRequest::unlink);
+  counters.CountHandlerTime(FuseRequest::unlink, 2500);
+  counters.CountHandlerTime(FuseRequest::lookup, 7);
+  const std::string text = counters.ToText();
+  EXPECT_NE(text.find("requests_unlink 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("handler_ns_unlink 4000\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("handler_ns_lookup 7\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("requests_lookup 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("handler_ns_rmdir 0\n"), std::string::npos) << text;
 }
 
 // Threads on whatever CPUs the scheduler picks, moving between them: the
