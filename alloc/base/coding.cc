@@ -2,12 +2,19 @@
 
 namespace cudafs {
 
-void PutVarint(std::string* out, uint64_t value) {
+size_t EncodeVarint(char* to, uint64_t value) {
+  size_t used = 0;
   while (value >= 0x80) {
-    out->push_back(static_cast<char>(value | 0x80));
+    to[used++] = static_cast<char>(value | 0x80);
     value >>= 7;
   }
-  out->push_back(static_cast<char>(value));
+  to[used++] = static_cast<char>(value);
+  return used;
+}
+
+void PutVarint(std::string* out, uint64_t value) {
+  char bytes[kMaxVarintBytes];
+  out->append(bytes, EncodeVarint(bytes, value));
 }
 
 void PutBytes(std::string* out, absl::string_view bytes) {

@@ -6,6 +6,7 @@
 #ifndef CUDAFS_ALLOC_BASE_CODING_H_
 #define CUDAFS_ALLOC_BASE_CODING_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -13,14 +14,35 @@
 
 namespace cudafs {
 
+inline constexpr size_t kMaxVarintBytes = 10;
+
+// Writes `value` at `to` (room for kMaxVarintBytes); returns the bytes used.
+size_t EncodeVarint(char* to, uint64_t value);
 void PutVarint(std::string* out, uint64_t value);
 void PutBytes(std::string* out, absl::string_view bytes);
+// What PutBytes would write of the bytes `put(out)` appends, written in
+// place: no copy of them (put may append nothing).
+template <typename Put>
+void PutBytesOf(std::string* out, Put put);
 
 // Each consumes what it read from the front of `in`.
 bool GetVarint(absl::string_view* in, uint64_t* value);
 bool GetBytes(absl::string_view* in, absl::string_view* bytes);
 // A varint that must be at most `max`.
 bool GetVarintUpTo(absl::string_view* in, uint64_t max, uint64_t* value);
+
+template <typename Put>
+void PutBytesOf(std::string* out, Put put) {
+  // Room for a one-byte length, which most are; a longer one moves the
+  // bytes up.
+  const size_t at = out->size();
+  out->push_back(0);
+  put(out);
+  char length[kMaxVarintBytes];
+  const size_t used = EncodeVarint(length, out->size() - at - 1);
+  if (used > 1) out->insert(at + 1, used - 1, '\0');
+  out->replace(at, used, length, used);
+}
 
 }  // namespace cudafs
 

@@ -425,12 +425,12 @@ namespace {
 // What an 'I' and an 'F' record start with: kind, inode, sequence, head.
 void PutRecordStart(char kind, const Inode& inode, uint64_t sequence, std::string* out)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
-  std::string head;
   out->push_back(kind);
   PutVarint(out, inode.ino);
   PutVarint(out, sequence);
-  PutInodeHead(inode, &head);
-  PutBytes(out, head);
+  PutBytesOf(out, [&](std::string* head) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    PutInodeHead(inode, head);
+  });
 }
 
 // An 'I' record whose body `put_body` writes.
@@ -438,12 +438,10 @@ template <typename PutBody>
 void PutRecordOf(const Inode& inode, uint64_t sequence, std::string* out, PutBody put_body)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
   PutRecordStart(kInode, inode, sequence, out);
-  std::string part;
-  PutInodeXattrs(inode, &part);
-  PutBytes(out, part);
-  part.clear();
-  put_body(&part);
-  PutBytes(out, part);
+  PutBytesOf(out, [&](std::string* xattrs) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    PutInodeXattrs(inode, xattrs);
+  });
+  PutBytesOf(out, put_body);
 }
 
 }  // namespace

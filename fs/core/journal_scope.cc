@@ -4,7 +4,8 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
+
+#include "absl/cleanup/cleanup.h"
 
 #include "fs/core/filesystem_state.h"
 #include "fs/core/journal_records.h"
@@ -14,6 +15,10 @@ namespace cudafs {
 namespace {
 
 thread_local JournalScope* t_scope = nullptr;  // the thread's outermost, if any
+// The thread's last transaction's buffer, kept for the next one unless it
+// grew large: most transactions are a few hundred bytes.
+thread_local std::string t_buffer;
+constexpr size_t kKeptBufferBytes = 64 << 10;
 
 }  // namespace
 
@@ -53,7 +58,7 @@ void JournalScope::Commit() {
   std::sort(inodes_.begin(), inodes_.end());
   inodes_.erase(std::unique(inodes_.begin(), inodes_.end()), inodes_.end());
   // Inodes gone from the table were recorded gone by it.
-  std::vector<std::shared_ptr<cudafs::Inode>> inodes;
+  absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 4> inodes;
   bool directories = !entries_.empty();
   for (const uint64_t ino : inodes_) {
     if (std::shared_ptr<cudafs::Inode> inode = state.table.Get(ino)) {
@@ -62,7 +67,11 @@ void JournalScope::Commit() {
     }
   }
   // Each state is read, and numbered, under the lock its changes take.
-  std::string transaction;
+  std::string transaction = std::move(t_buffer);
+  transaction.clear();
+  absl::Cleanup keep = [&transaction] {
+    if (transaction.capacity() <= kKeptBufferBytes) t_buffer = std::move(transaction);
+  };
   if (directories) {
     // A directory's record and the entries are the namespace's.
     absl::ReaderMutexLock namespace_lock(&state.namespace_mu);

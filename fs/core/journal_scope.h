@@ -18,8 +18,8 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "alloc/storage/arena.h"
 
@@ -54,15 +54,17 @@ class JournalScope {
 
   FilesystemState* state_ = nullptr;  // null: an outer scope commits, or no log
   std::optional<Arena::HeldFrees> held_frees_;
-  std::vector<uint64_t> inodes_;
+  // Inline: an operation marks a few things, and allocating for them on
+  // every request would cost the journal's fast path more than encoding.
+  absl::InlinedVector<uint64_t, 4> inodes_;
   struct Written {
     uint64_t ino;
     uint64_t offset;
     uint64_t end;
   };
-  std::vector<Written> written_;
-  std::vector<uint64_t> exchanged_;
-  std::vector<std::pair<uint64_t, std::string>> entries_;
+  absl::InlinedVector<Written, 1> written_;
+  absl::InlinedVector<uint64_t, 1> exchanged_;
+  absl::InlinedVector<std::pair<uint64_t, std::string>, 2> entries_;
 };
 
 }  // namespace cudafs

@@ -94,22 +94,22 @@ MetadataLog::~MetadataLog() {
 }
 
 absl::Status MetadataLog::Append(absl::string_view transaction) {
-  std::string length;
-  PutVarint(&length, transaction.size());
+  char length[kMaxVarintBytes];
+  const size_t length_bytes = EncodeVarint(length, transaction.size());
   absl::MutexLock lock(&mu_);
   if (header().abandoned.load(std::memory_order_relaxed) != 0) {
     return absl::FailedPreconditionError("the metadata log was abandoned");
   }
   Header::Slot& slot = header().slots[header().active.load(std::memory_order_relaxed)];
   const uint64_t at = slot.journal_length.load(std::memory_order_relaxed);
-  const uint64_t size = length.size() + transaction.size();
+  const uint64_t size = length_bytes + transaction.size();
   if (size > kMaxJournal - at) {
     AbandonLocked("the metadata log's journal is full");
     return absl::ResourceExhaustedError("the metadata log's journal is full");
   }
   char* journal = SlotData(header().active.load(std::memory_order_relaxed)) + kMaxCheckpoint;
-  std::memcpy(journal + at, length.data(), length.size());
-  std::memcpy(journal + at + length.size(), transaction.data(), transaction.size());
+  std::memcpy(journal + at, length, length_bytes);
+  std::memcpy(journal + at + length_bytes, transaction.data(), transaction.size());
   // Published last: a crash before this store leaves the transaction out.
   slot.journal_length.store(at + size, std::memory_order_release);
   return absl::OkStatus();

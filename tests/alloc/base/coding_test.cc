@@ -32,6 +32,33 @@ TEST(CodingTest, VarintsAndBytesRoundTrip) {
   EXPECT_TRUE(in.empty());
 }
 
+// In place, what PutBytes writes: lengths of one byte and longer, after
+// bytes already in the output, and nested.
+TEST(CodingTest, BytesWrittenInPlaceMatchPutBytes) {
+  for (const size_t size : {size_t{0}, size_t{1}, size_t{127}, size_t{128}, size_t{300},
+                            size_t{16383}, size_t{16384}, size_t{70000}}) {
+    const std::string bytes(size, 'q');
+    std::string expected = "head";
+    PutBytes(&expected, bytes);
+    PutVarint(&expected, 7);
+    std::string got = "head";
+    PutBytesOf(&got, [&](std::string* out) { out->append(bytes); });
+    PutVarint(&got, 7);
+    EXPECT_EQ(got, expected) << size;
+  }
+  std::string inner;
+  PutBytes(&inner, std::string(200, 'i'));
+  PutVarint(&inner, 1u << 20);
+  std::string expected;
+  PutBytes(&expected, inner);
+  std::string got;
+  PutBytesOf(&got, [](std::string* out) {
+    PutBytesOf(out, [](std::string* deeper) { deeper->append(200, 'i'); });
+    PutVarint(out, 1u << 20);
+  });
+  EXPECT_EQ(got, expected);
+}
+
 TEST(CodingTest, TruncatedOrOverlongInputIsRefused) {
   std::string out;
   PutVarint(&out, ~0ull);
