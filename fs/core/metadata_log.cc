@@ -21,6 +21,9 @@ constexpr char kMagic[] = "cudafs metadata log 1";
 constexpr uint64_t kHeaderBytes = 4096;
 constexpr uint64_t kSlotBytes = MetadataLog::kMaxCheckpoint + MetadataLog::kMaxJournal;
 constexpr uint64_t kFileBytes = kHeaderBytes + 2 * kSlotBytes;
+constexpr uint64_t kPageBytes = 4096;
+// How far ahead of its end the journal's pages are faulted in.
+constexpr uint64_t kAheadBytes = 256 << 10;
 
 // The whole of log memfd `fd`, mapped shared; closes `fd` on failure.
 absl::StatusOr<char*> MapLog(int fd) {
@@ -96,22 +99,38 @@ MetadataLog::~MetadataLog() {
 absl::Status MetadataLog::Append(absl::string_view transaction) {
   char length[kMaxVarintBytes];
   const size_t length_bytes = EncodeVarint(length, transaction.size());
-  absl::MutexLock lock(&mu_);
-  if (header().abandoned.load(std::memory_order_relaxed) != 0) {
-    return absl::FailedPreconditionError("the metadata log was abandoned");
+  char* ahead = nullptr;
+  uint64_t ahead_bytes = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (header().abandoned.load(std::memory_order_relaxed) != 0) {
+      return absl::FailedPreconditionError("the metadata log was abandoned");
+    }
+    Header::Slot& slot = header().slots[header().active.load(std::memory_order_relaxed)];
+    const uint64_t at = slot.journal_length.load(std::memory_order_relaxed);
+    const uint64_t size = length_bytes + transaction.size();
+    if (size > kMaxJournal - at) {
+      AbandonLocked("the metadata log's journal is full");
+      return absl::ResourceExhaustedError("the metadata log's journal is full");
+    }
+    char* journal = SlotData(header().active.load(std::memory_order_relaxed)) + kMaxCheckpoint;
+    std::memcpy(journal + at, length, length_bytes);
+    std::memcpy(journal + at + length_bytes, transaction.data(), transaction.size());
+    // Published last: a crash before this store leaves the transaction out.
+    slot.journal_length.store(at + size, std::memory_order_release);
+    const uint64_t end = at + size;
+    if (at == 0 || at / kAheadBytes != end / kAheadBytes) {
+      const uint64_t from = end / kPageBytes * kPageBytes;
+      ahead = journal + from;
+      ahead_bytes = std::min(2 * kAheadBytes, kMaxJournal - from);
+    }
   }
-  Header::Slot& slot = header().slots[header().active.load(std::memory_order_relaxed)];
-  const uint64_t at = slot.journal_length.load(std::memory_order_relaxed);
-  const uint64_t size = length_bytes + transaction.size();
-  if (size > kMaxJournal - at) {
-    AbandonLocked("the metadata log's journal is full");
-    return absl::ResourceExhaustedError("the metadata log's journal is full");
-  }
-  char* journal = SlotData(header().active.load(std::memory_order_relaxed)) + kMaxCheckpoint;
-  std::memcpy(journal + at, length, length_bytes);
-  std::memcpy(journal + at + length_bytes, transaction.data(), transaction.size());
-  // Published last: a crash before this store leaves the transaction out.
-  slot.journal_length.store(at + size, std::memory_order_release);
+  // The pages the next appends write, faulted in by the append that first
+  // reaches a run of them, and outside the lock: else each new page faults
+  // in the memcpy above, while every other appender waits. Best effort: a
+  // page not yet in faults there as before. A checkpoint, which punches
+  // the slot, never runs beside an append.
+  if (ahead_bytes != 0) madvise(ahead, ahead_bytes, MADV_POPULATE_WRITE);
   return absl::OkStatus();
 }
 
