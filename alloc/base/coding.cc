@@ -1,5 +1,7 @@
 #include "alloc/base/coding.h"
 
+#include <cassert>
+
 namespace cudafs {
 
 size_t EncodeVarint(char* to, uint64_t value) {
@@ -15,6 +17,14 @@ size_t EncodeVarint(char* to, uint64_t value) {
 void PutVarint(std::string* out, uint64_t value) {
   char bytes[kMaxVarintBytes];
   out->append(bytes, EncodeVarint(bytes, value));
+}
+
+void PutVarints(std::string* out, std::initializer_list<uint64_t> values) {
+  assert(values.size() <= kMaxVarintsAtOnce);
+  char bytes[kMaxVarintsAtOnce * kMaxVarintBytes];
+  size_t used = 0;
+  for (const uint64_t value : values) used += EncodeVarint(bytes + used, value);
+  out->append(bytes, used);
 }
 
 void PutBytes(std::string* out, absl::string_view bytes) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -19,6 +20,9 @@ inline constexpr size_t kMaxVarintBytes = 10;
 // Writes `value` at `to` (room for kMaxVarintBytes); returns the bytes used.
 size_t EncodeVarint(char* to, uint64_t value);
 void PutVarint(std::string* out, uint64_t value);
+// PutVarint of each, in one append (at most kMaxVarintsAtOnce).
+inline constexpr size_t kMaxVarintsAtOnce = 16;
+void PutVarints(std::string* out, std::initializer_list<uint64_t> values);
 void PutBytes(std::string* out, absl::string_view bytes);
 // What PutBytes would write of the bytes `put(out)` appends, written in
 // place: no copy of them (put may append nothing).

@@ -29,16 +29,11 @@ namespace {
 // The record's layout, for EncodeTo, EncodeRangeTo and PutRecord.
 void PutRecordHead(uint64_t data_end, uint64_t reserved_end, uint64_t home, uint64_t count,
                    std::string* out) {
-  PutVarint(out, data_end);
-  PutVarint(out, reserved_end);
-  PutVarint(out, home);
-  PutVarint(out, count);
+  PutVarints(out, {data_end, reserved_end, home, count});
 }
 
 void PutExtent(uint64_t start, const Block& block, std::string* out) {
-  PutVarint(out, start);
-  PutVarint(out, block.offset);
-  PutVarint(out, block.size);
+  PutVarints(out, {start, block.offset, block.size});
 }
 
 }  // namespace

@@ -3,25 +3,13 @@
 #include "alloc/base/coding.h"
 
 namespace cudafs {
-namespace {
-
-void PutTime(std::string* out, const timespec& time) {
-  PutVarint(out, static_cast<uint64_t>(time.tv_sec));
-  PutVarint(out, static_cast<uint64_t>(time.tv_nsec));
-}
-
-}  // namespace
 
 void PutInodeHead(const Inode& inode, std::string* out) {
-  PutVarint(out, inode.type >> 12);
-  PutVarint(out, inode.mode);
-  PutVarint(out, inode.uid);
-  PutVarint(out, inode.gid);
-  PutVarint(out, inode.nlink);
-  PutVarint(out, inode.size);
-  PutTime(out, inode.atime);
-  PutTime(out, inode.mtime);
-  PutTime(out, inode.ctime);
+  auto sec = [](const timespec& time) { return static_cast<uint64_t>(time.tv_sec); };
+  auto nsec = [](const timespec& time) { return static_cast<uint64_t>(time.tv_nsec); };
+  PutVarints(out, {uint64_t{inode.type} >> 12, inode.mode, inode.uid, inode.gid, inode.nlink, inode.size,
+                   sec(inode.atime), nsec(inode.atime), sec(inode.mtime), nsec(inode.mtime),
+                   sec(inode.ctime), nsec(inode.ctime)});
 }
 
 void PutInodeXattrs(const Inode& inode, std::string* out) {

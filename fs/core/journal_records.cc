@@ -426,8 +426,7 @@ namespace {
 void PutRecordStart(char kind, const Inode& inode, uint64_t sequence, std::string* out)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
   out->push_back(kind);
-  PutVarint(out, inode.ino);
-  PutVarint(out, sequence);
+  PutVarints(out, {inode.ino, sequence});
   PutBytesOf(out, [&](std::string* head) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     PutInodeHead(inode, head);
   });
@@ -481,18 +480,13 @@ void PutEntryRecord(uint64_t directory, absl::string_view name, uint64_t sequenc
   PutBytes(out, name);
   PutVarint(out, sequence);
   if (!entry) return;
-  PutVarint(out, entry->ino);
-  PutVarint(out, entry->type >> 12);
-  PutVarint(out, cookie);
+  PutVarints(out, {entry->ino, uint64_t{entry->type} >> 12, cookie});
 }
 
 void PutCountsRecord(uint64_t ino, uint64_t sequence, uint64_t lookups, uint64_t opens,
                      std::string* out) {
   out->push_back(kCounts);
-  PutVarint(out, ino);
-  PutVarint(out, sequence);
-  PutVarint(out, lookups);
-  PutVarint(out, opens);
+  PutVarints(out, {ino, sequence, lookups, opens});
 }
 
 void PutExchangedRecord(uint64_t request, std::string* out) {

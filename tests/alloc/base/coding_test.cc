@@ -32,6 +32,20 @@ TEST(CodingTest, VarintsAndBytesRoundTrip) {
   EXPECT_TRUE(in.empty());
 }
 
+TEST(CodingTest, VarintsAtOnceMatchOneByOne) {
+  std::string one_by_one = "x";
+  for (const uint64_t n : std::initializer_list<uint64_t>{0, 127, 128, ~0ull, uint64_t{1} << 40}) {
+    PutVarint(&one_by_one, n);
+  }
+  std::string at_once = "x";
+  PutVarints(&at_once, {0, 127, 128, ~0ull, uint64_t{1} << 40});
+  EXPECT_EQ(at_once, one_by_one);
+  std::string widest;
+  PutVarints(&widest, {~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull,
+                       ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull});
+  EXPECT_EQ(widest.size(), kMaxVarintsAtOnce * kMaxVarintBytes);
+}
+
 // In place, what PutBytes writes: lengths of one byte and longer, after
 // bytes already in the output, and nested.
 TEST(CodingTest, BytesWrittenInPlaceMatchPutBytes) {
