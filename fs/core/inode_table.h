@@ -60,6 +60,15 @@ class InodeTable {
   void ReleaseSpace(uint64_t bytes);
   // nullptr when no such inode exists (any more).
   std::shared_ptr<Inode> Get(uint64_t ino) const;
+  // Get of each of `numbers`, under one acquisition of the table's lock,
+  // appended to `inodes` (those that exist, in order).
+  template <typename Numbers, typename Inodes>
+  void GetEach(const Numbers& numbers, Inodes* inodes) const {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const uint64_t ino : numbers) {
+      if (auto it = inodes_.find(ino); it != inodes_.end()) inodes->push_back(*it);
+    }
+  }
   // Every inode now, for a pass over all files (moving data between
   // memories); each may be dropped from the table meanwhile.
   std::vector<std::shared_ptr<Inode>> All() const;

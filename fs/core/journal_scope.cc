@@ -59,12 +59,10 @@ void JournalScope::Commit() {
   inodes_.erase(std::unique(inodes_.begin(), inodes_.end()), inodes_.end());
   // Inodes gone from the table were recorded gone by it.
   absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 4> inodes;
+  state.table.GetEach(inodes_, &inodes);
   bool directories = !entries_.empty();
-  for (const uint64_t ino : inodes_) {
-    if (std::shared_ptr<cudafs::Inode> inode = state.table.Get(ino)) {
-      directories = directories || inode->is_directory();
-      inodes.push_back(std::move(inode));
-    }
+  for (const std::shared_ptr<cudafs::Inode>& inode : inodes) {
+    directories = directories || inode->is_directory();
   }
   // Each state is read, and numbered, under the lock its changes take.
   std::string transaction = std::move(t_buffer);
@@ -82,7 +80,12 @@ void JournalScope::Commit() {
       PutInodeRecord(*inode, NextJournalSequence(), &transaction);
     }
     for (const auto& [directory, name] : entries_) {
-      const std::shared_ptr<cudafs::Inode> dir = state.table.Get(directory);
+      // Marked too, as a rule: no second trip to the table's lock.
+      std::shared_ptr<cudafs::Inode> dir;
+      for (const std::shared_ptr<cudafs::Inode>& inode : inodes) {
+        if (inode->ino == directory) dir = inode;
+      }
+      if (dir == nullptr) dir = state.table.Get(directory);
       if (dir == nullptr || !dir->is_directory()) continue;  // gone, and its entries with it
       const std::optional<Directory::Entry> entry = dir->directory().Find(name);
       PutEntryRecord(directory, name, NextJournalSequence(), entry,
