@@ -1,0 +1,41 @@
+#!/bin/bash
+# What one unlink costs a cudafs daemon: mounts BINARY with OPTIONS, makes
+# N files of 4 KiB, then unlinks them one by one from Python while perf
+# watches the daemon: `perf stat` (CPU time, context switches, page
+# faults) by default, or `perf record` with RECORD_ARGS, whose report
+# (children included with a call graph) goes to REPORT. Prints the wall
+# time per unlink. Run as root; PERF names the perf binary (default:
+# perf). Examples:
+#   bench/unlink_profile.sh build/cudafs backend=host,size=4g,survive=on 20000
+#   bench/unlink_profile.sh build/cudafs backend=host,size=4g 20000 /tmp/host.txt "-F 20000"
+set -euo pipefail
+binary=$1 options=$2 n=$3 report=${4:-} record=${5:-}
+perf=${PERF:-perf}
+mountpoint=$(mktemp -d /tmp/unlink-profile-XXXX)
+"$binary" "$mountpoint" -o "$options"
+trap 'umount "$mountpoint"; rmdir "$mountpoint"' EXIT
+pid=$(pgrep -n -x cudafs)
+mkdir "$mountpoint/small"
+python3 - "$mountpoint/small" "$n" <<'PY'
+import os, sys
+directory, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    with open(os.path.join(directory, "f%d" % i), "wb") as f:
+        f.write(b"x" * 4096)
+PY
+unlink_all='import os, sys, time
+directory, n = sys.argv[1], int(sys.argv[2])
+began = time.monotonic()
+for i in range(n):
+    os.unlink(os.path.join(directory, "f%d" % i))
+print("wall %.2f us per unlink" % ((time.monotonic() - began) / n * 1e6))'
+if [ -n "$report" ]; then
+  data=$(mktemp /tmp/unlink-profile-XXXX.data)
+  $perf record $record -o "$data" -p "$pid" -- python3 -c "$unlink_all" "$mountpoint/small" "$n"
+  children=; [[ "$record" == *call-graph* || "$record" == *-g* ]] && children=--children
+  $perf report -i "$data" --stdio --sort sym $children > "$report" 2>/dev/null
+  rm -f "$data"
+else
+  $perf stat -e task-clock,context-switches,cpu-migrations,page-faults -p "$pid" -- \
+    python3 -c "$unlink_all" "$mountpoint/small" "$n"
+fi
