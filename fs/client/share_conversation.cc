@@ -13,9 +13,12 @@
 #include <climits>
 #include <cstddef>
 #include <cstring>
+#include <optional>
+#include <string_view>
 
 #include "fs/client/client_error.h"
 #include "fs/client/mount_table.h"
+#include "fs/wire/abstract_address.h"
 #include "fs/wire/descriptor_socket.h"
 
 namespace cudafs::client {
@@ -91,20 +94,18 @@ int BoundReplies(int connection, int seconds) {
 }
 
 int ConnectTo(const std::string& address, uid_t owner, int* connection) {
-  if (address.size() < 2 || address[0] != '@') {
+  const std::optional<AbstractAddress> socket_address =
+      address.starts_with('@') ? AbstractAddress::Of(std::string_view(address).substr(1))
+                               : std::nullopt;
+  if (!socket_address) {
     return Fail(EXDEV, "%s is no abstract socket address", address.c_str());
   }
-  sockaddr_un socket_address = {};
-  socket_address.sun_family = AF_UNIX;
-  const size_t bytes = std::min(address.size() - 1, sizeof socket_address.sun_path - 1);
-  std::memcpy(socket_address.sun_path + 1, address.data() + 1, bytes);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Fail(errno, "socket: %s", std::strerror(errno));
   ucred peer = {};
   socklen_t length = sizeof peer;
   int result = 0;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&socket_address),
-              static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + bytes)) != 0) {
+  if (connect(fd, socket_address->get(), socket_address->length) != 0) {
     result = Fail(EIO, "cannot reach the cudafs daemon at %s: %s", address.c_str(),
                   std::strerror(errno));
   } else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) {

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "alloc/base/coding.h"
 #include "alloc/base/errors.h"
+#include "fs/wire/abstract_address.h"
 #include "fs/wire/descriptor_socket.h"
 
 namespace cudafs {
@@ -33,13 +34,9 @@ constexpr char kMoreDescriptors = 'F';
 // The header; the image rides in a memfd of its own.
 constexpr size_t kMaxMessage = 64 * 1024;
 
-sockaddr_un AddressOf(pid_t daemon, socklen_t* length) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  const std::string name = absl::StrCat("cudafs-hand-over-", daemon);
-  std::memcpy(address.sun_path + 1, name.data(), name.size());  // abstract: a NUL first
-  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  return address;
+// The socket a successor listens on for daemon `daemon`'s hand-over.
+AbstractAddress AddressOf(pid_t daemon) {
+  return *AbstractAddress::Of(absl::StrCat("cudafs-hand-over-", daemon));  // short: fits
 }
 
 // Waits until `fd` is readable, for at most `timeout`.
@@ -206,9 +203,8 @@ absl::Status HandOver(absl::FunctionRef<absl::StatusOr<HandedOver>()> make_state
   const int connection = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (connection < 0) return absl::ErrnoToStatus(errno, "socket");
   absl::Cleanup close_connection = [connection] { close(connection); };
-  socklen_t length = 0;
-  const sockaddr_un address = AddressOf(getpid(), &length);
-  if (connect(connection, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+  const AbstractAddress address = AddressOf(getpid());
+  if (connect(connection, address.get(), address.length) != 0) {
     return absl::ErrnoToStatus(errno, "SIGUSR1 came, but no successor listens (cudafs --upgrade)");
   }
   const absl::StatusOr<ucred> peer = PeerOf(connection);
@@ -227,9 +223,8 @@ absl::StatusOr<HandOverListener> HandOverListener::Ask(pid_t daemon) {
   const int listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (listener < 0) return absl::ErrnoToStatus(errno, "socket");
   HandOverListener result(listener, daemon);
-  socklen_t length = 0;
-  const sockaddr_un address = AddressOf(daemon, &length);
-  if (bind(listener, reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
+  const AbstractAddress address = AddressOf(daemon);
+  if (bind(listener, address.get(), address.length) != 0 ||
       listen(listener, 1) != 0) {
     return absl::ErrnoToStatus(
         errno, absl::StrFormat("cannot wait for daemon %d (another upgrade of it running?)", daemon));

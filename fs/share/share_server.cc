@@ -23,6 +23,7 @@
 #include "fs/share/peer_access.h"
 #include "fs/share/request_reader.h"
 #include "fs/share/share_replies.h"
+#include "fs/wire/abstract_address.h"
 #include "fs/wire/descriptor_socket.h"
 
 namespace cudafs {
@@ -49,15 +50,11 @@ absl::StatusOr<std::unique_ptr<ShareServer>> ShareServer::Start(Filesystem* file
   if (listener < 0) return absl::ErrnoToStatus(errno, "socket");
   std::random_device random;
   const std::string name = absl::StrFormat("cudafs-%d-%08x%08x", getpid(), random(), random());
-  sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
-  const socklen_t length =
-      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  const AbstractAddress address = *AbstractAddress::Of(name);  // short: fits
   const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   const int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (wake < 0 || spare < 0 ||
-      bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      bind(listener, address.get(), address.length) != 0 ||
       listen(listener, 64) != 0) {
     const int error = errno;
     close(listener);
