@@ -132,44 +132,51 @@ void InodeTable::AddOpen(Inode& inode) {
 }
 
 void InodeTable::Forget(const std::shared_ptr<Inode>& inode, uint64_t count) {
-  std::string record;
-  {
-    absl::MutexLock lock(&mu_);
-    Counts();
-    inode->lookups -= std::min(count, inode->lookups);
-    record = Record(*inode);
-  }
-  Journal(record);
-  DropIfUnused(inode);
+  ChangeCounts(*inode, [count](Inode& changed) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    changed.lookups -= std::min(count, changed.lookups);
+  });
 }
 
 bool InodeTable::Release(const std::shared_ptr<Inode>& inode) {
-  bool last;
-  std::string record;
-  {
-    absl::MutexLock lock(&mu_);
-    Counts();
-    if (inode->opens > 0) --inode->opens;
-    last = inode->opens == 0;
-    record = Record(*inode);
-  }
-  Journal(record);
-  DropIfUnused(inode);
+  bool last = false;
+  ChangeCounts(*inode, [&last](Inode& changed) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (changed.opens > 0) --changed.opens;
+    last = changed.opens == 0;
+  });
   return last;
 }
 
+void InodeTable::ChangeCounts(Inode& inode, absl::FunctionRef<void(Inode&)> change) {
+  std::string record;
+  {
+    // The inode's lock first, as DropIfUnused takes them: its link count
+    // decides with the counts whether it goes.
+    absl::ReaderMutexLock inode_lock(&inode.mu);
+    absl::MutexLock lock(&mu_);
+    Counts();
+    change(inode);
+    const bool gone = DropLocked(inode);
+    record = Record(inode, gone);
+  }
+  // Before its blocks go back: see DropIfUnused.
+  Journal(record);
+}
+
+bool InodeTable::DropLocked(const Inode& inode) {
+  Counts();
+  if (inode.ino == 1 || inode.nlink > 0 || inode.lookups != 0 || inode.opens != 0) return false;
+  if (inodes_.erase(inode.ino) == 0) return false;  // a racing drop was first
+  used_space_ -= std::min(kSlotBytes + inode.XattrSpace(), used_space_);
+  return true;
+}
+
 void InodeTable::DropIfUnused(const std::shared_ptr<Inode>& inode) {
-  if (inode->ino == 1) return;
   std::string record;
   {
     absl::ReaderMutexLock inode_lock(&inode->mu);
-    if (inode->nlink > 0) return;
     absl::MutexLock lock(&mu_);
-    Counts();
-    if (inode->lookups != 0 || inode->opens != 0) return;
-    if (inodes_.erase(inode->ino) == 0) return;  // a racing drop was first
+    if (!DropLocked(*inode)) return;
     record = Record(*inode, /*gone=*/true);
-    used_space_ -= std::min(kSlotBytes + inode->XattrSpace(), used_space_);
   }
   // Before its blocks go back: they do when the last shared_ptr (maybe a
   // concurrent operation's) is gone, after the operation's transaction

@@ -31,6 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "fs/core/inode.h"
@@ -123,6 +124,14 @@ class InodeTable {
   // log. Journal appends one (call with no lock held).
   std::string Record(const Inode& inode, bool gone = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Journal(const std::string& record);
+  // Forget's and Release's work: `change` of the inode's counts, then its
+  // drop if nothing holds it any more, journaled as one record (its
+  // counts, or its going).
+  void ChangeCounts(Inode& inode, absl::FunctionRef<void(Inode&)> change) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes the inode out of the table if it has no name, lookup or open
+  // left (never the root); true if it did.
+  bool DropLocked(const Inode& inode) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
+      ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
 
   const uint64_t max_inodes_;
   MetadataLog* const journal_;

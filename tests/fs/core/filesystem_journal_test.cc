@@ -241,6 +241,19 @@ TEST_F(FilesystemJournalTest, EveryPrefixOfTheJournalLoads) {
 // file of a thousand extents add a few dozen bytes each to the journal,
 // and every prefix of writes, truncations and punches in any order loads
 // as the file was then.
+// A FORGET that lets an unlinked inode go appends its going alone, in one
+// transaction: not its counts, then its going in another.
+TEST_F(FilesystemJournalTest, AForgetThatDropsAnInodeAppendsOnlyItsGoing) {
+  const InodeNumber file = Make(kRootInode, "short-lived", S_IFREG | 0644);
+  ASSERT_TRUE(fs_->Unlink(kRootInode, "short-lived").ok());
+  const uint64_t before = log_->journal_bytes();
+  fs_->Forget(file, 1);
+  std::string gone;
+  PutGoneRecord(file, &gone);
+  EXPECT_EQ(log_->journal_bytes() - before, 1 + gone.size());  // a one-byte length first
+  EXPECT_FALSE(fs_->GetAttributes(file).ok());
+}
+
 TEST_F(FilesystemJournalTest, AWriteRecordsWhatItChangedNotTheWholeFile) {
   constexpr uint64_t kPages = 1024;
   const InodeNumber file = Make(kRootInode, "fragmented", S_IFREG | 0644);
