@@ -7,9 +7,9 @@ namespace cudafs {
 void PutInodeHead(const Inode& inode, std::string* out) {
   auto sec = [](const timespec& time) { return static_cast<uint64_t>(time.tv_sec); };
   auto nsec = [](const timespec& time) { return static_cast<uint64_t>(time.tv_nsec); };
-  PutVarints(out, {uint64_t{inode.type} >> 12, inode.mode, inode.uid, inode.gid, inode.nlink, inode.size,
-                   sec(inode.atime), nsec(inode.atime), sec(inode.mtime), nsec(inode.mtime),
-                   sec(inode.ctime), nsec(inode.ctime)});
+  PutVarints(out, {uint64_t{inode.type} >> 12, inode.mode, inode.uid, inode.gid, inode.nlink,
+                   inode.size, sec(inode.atime), nsec(inode.atime), sec(inode.mtime),
+                   nsec(inode.mtime), sec(inode.ctime), nsec(inode.ctime)});
 }
 
 void PutInodeXattrs(const Inode& inode, std::string* out) {

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "absl/algorithm/container.h"
 #include "absl/cleanup/cleanup.h"
-
 #include "fs/core/filesystem_state.h"
 #include "fs/core/journal_records.h"
 #include "fs/core/metadata_log.h"
@@ -60,10 +60,10 @@ void JournalScope::Commit() {
   // Inodes gone from the table were recorded gone by it.
   absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 4> inodes;
   state.table.GetEach(inodes_, &inodes);
-  bool directories = !entries_.empty();
-  for (const std::shared_ptr<cudafs::Inode>& inode : inodes) {
-    directories = directories || inode->is_directory();
-  }
+  const bool directories =
+      !entries_.empty() || absl::c_any_of(inodes, [](const std::shared_ptr<cudafs::Inode>& inode) {
+        return inode->is_directory();
+      });
   // Each state is read, and numbered, under the lock its changes take.
   std::string transaction = std::move(t_buffer);
   transaction.clear();

@@ -5,12 +5,10 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -224,8 +222,7 @@ absl::StatusOr<HandOverListener> HandOverListener::Ask(pid_t daemon) {
   if (listener < 0) return absl::ErrnoToStatus(errno, "socket");
   HandOverListener result(listener, daemon);
   const AbstractAddress address = AddressOf(daemon);
-  if (bind(listener, address.get(), address.length) != 0 ||
-      listen(listener, 1) != 0) {
+  if (bind(listener, address.get(), address.length) != 0 || listen(listener, 1) != 0) {
     return absl::ErrnoToStatus(
         errno, absl::StrFormat("cannot wait for daemon %d (another upgrade of it running?)", daemon));
   }

@@ -28,8 +28,8 @@ std::string RequestCounters::ToText() const {
   CUDAFS_FUSE_REQUESTS(CUDAFS_REQUEST_LINE)
 #undef CUDAFS_REQUEST_LINE
   absl::StrAppend(&text, "forgotten_inodes ", Sum(kForgottenInodes), "\n");
-#define CUDAFS_HANDLER_LINE(name)                   \
-  absl::StrAppend(&text, "handler_ns_" #name " ",   \
+#define CUDAFS_HANDLER_LINE(name)                 \
+  absl::StrAppend(&text, "handler_ns_" #name " ", \
                   Sum(kHandlerNs + static_cast<size_t>(FuseRequest::name)), "\n");
   CUDAFS_FUSE_REQUESTS(CUDAFS_HANDLER_LINE)
 #undef CUDAFS_HANDLER_LINE

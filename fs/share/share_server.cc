@@ -5,7 +5,6 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,8 +52,7 @@ absl::StatusOr<std::unique_ptr<ShareServer>> ShareServer::Start(Filesystem* file
   const AbstractAddress address = *AbstractAddress::Of(name);  // short: fits
   const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   const int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (wake < 0 || spare < 0 ||
-      bind(listener, address.get(), address.length) != 0 ||
+  if (wake < 0 || spare < 0 || bind(listener, address.get(), address.length) != 0 ||
       listen(listener, 64) != 0) {
     const int error = errno;
     close(listener);

@@ -1285,13 +1285,10 @@ TEST_P(CliMountTest, StatsCountRequestsByType) {
     return line.starts_with("requests_");
   });
   ASSERT_NE(first_request, lines.end());
-  EXPECT_TRUE(std::all_of(first_request, lines.end(),
-                          [](const std::string& line) {
-                            return line.starts_with("requests_") ||
-                                   line.starts_with("forgotten_inodes ") ||
-                                   line.starts_with("handler_ns_");
-                          }))
-      << "the request counters come after the others";
+  EXPECT_TRUE(std::all_of(first_request, lines.end(), [](const std::string& line) {
+    return line.starts_with("requests_") || line.starts_with("forgotten_inodes ") ||
+           line.starts_with("handler_ns_");
+  })) << "the request counters come after the others";
   std::map<std::string, std::string> before = ParseStats(Join(lines, "\n"));
   for (const char* op :
        {"init", "lookup", "forget", "batch_forget", "getattr", "setattr", "readlink", "mknod",
@@ -2040,7 +2037,9 @@ TEST_P(CliMountTest, UpgradeFailsOnNoMountIgnoresStraySignalsAndASuccessorStopsO
       {"sh", "-c", enter + limit + "exec \"$0\" --upgrade \"$1\"", kBinary, dir.path()});
   if (uring) {
     EXPECT_EQ(upgraded.exit_code, 2) << "not over io_uring";
-    if (!elsewhere.empty()) EXPECT_TRUE(Eventually([&] { return rmdir(elsewhere.c_str()) == 0; }, 10s));
+    if (!elsewhere.empty()) {
+      EXPECT_TRUE(Eventually([&] { return rmdir(elsewhere.c_str()) == 0; }, 10s));
+    }
     EXPECT_TRUE(UnmountNow(dir.path()));
     return;
   }

@@ -473,8 +473,7 @@ TEST_P(SurviveTest, TheKeeperHoldsTheGpuMemoryTheDaemonHoldsAndNoMore) {
   EXPECT_TRUE(ReadFile(Path("big")).value_or("") == bytes);
   ASSERT_EQ(unlink(Path("big").c_str()), 0);
   EXPECT_TRUE(Eventually([&] { return held() == small; }, 10s))
-      << held() << " pieces held for "
-      << RunCommand({kBinary, "--stats", path_}).out;
+      << held() << " pieces held for " << RunCommand({kBinary, "--stats", path_}).out;
   KillAndAwaitSuccessor();
   EXPECT_EQ(ReadFile(Path("small")).value_or(""), "small");
 }

@@ -41,8 +41,8 @@ TEST(CodingTest, VarintsAtOnceMatchOneByOne) {
   PutVarints(&at_once, {0, 127, 128, ~0ull, uint64_t{1} << 40});
   EXPECT_EQ(at_once, one_by_one);
   std::string widest;
-  PutVarints(&widest, {~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull,
-                       ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull});
+  PutVarints(&widest, {~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull,
+                       ~0ull, ~0ull, ~0ull, ~0ull, ~0ull});
   EXPECT_EQ(widest.size(), kMaxVarintsAtOnce * kMaxVarintBytes);
 }
 

@@ -31,7 +31,8 @@ TEST(AbstractAddressTest, EmptyAndTooLongNamesHaveNone) {
 TEST(AbstractAddressTest, BoundAddressesAreReachedAndPrefixesAreNot) {
   const std::string name = "cudafs-abstract-address-test-" + std::to_string(getpid());
   const std::optional<AbstractAddress> address = AbstractAddress::Of(name);
-  const std::optional<AbstractAddress> prefix = AbstractAddress::Of(name.substr(0, name.size() - 1));
+  const std::optional<AbstractAddress> prefix =
+      AbstractAddress::Of(name.substr(0, name.size() - 1));
   ASSERT_TRUE(address.has_value() && prefix.has_value());
   const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(listener, 0);
