@@ -23,6 +23,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -97,7 +98,9 @@ class Arena {
    private:
     friend class Arena;
     Arena* arena_ = nullptr;  // null where this one holds nothing
-    std::vector<Block> blocks_;
+    // Inline: most operations free a block or two, and every FORGET of a
+    // small file holds one.
+    absl::InlinedVector<Block, 2> blocks_;
   };
   // Takes exactly `block`, as another arena on the same device memory
   // handed it out, committing what it lacks (a device that kept the memory

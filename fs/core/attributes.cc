@@ -56,7 +56,12 @@ absl::StatusOr<struct stat> Filesystem::SetAttributes(InodeNumber ino,
   if (changes.atime) inode.atime = changes.atime->now ? now : changes.atime->value;
   if (changes.mtime) inode.mtime = changes.mtime->now ? now : changes.mtime->value;
   inode.ctime = changes.ctime ? *changes.ctime : now;
-  JournalScope::Inode(ino);
+  // A truncate changes the extents; the rest only the head.
+  if (changes.size) {
+    JournalScope::Inode(ino);
+  } else {
+    JournalScope::Attributes(ino);
+  }
   struct stat st;
   FillStat(inode, &st);
   return st;

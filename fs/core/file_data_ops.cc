@@ -148,7 +148,7 @@ void Filesystem::MarkAccessed(InodeNumber ino) {
   JournalScope journal(*state_);
   absl::StatusOr<std::shared_ptr<Inode>> found = state_->Get(ino);
   if (found.ok() && state_->TouchAtime(**found)) {
-    JournalScope::Inode(ino);
+    JournalScope::Attributes(ino);
     state_->AttributesChanged(ino);
   }
 }
@@ -176,7 +176,7 @@ absl::StatusOr<size_t> Filesystem::Read(InodeNumber ino, uint64_t offset, size_t
   if (touch_atime) {
     absl::MutexLock lock(&inode.mu);
     inode.atime = now;
-    JournalScope::Inode(ino);
+    JournalScope::Attributes(ino);
   }
   return length;
 }
@@ -287,7 +287,7 @@ absl::Status Filesystem::NoteMappedWrite(InodeNumber ino) {
   absl::MutexLock lock(&inode.mu);
   if (!inode.is_regular()) return PosixError(EINVAL, "only regular files can be mapped");
   inode.mtime = inode.ctime = Now();
-  JournalScope::Inode(ino);
+  JournalScope::Attributes(ino);
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include "alloc/base/errors.h"
 #include "alloc/base/status_macros.h"
 #include "fs/core/journal_records.h"
+#include "fs/core/journal_scope.h"
 #include "fs/core/metadata_log.h"
 
 namespace cudafs {
@@ -26,9 +27,13 @@ std::string InodeTable::Record(const Inode& inode, bool gone) {
   return record;
 }
 
-void InodeTable::Journal(const std::string& record) {
+void InodeTable::Journal(const std::string& record, bool gone) {
+  if (record.empty()) return;
+  // A going is appended at once: another thread may let the blocks go
+  // before this one's operation ends, and the log must not name them then.
+  if (!gone && JournalScope::Counts(journal_, record)) return;
   // A failure abandons the log, which says so.
-  if (!record.empty()) journal_->Append(record).IgnoreError();
+  journal_->Append(record).IgnoreError();
 }
 
 void InodeTable::Counts() const { mu_.AssertHeld(); }
@@ -148,6 +153,7 @@ bool InodeTable::Release(const std::shared_ptr<Inode>& inode) {
 
 void InodeTable::ChangeCounts(Inode& inode, absl::FunctionRef<void(Inode&)> change) {
   std::string record;
+  bool gone;
   {
     // The inode's lock first, as DropIfUnused takes them: its link count
     // decides with the counts whether it goes.
@@ -155,11 +161,11 @@ void InodeTable::ChangeCounts(Inode& inode, absl::FunctionRef<void(Inode&)> chan
     absl::MutexLock lock(&mu_);
     Counts();
     change(inode);
-    const bool gone = DropLocked(inode);
+    gone = DropLocked(inode);
     record = Record(inode, gone);
   }
   // Before its blocks go back: see DropIfUnused.
-  Journal(record);
+  Journal(record, gone);
 }
 
 bool InodeTable::DropLocked(const Inode& inode) {
@@ -181,7 +187,7 @@ void InodeTable::DropIfUnused(const std::shared_ptr<Inode>& inode) {
   // Before its blocks go back: they do when the last shared_ptr (maybe a
   // concurrent operation's) is gone, after the operation's transaction
   // (JournalScope holds the frees of its thread).
-  Journal(record);
+  Journal(record, /*gone=*/true);
 }
 
 std::vector<std::shared_ptr<Inode>> InodeTable::All() const {

@@ -16,9 +16,10 @@
 // while holding an Inode::mu, except those that say so.
 //
 // With a metadata log (metadata_log.h), each change of an inode's counts,
-// and its going, is a transaction of its own ('C', 'G': journal_records.h),
-// made under the table's lock and appended after it (their sequence
-// numbers, taken under the lock, order them: journal_records.h). Counts
+// and its going, is a record ('C', 'G': journal_records.h), made under the
+// table's lock and appended after it (their sequence numbers, taken under
+// the lock, order them: journal_records.h): a transaction of its own, or
+// a count's in the operation's that made it (JournalScope::Counts). Counts
 // change on every lookup: they take no other lock, and the table's lock
 // never waits on the log's.
 #ifndef CUDAFS_FS_CORE_INODE_TABLE_H_
@@ -121,9 +122,10 @@ class InodeTable {
   void Counts() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
       ABSL_ASSERT_EXCLUSIVE_LOCK(Inode::table_lock);
   // The record of `inode`'s counts (or, `gone`, its going); "" without a
-  // log. Journal appends one (call with no lock held).
+  // log. Journal appends one (call with no lock held), or a count's
+  // joins the thread's transaction (JournalScope::Counts).
   std::string Record(const Inode& inode, bool gone = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Journal(const std::string& record);
+  void Journal(const std::string& record, bool gone = false);
   // Forget's and Release's work: `change` of the inode's counts, then its
   // drop if nothing holds it any more, journaled as one record (its
   // counts, or its going).

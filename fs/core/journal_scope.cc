@@ -40,6 +40,10 @@ void JournalScope::Inode(uint64_t ino) {
   if (t_scope != nullptr) t_scope->inodes_.push_back(ino);
 }
 
+void JournalScope::Attributes(uint64_t ino) {
+  if (t_scope != nullptr) t_scope->attributes_.push_back(ino);
+}
+
 void JournalScope::Entry(uint64_t directory, absl::string_view name) {
   if (t_scope != nullptr) t_scope->entries_.emplace_back(directory, std::string(name));
 }
@@ -52,14 +56,41 @@ void JournalScope::Exchanged(uint64_t request) {
   if (t_scope != nullptr) t_scope->exchanged_.push_back(request);
 }
 
+bool JournalScope::Counts(const MetadataLog* log, absl::string_view record) {
+  // A scope of another filesystem (tests run several) keeps to its own log.
+  if (t_scope == nullptr || t_scope->state_->config.metadata_log != log) return false;
+  t_scope->counts_.append(record.data(), record.size());
+  return true;
+}
+
 void JournalScope::Commit() {
-  if (inodes_.empty() && entries_.empty() && written_.empty() && exchanged_.empty()) return;
+  if (inodes_.empty() && attributes_.empty() && entries_.empty() && written_.empty() &&
+      exchanged_.empty() && counts_.empty()) {
+    return;
+  }
   FilesystemState& state = *state_;
-  std::sort(inodes_.begin(), inodes_.end());
-  inodes_.erase(std::unique(inodes_.begin(), inodes_.end()), inodes_.end());
+  auto sort_unique = [](auto& numbers) {
+    std::sort(numbers.begin(), numbers.end());
+    numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
+  };
+  sort_unique(inodes_);
+  sort_unique(attributes_);
   // Inodes gone from the table were recorded gone by it.
+  absl::InlinedVector<uint64_t, 6> wanted(inodes_.begin(), inodes_.end());
+  for (const uint64_t ino : attributes_) {
+    if (!std::binary_search(inodes_.begin(), inodes_.end(), ino)) wanted.push_back(ino);
+  }
+  absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 6> fetched;
+  state.table.GetEach(wanted, &fetched);
+  // Whole: those marked so, and directories, whose records are small (the
+  // entries are records of their own) and read under the namespace lock.
   absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 4> inodes;
-  state.table.GetEach(inodes_, &inodes);
+  absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 4> heads;
+  for (std::shared_ptr<cudafs::Inode>& inode : fetched) {
+    const bool whole =
+        inode->is_directory() || std::binary_search(inodes_.begin(), inodes_.end(), inode->ino);
+    (whole ? inodes : heads).push_back(std::move(inode));
+  }
   const bool directories =
       !entries_.empty() || absl::c_any_of(inodes, [](const std::shared_ptr<cudafs::Inode>& inode) {
         return inode->is_directory();
@@ -70,6 +101,7 @@ void JournalScope::Commit() {
   absl::Cleanup keep = [&transaction] {
     if (transaction.capacity() <= kKeptBufferBytes) t_buffer = std::move(transaction);
   };
+  transaction.append(counts_);
   if (directories) {
     // A directory's record and the entries are the namespace's.
     absl::ReaderMutexLock namespace_lock(&state.namespace_mu);
@@ -94,6 +126,15 @@ void JournalScope::Commit() {
   } else {
     for (const std::shared_ptr<cudafs::Inode>& inode : inodes) {
       absl::ReaderMutexLock lock(&inode->mu);
+      PutFileRecord(*inode, NextJournalSequence(), &transaction);
+    }
+  }
+  for (const std::shared_ptr<cudafs::Inode>& inode : heads) {
+    absl::ReaderMutexLock lock(&inode->mu);
+    if (inode->is_regular() && inode->data() != nullptr) {
+      // A write's record of no bytes: the head, where the data ends, no extent.
+      PutFileWriteRecord(*inode, NextJournalSequence(), 0, 0, &transaction);
+    } else {
       PutFileRecord(*inode, NextJournalSequence(), &transaction);
     }
   }

@@ -26,6 +26,7 @@
 namespace cudafs {
 
 struct FilesystemState;
+class MetadataLog;
 
 class JournalScope {
  public:
@@ -40,6 +41,10 @@ class JournalScope {
   // elsewhere or removed). Reference counts, and an inode's going, the
   // inode table journals itself, as they change.
   static void Inode(uint64_t ino);
+  // Only inode `ino`'s attributes changed (mode, owners, link count,
+  // times): a regular file's record is then its head alone, not its
+  // extents or extended attributes, which may be many.
+  static void Attributes(uint64_t ino);
   static void Entry(uint64_t directory, absl::string_view name);
   // Regular file `ino` was written at [offset, end), and nothing else of it
   // changed but its attributes: its record is the extents the range
@@ -48,6 +53,11 @@ class JournalScope {
   // Request `request` exchanged two names (an 'X' record): a successor
   // must not swap them back when the kernel sends it again.
   static void Exchanged(uint64_t request);
+  // Record `record` of log `log`'s inode table (reference counts:
+  // inode_table.h): joins the thread's transaction where it has one for
+  // that log (true), which lands before the request is answered, so that
+  // an operation costs one append; else the caller appends it.
+  static bool Counts(const MetadataLog* log, absl::string_view record);
 
  private:
   void Commit();
@@ -57,6 +67,7 @@ class JournalScope {
   // Inline: an operation marks a few things, and allocating for them on
   // every request would cost the journal's fast path more than encoding.
   absl::InlinedVector<uint64_t, 4> inodes_;
+  absl::InlinedVector<uint64_t, 2> attributes_;
   struct Written {
     uint64_t ino;
     uint64_t offset;
@@ -65,6 +76,7 @@ class JournalScope {
   absl::InlinedVector<Written, 1> written_;
   absl::InlinedVector<uint64_t, 1> exchanged_;
   absl::InlinedVector<std::pair<uint64_t, std::string>, 2> entries_;
+  std::string counts_;  // the table's records, as they came
 };
 
 }  // namespace cudafs

@@ -160,7 +160,7 @@ absl::Status RemoveNamed(FilesystemState& state, InodeNumber parent, absl::strin
   }
   state.table.DropIfUnused(victim);
   JournalScope::Inode(parent);
-  JournalScope::Inode(victim->ino);
+  JournalScope::Attributes(victim->ino);  // its link count
   JournalScope::Entry(parent, name);
   return absl::OkStatus();
 }
@@ -329,7 +329,7 @@ absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_pa
   }
   dir->mutable_directory().Insert(new_name, Directory::Entry{inode.ino, inode.type});
   state_->table.AddLookup(inode);
-  JournalScope::Inode(ino);
+  JournalScope::Attributes(ino);  // its link count
   JournalScope::Inode(new_parent);
   JournalScope::Entry(new_parent, new_name);
   return st;
@@ -399,7 +399,9 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
     LockAll(involved);
     RenameLocked(*state_, *from_dir, name, *to_dir, new_name, *moved, replaced.get(), exchange);
     UnlockAll(involved);
-    for (const Inode* inode : involved) JournalScope::Inode(inode->ino);
+    // Link counts, times and a moved directory's parent (a directory's
+    // record is whole).
+    for (const Inode* inode : involved) JournalScope::Attributes(inode->ino);
     JournalScope::Entry(parent, name);
     JournalScope::Entry(new_parent, new_name);
     if (exchange && request != 0) JournalScope::Exchanged(request);
@@ -422,7 +424,7 @@ absl::StatusOr<std::string> Filesystem::ReadLink(InodeNumber ino) {
   // path follows it), with the relatime rules of a read.
   JournalScope journal(*state_);
   if (state_->TouchAtime(inode)) {
-    JournalScope::Inode(ino);
+    JournalScope::Attributes(ino);
     state_->AttributesChanged(ino);
   }
   return inode.symlink_target().Read();

@@ -42,6 +42,7 @@ namespace {
 constexpr uint64_t kMinBlock = 4096;
 constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kArenaBytes = 64 * kMiB;
+constexpr uint64_t kFragmentPages = 1024;
 
 // What a process that dies leaves of the device memory: its decommits do
 // not happen, so the bytes stay for a successor.
@@ -146,12 +147,48 @@ class FilesystemJournalTest : public ::testing::Test {
     ASSERT_TRUE(fs_->CopyFileRange(linked, 0, large, 100, 30000, Caller::Root()).ok());
   }
 
+  // kFragmentPages pages of `page` written into `file` in an order shuffled
+  // by `seed` (an extent each), which it returns.
+  std::vector<uint64_t> WriteFragmented(InodeNumber file, const std::string& page, int seed) {
+    std::vector<uint64_t> order(kFragmentPages);
+    for (uint64_t i = 0; i < kFragmentPages; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+    for (const uint64_t i : order) {
+      EXPECT_TRUE(
+          fs_->Write(file, i * page.size(), page.data(), page.size(), false, Caller::Root()).ok());
+    }
+    return order;
+  }
+  // The journal's length and the tree (without the bytes) after a step.
+  void NoteStep() {
+    ends_.push_back(log_->journal_bytes());
+    states_.push_back(Describe(*fs_, kRootInode, "", /*data=*/false));
+  }
+  // Each prefix of the journal that NoteStep saw loads as the tree was then.
+  void ExpectEachStepLoads() {
+    absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
+    ASSERT_TRUE(contents.ok());
+    for (size_t k = 0; k < ends_.size(); ++k) {
+      ReplayReport report;
+      absl::StatusOr<std::string> image = ReplayJournal(
+          contents->checkpoint, absl::string_view(contents->journal).substr(0, ends_[k]), &report);
+      ASSERT_TRUE(image.ok()) << k << ": " << image.status();
+      EXPECT_TRUE(report.mended.empty()) << k << ": " << report.mended.front();
+      Successor successor = Load(&*image);
+      ASSERT_TRUE(successor.loaded.ok()) << k << ": " << successor.loaded;
+      EXPECT_EQ(Describe(*successor.fs, kRootInode, "", /*data=*/false), states_[k])
+          << "after step " << k;
+    }
+  }
+
   std::unique_ptr<HostDevice> device_;
   std::unique_ptr<OutlivedDevice> outlived_;
   std::unique_ptr<MetadataLog> log_;
   std::unique_ptr<Arena> arena_;
   std::unique_ptr<Filesystem> fs_;
   InodeNumber open_unlinked_ = 0;
+  std::vector<size_t> ends_;
+  std::vector<std::map<std::string, std::string>> states_;
 };
 
 TEST_F(FilesystemJournalTest, ASuccessorFindsWhatEveryOperationLeft) {
@@ -205,22 +242,22 @@ TEST_F(FilesystemJournalTest, EveryPrefixOfTheJournalLoads) {
     // would not have let them do.
     states.push_back(Describe(*fs_, kRootInode, "", /*data=*/false));
   };
-  note();
+  NoteStep();
   for (int i = 0; i < 12; ++i) {
     const std::string name = "f" + std::to_string(i);
     WriteFile(dir, name, SeededBytes(4096 * (i + 1) + i, i));
-    note();
+    NoteStep();
     if (i % 3 == 1) {
       AttributeChanges cut;
       cut.size = 100;
       ASSERT_TRUE(fs_->SetAttributes(Make(dir, "t" + name, S_IFREG | 0600), cut, Caller::Root())
                       .ok());
       ASSERT_TRUE(fs_->Unlink(dir, "f" + std::to_string(i - 1)).ok());
-      note();
+      NoteStep();
     }
     if (i % 3 == 2) {  // never one unlinked above
       ASSERT_TRUE(fs_->Rename(dir, name, kRootInode, "r" + name, 0).ok());
-      note();
+      NoteStep();
     }
   }
   absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
@@ -254,17 +291,92 @@ TEST_F(FilesystemJournalTest, AForgetThatDropsAnInodeAppendsOnlyItsGoing) {
   EXPECT_FALSE(fs_->GetAttributes(file).ok());
 }
 
-TEST_F(FilesystemJournalTest, AWriteRecordsWhatItChangedNotTheWholeFile) {
-  constexpr uint64_t kPages = 1024;
-  const InodeNumber file = Make(kRootInode, "fragmented", S_IFREG | 0644);
-  std::vector<uint64_t> order(kPages);
-  for (uint64_t i = 0; i < kPages; ++i) order[i] = i;
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(5));
-  const std::string page = SeededBytes(kMinBlock, 6);
-  for (const uint64_t i : order) {
-    ASSERT_TRUE(fs_->Write(file, i * kMinBlock, page.data(), page.size(), false, Caller::Root())
-                    .ok());
+// The transactions the journal holds now.
+uint64_t Transactions(const MetadataLog& log) {
+  absl::StatusOr<MetadataLog::Contents> contents = log.Read();
+  if (!contents.ok()) return 0;
+  ReplayReport report;
+  if (!ReplayJournal(contents->checkpoint, contents->journal, &report).ok()) return 0;
+  return report.transactions;
+}
+
+// An operation's changes of reference counts land in its own transaction:
+// a create that opens is one append, not three (the operation, the lookup,
+// the open), and a READDIRPLUS one for all the entries it returns.
+TEST_F(FilesystemJournalTest, AnOperationAndTheCountsItChangesAreOneTransaction) {
+  const InodeNumber dir = Make(kRootInode, "dir", S_IFDIR | 0755);
+  uint64_t before = Transactions(*log_);
+  ASSERT_TRUE(fs_->Create(dir, "opened", S_IFREG | 0644, O_RDWR, Caller::Root()).ok());
+  EXPECT_EQ(Transactions(*log_), before + 1);
+  for (int i = 0; i < 20; ++i) Make(dir, "f" + std::to_string(i), S_IFREG | 0644);
+  before = Transactions(*log_);
+  int entries = 0;
+  ASSERT_TRUE(fs_->ReadDirectory(dir, 0, /*plus=*/true,
+                                 [&](const DirectoryEntry&) {
+                                   ++entries;
+                                   return true;
+                                 })
+                  .ok());
+  EXPECT_EQ(entries, 23);
+  EXPECT_EQ(Transactions(*log_), before + 1);
+  // A lookup alone is a transaction of its own.
+  before = Transactions(*log_);
+  ASSERT_TRUE(fs_->Lookup(dir, "f3").ok());
+  EXPECT_EQ(Transactions(*log_), before + 1);
+  Successor successor = Load();
+  ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+  EXPECT_EQ(Describe(*successor.fs, kRootInode, ""), Describe(*fs_, kRootInode, ""));
+}
+
+// A change of a file's attributes alone (mode, owners, times, a name more
+// or less) records its head, not its extents: a transaction of a few
+// hundred bytes at most (with the directories' records and entries) for a
+// file of a thousand extents, whose whole record is thousands; and every
+// prefix loads as the files were then.
+TEST_F(FilesystemJournalTest, AnAttributeChangeRecordsTheHeadNotTheExtents) {
+  const InodeNumber dir = Make(kRootInode, "dir", S_IFDIR | 0755);
+  const InodeNumber file = Make(dir, "fragmented", S_IFREG | 0644);
+  const std::string page = SeededBytes(kMinBlock, 10);
+  WriteFragmented(file, page, 9);
+  NoteStep();
+  AttributeChanges chmod;
+  chmod.mode = 0600;
+  ASSERT_TRUE(fs_->SetAttributes(file, chmod, Caller::Root()).ok());
+  NoteStep();
+  AttributeChanges touch;
+  touch.mtime = AttributeChanges::Time{false, timespec{1234567890, 5}};
+  touch.uid = 1000;
+  ASSERT_TRUE(fs_->SetAttributes(file, touch, Caller::Root()).ok());
+  NoteStep();
+  ASSERT_TRUE(fs_->Link(file, kRootInode, "second").ok());
+  NoteStep();
+  ASSERT_TRUE(fs_->Rename(dir, "fragmented", kRootInode, "renamed", 0).ok());
+  NoteStep();
+  ASSERT_TRUE(fs_->Unlink(kRootInode, "second").ok());
+  NoteStep();
+  // The last name goes while the kernel still holds a reference.
+  ASSERT_TRUE(fs_->Unlink(kRootInode, "renamed").ok());
+  NoteStep();
+  for (size_t k = 1; k < ends_.size(); ++k) {
+    EXPECT_LT(ends_[k] - ends_[k - 1], 400u) << "step " << k;
   }
+  ExpectEachStepLoads();
+  // The file with no name keeps every extent: its blocks, and its bytes.
+  Successor last = Load();
+  ASSERT_TRUE(last.loaded.ok()) << last.loaded;
+  EXPECT_EQ(last.arena->Stats().blocks.used, arena_->Stats().blocks.used);
+  std::string read(kFragmentPages * kMinBlock, '\0');
+  absl::StatusOr<size_t> got = last.fs->Read(file, 0, read.size(), read.data(), false);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(*got, read.size());
+  for (uint64_t i = 0; i < kFragmentPages; ++i) {
+    ASSERT_EQ(read.substr(i * kMinBlock, kMinBlock), page) << "page " << i;
+  }
+}
+
+TEST_F(FilesystemJournalTest, AWriteRecordsWhatItChangedNotTheWholeFile) {
+  const InodeNumber file = Make(kRootInode, "fragmented", S_IFREG | 0644);
+  const std::vector<uint64_t> order = WriteFragmented(file, SeededBytes(kMinBlock, 6), 5);
   const uint64_t before = log_->journal_bytes();
   for (int i = 0; i < 100; ++i) {
     ASSERT_TRUE(fs_->Write(file, order[i] * kMinBlock + 8, "overwrite", 9, false, Caller::Root())
@@ -272,16 +384,10 @@ TEST_F(FilesystemJournalTest, AWriteRecordsWhatItChangedNotTheWholeFile) {
   }
   EXPECT_LT(log_->journal_bytes() - before, 100u * 96);
 
-  std::vector<size_t> ends;  // the journal's length after each step
-  std::vector<std::map<std::string, std::string>> states;
-  const auto note = [&] {
-    ends.push_back(log_->journal_bytes());
-    states.push_back(Describe(*fs_, kRootInode, "", /*data=*/false));
-  };
-  note();
+  NoteStep();
   std::mt19937_64 random(7);
   for (int step = 0; step < 60; ++step) {
-    const uint64_t offset = random() % (2 * kPages * kMinBlock);
+    const uint64_t offset = random() % (2 * kFragmentPages * kMinBlock);
     const std::string bytes = SeededBytes(1 + random() % (3 * kMinBlock), step);
     switch (random() % 4) {
       case 0: {
@@ -299,21 +405,9 @@ TEST_F(FilesystemJournalTest, AWriteRecordsWhatItChangedNotTheWholeFile) {
         ASSERT_TRUE(
             fs_->Write(file, offset, bytes.data(), bytes.size(), false, Caller::Root()).ok());
     }
-    note();
+    NoteStep();
   }
-  absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
-  ASSERT_TRUE(contents.ok());
-  for (size_t k = 0; k < ends.size(); ++k) {
-    ReplayReport report;
-    absl::StatusOr<std::string> image = ReplayJournal(
-        contents->checkpoint, absl::string_view(contents->journal).substr(0, ends[k]), &report);
-    ASSERT_TRUE(image.ok()) << k << ": " << image.status();
-    EXPECT_TRUE(report.mended.empty()) << k << ": " << report.mended.front();
-    Successor successor = Load(&*image);
-    ASSERT_TRUE(successor.loaded.ok()) << k << ": " << successor.loaded;
-    EXPECT_EQ(Describe(*successor.fs, kRootInode, "", /*data=*/false), states[k])
-        << "after step " << k;
-  }
+  ExpectEachStepLoads();
   Successor last = Load();
   ASSERT_TRUE(last.loaded.ok()) << last.loaded;
   EXPECT_EQ(Describe(*last.fs, kRootInode, ""), Describe(*fs_, kRootInode, ""));
