@@ -56,6 +56,7 @@ Arena::Arena(Device* device, uint64_t min_block, uint64_t capacity)
     const uint64_t range = std::min<uint64_t>(part.range.length / min_block * min_block, capacity_);
     parts_.push_back(std::make_unique<Part>(range, min_block));
   }
+  lingering_.resize(parts_.size());
 }
 
 Arena::~Arena() {
@@ -305,7 +306,10 @@ CompactionPlan Arena::PlanCompaction(uint64_t budget) const {
   // By part: (bytes used, index) of each committed granule partly used.
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> partial(parts_.size());
   for (const auto& [index, granule] : granules_) {
-    if (!granule.committed || granule.releasing || granule.used >= granule_) continue;
+    // An empty one lingers: nothing to move, and not for filling.
+    if (!granule.committed || granule.releasing || granule.users == 0 || granule.used >= granule_) {
+      continue;
+    }
     const size_t part = PartOf(index * granule_);
     if (!spill_[part]) partial[part].emplace_back(granule.used, index);
   }
@@ -415,6 +419,25 @@ void Arena::Release(const std::vector<uint64_t>& granules) {
   }
 }
 
+void Arena::LingerEmptyGranules() {
+  absl::MutexLock lock(&mu_);
+  linger_ = true;
+}
+
+void Arena::ReleaseLingering() {
+  std::vector<uint64_t> to_release;
+  {
+    absl::MutexLock lock(&mu_);
+    for (std::optional<uint64_t>& g : lingering_) {
+      if (!g) continue;
+      granules_.at(*g).releasing = true;
+      to_release.push_back(*g);
+      g.reset();
+    }
+  }
+  Release(to_release);
+}
+
 bool Arena::AnyReleasing(const std::vector<uint64_t>& granules) const {
   for (const uint64_t g : granules) {
     if (granules_.at(g).releasing) return true;
@@ -441,7 +464,13 @@ std::vector<uint64_t> Arena::Reference(Block block) {
   for (uint64_t g = first; g <= last; ++g) {
     Granule& granule = granules_[g];
     granule.used += BytesIn(block, g);
-    if (granule.users++ == 0) fresh.push_back(g);
+    if (granule.users++ > 0) continue;
+    if (granule.committed && !granule.releasing) {
+      // Lingering: still backed, and no longer kept.
+      lingering_[PartOf(g * granule_)].reset();
+      continue;
+    }
+    fresh.push_back(g);
   }
   return fresh;
 }
@@ -457,6 +486,14 @@ std::vector<uint64_t> Arena::Unreference(Block block) {
     if (--granule.users > 0) continue;
     if (granule.releasing) continue;  // that release finishes it
     if (granule.committed) {
+      const size_t part = PartOf(g * granule_);
+      // Only under a small block: a block of a granule or more may be
+      // mapped by another process (a shared file's), which must see its
+      // memory go at once (ExtentMap::Share).
+      if (linger_ && block.size < granule_ && !spill_[part] && !lingering_[part]) {
+        lingering_[part] = g;
+        continue;
+      }
       granule.releasing = true;
       to_release.push_back(g);
       continue;

@@ -1,7 +1,8 @@
 // Arena: buddy-allocated blocks of device memory, backed on demand. A block
 // is handed out only once every granule under it is committed on the
-// device, and a granule is decommitted once no block touches it, so the
-// device's memory follows what is stored. A new block's content is
+// device, and a granule is decommitted once no block touches it (or a
+// moment later: LingerEmptyGranules), so the device's memory follows what
+// is stored. A new block's content is
 // unspecified: callers write or Zero every byte they later read. A device of
 // several parts (GPUs, host memory) has a buddy allocator per part: a block
 // never straddles two, a caller names the part it prefers, spill parts come
@@ -132,6 +133,18 @@ class Arena {
   absl::StatusOr<Block> AllocateForCompaction(uint64_t size, size_t part,
                                               const CompactionPlan& plan);
 
+  // From now on the last granule of a part (spill parts aside) to lose its
+  // last block, one smaller than a granule, stays committed, one per part,
+  // until ReleaseLingering: a small file made and removed over and over,
+  // alone in its granule, then commits memory once, not each time (a
+  // commit is a fallocate of host memory, or a GPU mapping). Larger blocks
+  // may be mapped by another process, which must see them go at once. Off
+  // until called; the daemon calls ReleaseLingering every second, and
+  // before making room.
+  void LingerEmptyGranules();
+  // Decommits the granules kept so.
+  void ReleaseLingering() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Splits an allocated block (size > min_block) into its two halves, each
   // then freed on its own: {lower, upper}.
   std::pair<Block, Block> Split(Block block);
@@ -232,6 +245,9 @@ class Arena {
   // entry, so this grows with use, not with arena size.
   absl::flat_hash_map<uint64_t, Granule> granules_ ABSL_GUARDED_BY(mu_);
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;  // bytes in allocated blocks, all parts
+  bool linger_ ABSL_GUARDED_BY(mu_) = false;
+  // By part: the empty granule it keeps committed (LingerEmptyGranules).
+  std::vector<std::optional<uint64_t>> lingering_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cudafs

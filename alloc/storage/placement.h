@@ -44,6 +44,10 @@ class Placement {
     return ready != nullptr && ready->KeepReady(bytes);
   }
 
+  // Decommits the empty granules the arena keeps a moment
+  // (Arena::ReleaseLingering): memory another program may want.
+  void ReleaseLingering() { arena_->ReleaseLingering(); }
+
   // One line naming place `part`, for logs and errors.
   std::string Describe(size_t part) const {
     return arena_->device().parts().at(part).description;

@@ -6,7 +6,7 @@
 
 namespace cudafs {
 
-BackgroundTasks::BackgroundTasks(Filesystem& filesystem, bool trim_growth_when_idle,
+BackgroundTasks::BackgroundTasks(Filesystem& filesystem, Arena& arena, bool trim_growth_when_idle,
                                  RoomKeeper& keeper) {
   // Other programs' allocations are seen only by asking: no event says so.
   if (keeper.active()) {
@@ -15,10 +15,12 @@ BackgroundTasks::BackgroundTasks(Filesystem& filesystem, bool trim_growth_when_i
                      "room-keeper");
   }
   // Deletes free blocks, not granules: the files left behind keep theirs
-  // committed until compaction gathers them.
-  compactor_.emplace(kCompactionInterval, [&filesystem] {
+  // committed until compaction gathers them, and the last granule emptied
+  // lingers until the next look.
+  compactor_.emplace(kCompactionInterval, [&filesystem, &arena] {
     // Devices wait for their copies asleep here, leaving cores to requests.
     MarkBackgroundThread();
+    arena.ReleaseLingering();
     filesystem.CompactData(kCompactionBudget);
   });
   // zero_message_open: no RELEASE says when a writer is done, so a file's

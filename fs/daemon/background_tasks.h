@@ -3,7 +3,8 @@
 // back (MemoryTrimmer), other programs' GPU allocations answered by moving
 // data off the GPU (RoomKeeper::Round, after the delay each round asks
 // for), the memory of granules that small files barely use given back by
-// compacting them (Filesystem::CompactData), and under zero_message_open
+// compacting them (Filesystem::CompactData) or because a moment passed
+// (Arena::ReleaseLingering), and under zero_message_open
 // the growth slack of files no longer written given back.
 #ifndef CUDAFS_FS_DAEMON_BACKGROUND_TASKS_H_
 #define CUDAFS_FS_DAEMON_BACKGROUND_TASKS_H_
@@ -12,6 +13,7 @@
 
 #include "absl/time/time.h"
 #include "alloc/base/sizes.h"
+#include "alloc/storage/arena.h"
 #include "fs/core/filesystem.h"
 #include "fs/daemon/memory_trimmer.h"
 #include "fs/daemon/periodic_task.h"
@@ -31,9 +33,11 @@ class BackgroundTasks {
   static constexpr uint64_t kCompactionBudget = 64 * kMiB;
 
   // Starts the tasks `filesystem` asks for (FilesystemConfig's
-  // trim_growth_when_idle) and, when it has anything to keep, `keeper`'s.
-  // Both must outlive this object.
-  BackgroundTasks(Filesystem& filesystem, bool trim_growth_when_idle, RoomKeeper& keeper);
+  // trim_growth_when_idle) and, when it has anything to keep, `keeper`'s;
+  // gives back the granules `arena` (the filesystem's) keeps a moment
+  // (Arena::LingerEmptyGranules). All must outlive this object.
+  BackgroundTasks(Filesystem& filesystem, Arena& arena, bool trim_growth_when_idle,
+                  RoomKeeper& keeper);
   // Stops them, waiting for a run in progress.
   ~BackgroundTasks() = default;
 

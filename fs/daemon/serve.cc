@@ -434,6 +434,9 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
     }
   }
   Arena arena(device.get(), options.min_block, capacity);
+  // A file made and removed over and over in an empty mount (a script's
+  // temp file) would commit and decommit a granule each time.
+  arena.LingerEmptyGranules();
 
   FilesystemConfig config = plan.FilesystemConfigFor(arena.capacity(), backend);
   // Every call up into the kernel goes through the notifier; nothing is cached
@@ -568,7 +571,7 @@ int Serve(const MountPlan& plan, ReadyPipe& ready, Predecessor* predecessor) {
   loop.resident_buffers = keeper.has_value();
   for (;;) {
     std::optional<BackgroundTasks> tasks;
-    tasks.emplace(filesystem, config.trim_growth_when_idle, room_keeper);
+    tasks.emplace(filesystem, arena, config.trim_growth_when_idle, room_keeper);
     result = RunSessionLoop(*session, options.mountpoint, *device, loop);
     if (result != kHandOverAsked && result != kPauseAsked) break;
     tasks.reset();

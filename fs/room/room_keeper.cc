@@ -116,6 +116,7 @@ absl::Status RoomKeeper::MakeRoom(std::optional<uint64_t> bytes, bool hold, absl
     absl::MutexLock stats_lock(&stats_mu_);
     ++stats_.make_room_calls;
   }
+  placement_->ReleaseLingering();
   if (!active()) {
     return absl::FailedPreconditionError(
         "this mount has no host memory to move its data to (spill=0, or no GPU)");

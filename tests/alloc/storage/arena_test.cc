@@ -199,6 +199,59 @@ TEST_F(ArenaTest, GranuleStaysCommittedUntilItsLastBlockIsFreed) {
   EXPECT_EQ(arena_->Stats().committed_bytes, 0u);
 }
 
+// Asked to (the daemon does), the last granule to empty stays committed,
+// one at a time, until ReleaseLingering: a file made and removed over and
+// over alone in the arena commits its granule once, not each time.
+TEST_F(ArenaTest, TheLastGranuleToEmptyLingersUntilReleased) {
+  arena_->LingerEmptyGranules();
+  for (int i = 0; i < 10; ++i) {
+    const Block block = MustAllocate(kMinBlock);
+    FreeLive(0);
+    EXPECT_EQ(device_->committed_granules(), std::set<uint64_t>{block.offset / kGranule});
+    EXPECT_EQ(arena_->Stats().committed_bytes, kGranule);
+  }
+  EXPECT_EQ(device_->granules_committed(), 1u);
+  // Another granule emptied while one lingers goes at once.
+  const Block a = MustAllocate(kMinBlock);
+  while (MustAllocate(kGranule / 2).offset / kGranule == a.offset / kGranule) {
+  }
+  for (size_t i = live_.size(); i-- > 0;) FreeLive(i);
+  EXPECT_EQ(device_->committed_granules().size(), 1u);
+  // A lingering granule is nothing compaction moves or fills.
+  EXPECT_TRUE(arena_->PlanCompaction(kGranules * kGranule).empty());
+  arena_->ReleaseLingering();
+  ExpectCommittedGranulesFollowLiveBlocks();
+  EXPECT_EQ(arena_->Stats().committed_bytes, 0u);
+  // A block of a granule or more (another process may map it) never
+  // leaves its granule lingering.
+  MustAllocate(kGranule);
+  FreeLive(0);
+  ExpectCommittedGranulesFollowLiveBlocks();
+  // Taken again after its release: committed afresh.
+  MustAllocate(kMinBlock);
+  ExpectCommittedGranulesFollowLiveBlocks();
+  FreeLive(0);
+  arena_->ReleaseLingering();
+}
+
+// A lingering granule a new block takes is its again: no longer kept, so
+// it goes with that block, and a release meanwhile leaves it be.
+TEST_F(ArenaTest, ALingeringGranuleTakenAgainIsNoLongerKept) {
+  arena_->LingerEmptyGranules();
+  MustAllocate(kMinBlock);
+  FreeLive(0);
+  MustAllocate(kMinBlock);
+  arena_->ReleaseLingering();
+  ExpectCommittedGranulesFollowLiveBlocks();
+  const size_t commits = device_->granules_committed();
+  MustAllocate(kMinBlock);
+  EXPECT_EQ(device_->granules_committed(), commits);
+  ExpectCommittedGranulesFollowLiveBlocks();
+  FreeLive(1);
+  FreeLive(0);
+  arena_->ReleaseLingering();
+}
+
 TEST_F(ArenaTest, BlockLargerThanAGranuleCommitsEveryGranuleUnderIt) {
   const Block block = MustAllocate(4 * kGranule);
   std::set<uint64_t> expected;

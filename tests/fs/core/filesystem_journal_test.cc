@@ -242,22 +242,22 @@ TEST_F(FilesystemJournalTest, EveryPrefixOfTheJournalLoads) {
     // would not have let them do.
     states.push_back(Describe(*fs_, kRootInode, "", /*data=*/false));
   };
-  NoteStep();
+  note();
   for (int i = 0; i < 12; ++i) {
     const std::string name = "f" + std::to_string(i);
     WriteFile(dir, name, SeededBytes(4096 * (i + 1) + i, i));
-    NoteStep();
+    note();
     if (i % 3 == 1) {
       AttributeChanges cut;
       cut.size = 100;
       ASSERT_TRUE(fs_->SetAttributes(Make(dir, "t" + name, S_IFREG | 0600), cut, Caller::Root())
                       .ok());
       ASSERT_TRUE(fs_->Unlink(dir, "f" + std::to_string(i - 1)).ok());
-      NoteStep();
+      note();
     }
     if (i % 3 == 2) {  // never one unlinked above
       ASSERT_TRUE(fs_->Rename(dir, name, kRootInode, "r" + name, 0).ok());
-      NoteStep();
+      note();
     }
   }
   absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
@@ -274,10 +274,6 @@ TEST_F(FilesystemJournalTest, EveryPrefixOfTheJournalLoads) {
   }
 }
 
-// A write records the extents it touched, not the file's: overwrites of a
-// file of a thousand extents add a few dozen bytes each to the journal,
-// and every prefix of writes, truncations and punches in any order loads
-// as the file was then.
 // A FORGET that lets an unlinked inode go appends its going alone, in one
 // transaction: not its counts, then its going in another.
 TEST_F(FilesystemJournalTest, AForgetThatDropsAnInodeAppendsOnlyItsGoing) {
@@ -374,6 +370,10 @@ TEST_F(FilesystemJournalTest, AnAttributeChangeRecordsTheHeadNotTheExtents) {
   }
 }
 
+// A write records the extents it touched, not the file's: overwrites of a
+// file of a thousand extents add a few dozen bytes each to the journal,
+// and every prefix of writes, truncations and punches in any order loads
+// as the file was then.
 TEST_F(FilesystemJournalTest, AWriteRecordsWhatItChangedNotTheWholeFile) {
   const InodeNumber file = Make(kRootInode, "fragmented", S_IFREG | 0644);
   const std::vector<uint64_t> order = WriteFragmented(file, SeededBytes(kMinBlock, 6), 5);

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""One temporary file made and removed over and over in an empty mount.
+
+A script's temp file: create, write 4 KiB, close, unlink, CYCLES times, in
+a fresh mount of each target in turn (host memory, host memory with
+survive=on, the null backend, tmpfs, and with --cuda GPU memory), ROUNDS
+rounds. Prints the median microseconds per cycle, and each cudafs mount's
+device_bytes (the memory it holds) right after the cycles and 2.5 s later,
+when an empty mount must hold none again. Run as root. Example:
+  bench/temp_file_cycle.py build/cudafs --cycles 2000 --rounds 3
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+TARGETS = {
+    "host": "backend=host,size=4g",
+    "survive": "backend=host,size=4g,survive=on",
+    "null": "backend=null,size=4g",
+    "tmpfs": None,
+}
+
+
+def device_bytes(mountpoint):
+    stats = os.getxattr(mountpoint, "user.cudafs.stats").decode()
+    for line in stats.splitlines():
+        if line.startswith("device_bytes "):
+            return int(line.split()[1])
+    raise SystemExit("no device_bytes in the stats of " + mountpoint)
+
+
+def run(binary, options, cycles):
+    mountpoint = tempfile.mkdtemp(prefix="temp-file-cycle-")
+    if options is None:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4g", "tmpfs", mountpoint], check=True)
+    else:
+        subprocess.run([binary, mountpoint, "-o", options], check=True)
+    try:
+        path = os.path.join(mountpoint, "tmpfile")
+        payload = b"x" * 4096
+        began = time.monotonic()
+        for _ in range(cycles):
+            with open(path, "wb") as f:
+                f.write(payload)
+            os.unlink(path)
+        per_cycle = (time.monotonic() - began) / cycles * 1e6
+        held = None
+        if options is not None:
+            right_after = device_bytes(mountpoint)
+            time.sleep(2.5)
+            held = (right_after, device_bytes(mountpoint))
+        return per_cycle, held
+    finally:
+        subprocess.run(["umount", mountpoint], check=False)
+        os.rmdir(mountpoint)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("binary")
+    parser.add_argument("--cycles", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cuda", action="store_true", help="GPU memory too (spill=0)")
+    args = parser.parse_args()
+    binary = os.path.realpath(args.binary)
+    targets = dict(TARGETS)
+    if args.cuda:
+        targets = {"cuda": "backend=cuda,size=4g,spill=0", **targets}
+    results = {name: [] for name in targets}
+    for _ in range(args.rounds):
+        for name, options in targets.items():
+            results[name].append(run(binary, options, args.cycles))
+    print("| mount | µs per cycle (median of %d) | device_bytes after | 2.5 s later |"
+          % args.rounds)
+    print("|---|---:|---:|---:|")
+    for name, rounds in results.items():
+        median = statistics.median(r[0] for r in rounds)
+        held = rounds[-1][1]  # the last round's
+        after, later = ("%d" % held[0], "%d" % held[1]) if held else ("-", "-")
+        print("| %s | %.1f | %s | %s |" % (name, median, after, later))
+
+
+if __name__ == "__main__":
+    main()
