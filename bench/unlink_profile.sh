@@ -3,11 +3,15 @@
 # N files of 4 KiB, then unlinks them one by one from Python while perf
 # watches the daemon: `perf stat` (CPU time, context switches, page
 # faults) by default, or `perf record` with RECORD_ARGS, whose report
-# (children included with a call graph) goes to REPORT. Prints the wall
+# (children included with a call graph) goes to REPORT, followed, when
+# CALLEES names functions, by the µs per unlink under each and its direct
+# callees (bench/perf_callees.py; a call graph needed). Prints the wall
 # time per unlink. Run as root; PERF names the perf binary (default:
 # perf). Examples:
 #   bench/unlink_profile.sh build/cudafs backend=host,size=4g,survive=on 20000
 #   bench/unlink_profile.sh build/cudafs backend=host,size=4g 20000 /tmp/host.txt "-F 20000"
+#   CALLEES="JournalScope::Commit InodeTable::Forget" bench/unlink_profile.sh build/cudafs \
+#     backend=host,size=4g,survive=on 20000 /tmp/survive.txt "--call-graph dwarf,16384 -F 5000"
 set -euo pipefail
 binary=$1 options=$2 n=$3 report=${4:-} record=${5:-}
 perf=${PERF:-perf}
@@ -34,6 +38,11 @@ if [ -n "$report" ]; then
   $perf record $record -o "$data" -p "$pid" -- python3 -c "$unlink_all" "$mountpoint/small" "$n"
   children=; [[ "$record" == *call-graph* || "$record" == *-g* ]] && children=--children
   $perf report -i "$data" --stdio --sort sym $children > "$report" 2>/dev/null
+  if [ -n "${CALLEES:-}" ]; then
+    # shellcheck disable=SC2086  # one argument per function name
+    $perf script -i "$data" -F period,ip,sym 2>/dev/null |
+      "$(dirname "$0")/perf_callees.py" "$n" $CALLEES >> "$report"
+  fi
   rm -f "$data"
 else
   $perf stat -e task-clock,context-switches,cpu-migrations,page-faults -p "$pid" -- \
