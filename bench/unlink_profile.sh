@@ -35,6 +35,7 @@ for i in range(n):
 print("wall %.2f us per unlink" % ((time.monotonic() - began) / n * 1e6))'
 if [ -n "$report" ]; then
   data=$(mktemp /tmp/unlink-profile-XXXX.data)
+  # shellcheck disable=SC2086  # the record arguments, one per word
   $perf record $record -o "$data" -p "$pid" -- python3 -c "$unlink_all" "$mountpoint/small" "$n"
   children=; [[ "$record" == *call-graph* || "$record" == *-g* ]] && children=--children
   $perf report -i "$data" --stdio --sort sym $children > "$report" 2>/dev/null
