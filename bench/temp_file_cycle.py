@@ -6,7 +6,9 @@ a fresh mount of each target in turn (host memory, host memory with
 survive=on, the null backend, tmpfs, and with --cuda GPU memory), ROUNDS
 rounds. Prints the median microseconds per cycle, and each cudafs mount's
 device_bytes (the memory it holds) right after the cycles and 2.5 s later,
-when an empty mount must hold none again. Run as root. Example:
+when an empty mount must hold none again. --warmup N cycles first, not
+timed: a GPU mount's first file creates its CUDA context. Run as root.
+Example:
   bench/temp_file_cycle.py build/cudafs --cycles 2000 --rounds 3
 """
 import argparse
@@ -32,7 +34,7 @@ def device_bytes(mountpoint):
     raise SystemExit("no device_bytes in the stats of " + mountpoint)
 
 
-def run(binary, options, cycles):
+def run(binary, options, cycles, warmup):
     mountpoint = tempfile.mkdtemp(prefix="temp-file-cycle-")
     if options is None:
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4g", "tmpfs", mountpoint], check=True)
@@ -41,11 +43,15 @@ def run(binary, options, cycles):
     try:
         path = os.path.join(mountpoint, "tmpfile")
         payload = b"x" * 4096
+
+        def cycle(times):
+            for _ in range(times):
+                with open(path, "wb") as f:
+                    f.write(payload)
+                os.unlink(path)
+        cycle(warmup)
         began = time.monotonic()
-        for _ in range(cycles):
-            with open(path, "wb") as f:
-                f.write(payload)
-            os.unlink(path)
+        cycle(cycles)
         per_cycle = (time.monotonic() - began) / cycles * 1e6
         held = None
         if options is not None:
@@ -63,6 +69,7 @@ def main():
     parser.add_argument("binary")
     parser.add_argument("--cycles", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=0, help="untimed cycles first")
     parser.add_argument("--cuda", action="store_true", help="GPU memory too (spill=0)")
     args = parser.parse_args()
     binary = os.path.realpath(args.binary)
@@ -72,7 +79,7 @@ def main():
     results = {name: [] for name in targets}
     for _ in range(args.rounds):
         for name, options in targets.items():
-            results[name].append(run(binary, options, args.cycles))
+            results[name].append(run(binary, options, args.cycles, args.warmup))
     print("| mount | µs per cycle (median of %d) | device_bytes after | 2.5 s later |"
           % args.rounds)
     print("|---|---:|---:|---:|")
