@@ -5,7 +5,8 @@
 # Mount failures are failures here, not skips: on the GPU machine every
 # backend must mount. With N > 1, N executables run at once, except those
 # that take the whole GPU's memory on purpose, which run alone first.
-# Exit status: the number of failing executables.
+# Mounts a test left behind (killed by the timeout) are unmounted at the
+# end, and named. Exit status: the number of failing executables.
 set -uo pipefail
 build=${1:?usage: tests/run_all.sh BUILD_DIR LOG_DIR}
 logs=${2:?usage: tests/run_all.sh BUILD_DIR LOG_DIR}
@@ -35,6 +36,10 @@ done
   for test in "${alone[@]}"; do run_one "$test" "$logs"; done
   printf '%s\n' "${shared[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one "$1" "$2"' _ {} "$logs"
 } | tee "$logs/summary.txt"
-failed=$(grep -vc ': exit 0;' "$logs/summary.txt")
+# A test killed by the timeout leaves its mounts, and their daemons, behind.
+while read -r mountpoint; do
+  umount -l "$mountpoint" && echo "left mounted, now unmounted: $mountpoint" | tee -a "$logs/summary.txt"
+done < <(awk '$2 ~ "^/tmp/cudafs-test-" {print $2}' /proc/self/mounts)
+failed=$(grep -c ': exit [1-9]' "$logs/summary.txt")
 echo "executables failing: $failed"
 exit "$failed"
