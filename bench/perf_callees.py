@@ -44,7 +44,7 @@ def main():
             if period is not None:
                 sample(period, frames)
             period, frames = None, []
-        elif line[0] not in " \t" or period is None and line.strip().isdigit():
+        elif period is None:  # a sample's first line: its period
             period = int(line.split()[0])
         else:
             parts = line.strip().split(None, 1)

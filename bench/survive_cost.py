@@ -25,8 +25,12 @@ import os
 import random
 import statistics
 import subprocess
-import tempfile
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cudafs_counters import read_stats  # noqa: E402
+from mounts import mounted  # noqa: E402
 
 TARGETS = {
     "host": "backend=host,size=4g",
@@ -68,9 +72,8 @@ class Daemon:
         return total / 1e9
 
     def handlers(self):
-        text = os.getxattr(self.mountpoint, "user.cudafs.stats").decode()
-        return sum(int(line.split()[1]) for line in text.splitlines()
-                   if line.startswith("handler_ns_")) / 1e9
+        return sum(value for name, value in read_stats(self.mountpoint).items()
+                   if name.startswith("handler_ns_")) / 1e9
 
 
 def timed(results, step, work, daemon=None):
@@ -101,40 +104,37 @@ def fragmented(results, path, daemon):
 
 
 def run(binary, target, options, tarball):
-    mountpoint = tempfile.mkdtemp(prefix="survive-cost-")
-    if options is None:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4g", "tmpfs", mountpoint], check=True)
-    else:
-        subprocess.run([binary, mountpoint, "-o", options], check=True)
+    with mounted(binary, options, "survive-cost-") as mountpoint:
+        return run_in(mountpoint, options, tarball)
+
+
+def run_in(mountpoint, options, tarball):
+    """Every step on MOUNTPOINT: seconds by step, and each daemon's figures."""
     daemon = Daemon(mountpoint) if options is not None else None
     results = {}
-    try:
-        timed(results, "untar",
-              lambda: subprocess.run(["tar", "xf", tarball, "-C", mountpoint], check=True), daemon)
-        paths = [os.path.join(root, name) for root, _, names in os.walk(mountpoint)
-                 for name in names]
-        timed(results, "stat", lambda: [os.lstat(p) for p in paths], daemon)
-        small = os.path.join(mountpoint, "small")
-        os.mkdir(small)
-        payload = b"x" * 4096
+    timed(results, "untar",
+          lambda: subprocess.run(["tar", "xf", tarball, "-C", mountpoint], check=True), daemon)
+    paths = [os.path.join(root, name) for root, _, names in os.walk(mountpoint)
+             for name in names]
+    timed(results, "stat", lambda: [os.lstat(p) for p in paths], daemon)
+    small = os.path.join(mountpoint, "small")
+    os.mkdir(small)
+    payload = b"x" * 4096
 
-        def create():
-            for i in range(5000):
-                with open(os.path.join(small, "f%d" % i), "wb") as f:
-                    f.write(payload)
-        timed(results, "create", create, daemon)
-        timed(results, "stat_small",
-              lambda: [os.stat(os.path.join(small, "f%d" % i)) for i in range(5000)], daemon)
-        timed(results, "unlink",
-              lambda: [os.unlink(os.path.join(small, "f%d" % i)) for i in range(5000)], daemon)
-        timed(results, "rm_rf", lambda: subprocess.run(
-            ["rm", "-rf", "--one-file-system"] + [os.path.join(mountpoint, n)
-                                                  for n in os.listdir(mountpoint)], check=True),
-              daemon)
-        fragmented(results, os.path.join(mountpoint, "fragmented"), daemon)
-    finally:
-        subprocess.run(["umount", mountpoint], check=False)
-        os.rmdir(mountpoint)
+    def create():
+        for i in range(5000):
+            with open(os.path.join(small, "f%d" % i), "wb") as f:
+                f.write(payload)
+    timed(results, "create", create, daemon)
+    timed(results, "stat_small",
+          lambda: [os.stat(os.path.join(small, "f%d" % i)) for i in range(5000)], daemon)
+    timed(results, "unlink",
+          lambda: [os.unlink(os.path.join(small, "f%d" % i)) for i in range(5000)], daemon)
+    timed(results, "rm_rf", lambda: subprocess.run(
+        ["rm", "-rf", "--one-file-system"] + [os.path.join(mountpoint, n)
+                                              for n in os.listdir(mountpoint)], check=True),
+          daemon)
+    fragmented(results, os.path.join(mountpoint, "fragmented"), daemon)
     return results
 
 

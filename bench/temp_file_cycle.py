@@ -14,9 +14,12 @@ Example:
 import argparse
 import os
 import statistics
-import subprocess
-import tempfile
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cudafs_counters import read_stats  # noqa: E402
+from mounts import mounted  # noqa: E402
 
 TARGETS = {
     "host": "backend=host,size=4g",
@@ -27,20 +30,11 @@ TARGETS = {
 
 
 def device_bytes(mountpoint):
-    stats = os.getxattr(mountpoint, "user.cudafs.stats").decode()
-    for line in stats.splitlines():
-        if line.startswith("device_bytes "):
-            return int(line.split()[1])
-    raise SystemExit("no device_bytes in the stats of " + mountpoint)
+    return read_stats(mountpoint)["device_bytes"]
 
 
 def run(binary, options, cycles, warmup):
-    mountpoint = tempfile.mkdtemp(prefix="temp-file-cycle-")
-    if options is None:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4g", "tmpfs", mountpoint], check=True)
-    else:
-        subprocess.run([binary, mountpoint, "-o", options], check=True)
-    try:
+    with mounted(binary, options, "temp-file-cycle-") as mountpoint:
         path = os.path.join(mountpoint, "tmpfile")
         payload = b"x" * 4096
 
@@ -59,9 +53,6 @@ def run(binary, options, cycles, warmup):
             time.sleep(2.5)
             held = (right_after, device_bytes(mountpoint))
         return per_cycle, held
-    finally:
-        subprocess.run(["umount", mountpoint], check=False)
-        os.rmdir(mountpoint)
 
 
 def main():
