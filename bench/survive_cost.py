@@ -15,9 +15,14 @@ cudafs daemon over each step, which the machine's noise touches less
 than the wall time: the CPU time of its threads (/proc/PID/task/*/
 schedstat) and the time its request handlers took (the stats'
 handler_ns_* lines). --target NAME=OPTIONS adds a cudafs mount of its
-own (before tmpfs), to see what one option costs. Run as root. Examples:
+own (before tmpfs), to see what one option costs, and --binary NAME=PATH
+serves that one with another build, to compare two daemons in one run;
+each such target gets its own columns against host and null. Run as root.
+Examples:
   bench/survive_cost.py build/cudafs /tmp/tree.tar --rounds 7
   bench/survive_cost.py build/cudafs /tmp/tree.tar --target nocache=backend=host,size=4g,cache=0
+  bench/survive_cost.py build/cudafs /tmp/tree.tar --target before=backend=host,size=4g,survive=on \
+    --binary before=/tmp/cudafs-before
 """
 import argparse
 import mmap
@@ -140,13 +145,15 @@ def run_in(mountpoint, options, tarball):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("binary")
+    parser.add_argument("binary_path", metavar="binary")
     parser.add_argument("tarball")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--target", action="append", default=[], metavar="NAME=OPTIONS",
                         help="another cudafs mount, with these options")
+    parser.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
+                        help="serve target NAME with this cudafs binary")
     args = parser.parse_args()
-    binary = os.path.realpath(args.binary)
+    binary = os.path.realpath(args.binary_path)
     targets = {name: options for name, options in TARGETS.items() if options is not None}
     for target in args.target:
         name, _, options = target.partition("=")
@@ -154,21 +161,29 @@ def main():
             parser.error("--target wants NAME=OPTIONS, a name of its own: " + target)
         targets[name] = options
     targets["tmpfs"] = None
+    binaries = {target: binary for target in targets}
+    for served in args.binary:
+        name, _, path = served.partition("=")
+        if name not in targets or targets[name] is None or not path:
+            parser.error("--binary wants NAME=PATH of a cudafs target: " + served)
+        binaries[name] = os.path.realpath(path)
     samples = {target: [] for target in targets}
     for _ in range(args.rounds):
         for target, options in targets.items():
-            samples[target].append(run(binary, target, options, args.tarball))
+            samples[target].append(run(binaries[target], target, options, args.tarball))
+    # Each cudafs target but the two it is measured against, against both.
+    compared = [t for t in targets if targets[t] is not None and t not in ("host", "null")]
     def table(title, key, names):
         print("\n" + title)
-        print("| step | " + " | ".join(names) + " | survive / host | survive / null |")
-        print("|---|" + "---:|" * (len(names) + 2))
+        pairs = [(t, base) for t in compared for base in ("host", "null")]
+        print("| step | " + " | ".join(names) + "".join(" | %s / %s" % p for p in pairs) + " |")
+        print("|---|" + "---:|" * (len(names) + len(pairs)))
         for step in STEPS:
             medians = [statistics.median(s[key(step)] for s in samples[t]) for t in names]
-            ratio = lambda a, b: statistics.median(
-                x[key(step)] / y[key(step)] for x, y in zip(samples[a], samples[b]))
-            print("| %s | %s | %.3f | %.3f |" % (step, " | ".join("%.3f" % m for m in medians),
-                                                ratio("survive", "host"),
-                                                ratio("survive", "null")))
+            ratios = [statistics.median(x[key(step)] / y[key(step)]
+                                        for x, y in zip(samples[a], samples[b])) for a, b in pairs]
+            print("| %s | %s |" % (step, " | ".join(["%.3f" % m for m in medians] +
+                                                    ["%.3f" % r for r in ratios])))
 
     daemons = [t for t in targets if targets[t] is not None]
     table("Wall time", lambda step: step, list(targets))

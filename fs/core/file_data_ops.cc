@@ -115,8 +115,7 @@ void Filesystem::Release(InodeNumber ino) {
   std::shared_ptr<Inode> inode = state_->table.Get(ino);
   // The last writer is gone: what growth reserved past the end goes back
   // (see ExtentMap). A file opened again and appended to grows anew.
-  if (inode && state_->table.Release(inode)) {
-    state_->TrimGrowth(*inode);
+  if (inode && state_->table.Release(inode) && state_->TrimGrowth(*inode)) {
     JournalScope::Inode(ino);
   }
 }
@@ -137,10 +136,8 @@ void Filesystem::TrimIdleGrowth(absl::Duration idle) {
   }
   for (InodeNumber ino : due) {
     JournalScope journal(*state_);
-    if (std::shared_ptr<Inode> inode = state_->table.Get(ino)) {
-      state_->TrimGrowth(*inode);
-      JournalScope::Inode(ino);
-    }
+    std::shared_ptr<Inode> inode = state_->table.Get(ino);
+    if (inode && state_->TrimGrowth(*inode)) JournalScope::Inode(ino);
   }
 }
 

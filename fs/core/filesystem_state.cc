@@ -61,8 +61,8 @@ bool FilesystemState::TouchAtime(Inode& inode) {
   return true;
 }
 
-void FilesystemState::TrimGrowth(Inode& inode) {
-  if (!inode.is_regular()) return;
+bool FilesystemState::TrimGrowth(Inode& inode) {
+  if (!inode.is_regular()) return false;
   bool trimmed = false;
   {
     absl::MutexLock lock(&inode.mu);
@@ -76,6 +76,7 @@ void FilesystemState::TrimGrowth(Inode& inode) {
   // kernel keeps attributes for a day: a stat answered before would
   // otherwise keep showing the reserved blocks.
   if (trimmed) AttributesChanged(inode.ino);
+  return trimmed;
 }
 
 void FilesystemState::NoteGrowth(InodeNumber ino) {

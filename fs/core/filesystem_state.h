@@ -60,8 +60,9 @@ struct FilesystemState {
   // should, unless the mount is noatime. True when it moved.
   bool TouchAtime(Inode& inode);
   // Gives back what growth reserved past the end of regular file `inode`
-  // (ExtentMap::TrimTail) and tells whoever caches its attributes.
-  void TrimGrowth(Inode& inode);
+  // (ExtentMap::TrimTail) and tells whoever caches its attributes. True
+  // when there was some: its extents changed.
+  bool TrimGrowth(Inode& inode);
   // Notes that a write left growth slack in `ino`, for TrimIdleGrowth
   // (only under FilesystemConfig::trim_growth_when_idle). Call with no lock
   // held.

@@ -4,12 +4,29 @@
 
 namespace cudafs {
 
-void PutInodeHead(const Inode& inode, std::string* out) {
+size_t EncodeInodeHead(const Inode& inode, char* to) {
   auto sec = [](const timespec& time) { return static_cast<uint64_t>(time.tv_sec); };
   auto nsec = [](const timespec& time) { return static_cast<uint64_t>(time.tv_nsec); };
-  PutVarints(out, {uint64_t{inode.type} >> 12, inode.mode, inode.uid, inode.gid, inode.nlink,
-                   inode.size, sec(inode.atime), nsec(inode.atime), sec(inode.mtime),
-                   nsec(inode.mtime), sec(inode.ctime), nsec(inode.ctime)});
+  const uint64_t fields[kInodeHeadFields] = {uint64_t{inode.type} >> 12,
+                                             inode.mode,
+                                             inode.uid,
+                                             inode.gid,
+                                             inode.nlink,
+                                             inode.size,
+                                             sec(inode.atime),
+                                             nsec(inode.atime),
+                                             sec(inode.mtime),
+                                             nsec(inode.mtime),
+                                             sec(inode.ctime),
+                                             nsec(inode.ctime)};
+  size_t used = 0;
+  for (const uint64_t field : fields) used += EncodeVarint(to + used, field);
+  return used;
+}
+
+void PutInodeHead(const Inode& inode, std::string* out) {
+  char head[kInodeHeadBytes];
+  out->append(head, EncodeInodeHead(inode, head));
 }
 
 void PutInodeXattrs(const Inode& inode, std::string* out) {

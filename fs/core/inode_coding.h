@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "alloc/base/coding.h"
 #include "cache/cached_file.h"
 #include "fs/core/inode.h"
 
@@ -22,6 +23,10 @@ inline constexpr int kInodeHeadNlink = 4;
 
 // Type, mode, owner, group, link count, size and the three times.
 void PutInodeHead(const Inode& inode, std::string* out) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
+// The same at `to`, which has room for kInodeHeadBytes; returns the bytes
+// used.
+inline constexpr size_t kInodeHeadBytes = kInodeHeadFields * kMaxVarintBytes;
+size_t EncodeInodeHead(const Inode& inode, char* to) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
 // The extended attributes: their count, then each name and value.
 void PutInodeXattrs(const Inode& inode, std::string* out) ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
 // What the type holds: a file's extents, a link's target, a device's

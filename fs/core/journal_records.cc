@@ -22,6 +22,7 @@ namespace {
 
 constexpr char kInode = 'I';
 constexpr char kFileWrite = 'F';
+constexpr char kHead = 'H';
 constexpr char kEntry = 'A';
 constexpr char kNoEntry = 'R';
 constexpr char kCounts = 'C';
@@ -37,7 +38,7 @@ struct Node {
     uint64_t type = 0;  // S_IFMT >> 12
   };
   bool known = false;  // its 'I' record came (entries alone may come first)
-  uint64_t sequence = 0;  // of the record its head came from ('I' or 'F')
+  uint64_t sequence = 0;       // of the record its head came from ('I', 'F' or 'H')
   uint64_t full_sequence = 0;  // its 'I' record's
   uint64_t head[kInodeHeadFields] = {};
   std::string xattrs;
@@ -91,6 +92,9 @@ class Replay {
           break;
         case kFileWrite:
           ok = ApplyFileWrite(&records);
+          break;
+        case kHead:
+          ok = ApplyHead(&records);
           break;
         case kEntry:
         case kNoEntry:
@@ -311,6 +315,21 @@ class Replay {
     return true;
   }
 
+  bool ApplyHead(absl::string_view* in) {
+    uint64_t ino = 0, sequence = 0;
+    absl::string_view head;
+    uint64_t fields[kInodeHeadFields];
+    if (!GetVarint(in, &ino) || ino == 0 || !GetVarint(in, &sequence) || !GetBytes(in, &head) ||
+        !ParseHead(head, fields)) {
+      return false;
+    }
+    if (!Live(ino)) return true;
+    Node& node = nodes_[ino];
+    if (node.known && sequence < node.full_sequence) return true;  // an 'I' record holds it
+    SetHead(node, sequence, fields);
+    return true;
+  }
+
   static void SetHead(Node& node, uint64_t sequence, const uint64_t (&fields)[kInodeHeadFields]) {
     if (sequence < node.sequence) return;
     node.sequence = sequence;
@@ -388,6 +407,9 @@ class Replay {
     if (!Live(dir)) return true;
     if (present) Live(ino);
     Node& node = nodes_[dir];
+    // A cookie once handed out is never handed out again, whichever state
+    // of the name wins.
+    if (present) node.next_cookie = std::max(node.next_cookie, cookie + 1);
     Node::Name& last = node.names[name];
     if (sequence < last.sequence) return true;  // an older state of the name
     last.sequence = sequence;
@@ -402,7 +424,6 @@ class Replay {
     }
     node.by_cookie[cookie] = Node::Entry{std::string(name), ino, type};
     last.cookie = cookie;
-    node.next_cookie = std::max(node.next_cookie, cookie + 1);
     return true;
   }
 
@@ -422,14 +443,20 @@ class Replay {
 
 namespace {
 
-// What an 'I' and an 'F' record start with: kind, inode, sequence, head.
+// What 'I', 'F' and 'H' records start with: kind, inode, sequence, head.
 void PutRecordStart(char kind, const Inode& inode, uint64_t sequence, std::string* out)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu) {
-  out->push_back(kind);
-  PutVarints(out, {inode.ino, sequence});
-  PutBytesOf(out, [&](std::string* head) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    PutInodeHead(inode, head);
-  });
+  // At once: every commit writes a head or more.
+  char head[kInodeHeadBytes];
+  const size_t head_bytes = EncodeInodeHead(inode, head);
+  char start[1 + 3 * kMaxVarintBytes];
+  start[0] = kind;
+  size_t used = 1;
+  for (const uint64_t value : {inode.ino, sequence, uint64_t{head_bytes}}) {
+    used += EncodeVarint(start + used, value);
+  }
+  out->append(start, used);
+  out->append(head, head_bytes);
 }
 
 // An 'I' record whose body `put_body` writes.
@@ -464,6 +491,10 @@ void PutFileRecord(const Inode& inode, uint64_t sequence, std::string* out) {
   PutRecordOf(inode, sequence, out, [&](std::string* body) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     PutFileBody(inode, body);
   });
+}
+
+void PutHeadRecord(const Inode& inode, uint64_t sequence, std::string* out) {
+  PutRecordStart(kHead, inode, sequence, out);
 }
 
 void PutFileWriteRecord(const Inode& inode, uint64_t sequence, uint64_t offset, uint64_t end,

@@ -17,6 +17,11 @@
 //                 own, keyed by its file offset, and an 'I' record is the
 //                 state of all of them: so a write costs what it changed,
 //                 not the file's whole extent list.
+//   'H' head:     ino, sequence, head: a change of attributes alone (mode,
+//                 owners, link count, times), of an inode of any kind. A
+//                 directory's other state is its entries': a successor
+//                 finds its parent by walking the tree and its next cookie
+//                 past every cookie an entry record names.
 //   'A' entry:    directory, name, sequence, ino, type (S_IFMT >> 12), cookie
 //   'R' no entry: directory, name, sequence
 //   'C' counts:   ino, sequence, lookups, open handles
@@ -50,6 +55,9 @@ void PutInodeRecord(const Inode& inode, uint64_t sequence, std::string* out)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu, Inode::namespace_lock);
 // The same of an inode that is no directory, which needs no namespace lock.
 void PutFileRecord(const Inode& inode, uint64_t sequence, std::string* out)
+    ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
+// An 'H' record: `inode`'s head alone.
+void PutHeadRecord(const Inode& inode, uint64_t sequence, std::string* out)
     ABSL_SHARED_LOCKS_REQUIRED(inode.mu);
 // An 'F' record of a write to [offset, end) of regular file `inode`,
 // which holds data.

@@ -82,13 +82,11 @@ void JournalScope::Commit() {
   }
   absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 6> fetched;
   state.table.GetEach(wanted, &fetched);
-  // Whole: those marked so, and directories, whose records are small (the
-  // entries are records of their own) and read under the namespace lock.
+  // Whole: those marked so; the rest, their heads alone.
   absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 4> inodes;
   absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 4> heads;
   for (std::shared_ptr<cudafs::Inode>& inode : fetched) {
-    const bool whole =
-        inode->is_directory() || std::binary_search(inodes_.begin(), inodes_.end(), inode->ino);
+    const bool whole = std::binary_search(inodes_.begin(), inodes_.end(), inode->ino);
     (whole ? inodes : heads).push_back(std::move(inode));
   }
   const bool directories =
@@ -112,12 +110,15 @@ void JournalScope::Commit() {
       PutInodeRecord(*inode, NextJournalSequence(), &transaction);
     }
     for (const auto& [directory, name] : entries_) {
-      // Marked too, as a rule: no second trip to the table's lock.
-      std::shared_ptr<cudafs::Inode> dir;
-      for (const std::shared_ptr<cudafs::Inode>& inode : inodes) {
-        if (inode->ino == directory) dir = inode;
+      // Marked too, as a rule (its head): no second trip to the table's lock.
+      const cudafs::Inode* dir = nullptr;
+      for (const auto* marked : {&inodes, &heads}) {
+        for (const std::shared_ptr<cudafs::Inode>& inode : *marked) {
+          if (inode->ino == directory) dir = inode.get();
+        }
       }
-      if (dir == nullptr) dir = state.table.Get(directory);
+      std::shared_ptr<cudafs::Inode> unmarked;
+      if (dir == nullptr) dir = (unmarked = state.table.Get(directory)).get();
       if (dir == nullptr || !dir->is_directory()) continue;  // gone, and its entries with it
       const std::optional<Directory::Entry> entry = dir->directory().Find(name);
       PutEntryRecord(directory, name, NextJournalSequence(), entry,
@@ -131,12 +132,7 @@ void JournalScope::Commit() {
   }
   for (const std::shared_ptr<cudafs::Inode>& inode : heads) {
     absl::ReaderMutexLock lock(&inode->mu);
-    if (inode->is_regular() && inode->data() != nullptr) {
-      // A write's record of no bytes: the head, where the data ends, no extent.
-      PutFileWriteRecord(*inode, NextJournalSequence(), 0, 0, &transaction);
-    } else {
-      PutFileRecord(*inode, NextJournalSequence(), &transaction);
-    }
+    PutHeadRecord(*inode, NextJournalSequence(), &transaction);
   }
   for (const Written& write : written_) {
     // An inode recorded whole above needs no more.

@@ -42,8 +42,9 @@ class JournalScope {
   // inode table journals itself, as they change.
   static void Inode(uint64_t ino);
   // Only inode `ino`'s attributes changed (mode, owners, link count,
-  // times): a regular file's record is then its head alone, not its
-  // extents or extended attributes, which may be many.
+  // times), or a directory's entries (marked apart): its record is then
+  // its head alone ('H'), not a file's extents or extended attributes,
+  // which may be many.
   static void Attributes(uint64_t ino);
   static void Entry(uint64_t directory, absl::string_view name);
   // Regular file `ino` was written at [offset, end), and nothing else of it

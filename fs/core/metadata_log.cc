@@ -17,7 +17,12 @@
 namespace cudafs {
 namespace {
 
-constexpr char kMagic[] = "cudafs metadata log 1";
+// The version says which records the log may hold: a binary refuses a
+// log of a later one. 2 added 'H' records; a log of 1 holds a subset, and
+// becomes 2 when adopted, as records of 2 may follow.
+constexpr char kMagic[] = "cudafs metadata log 2";
+constexpr char kMagicBefore[] = "cudafs metadata log 1";
+static_assert(sizeof(kMagic) == sizeof(kMagicBefore));
 constexpr uint64_t kHeaderBytes = 4096;
 constexpr uint64_t kSlotBytes = MetadataLog::kMaxCheckpoint + MetadataLog::kMaxJournal;
 constexpr uint64_t kFileBytes = kHeaderBytes + 2 * kSlotBytes;
@@ -84,10 +89,13 @@ absl::StatusOr<std::unique_ptr<MetadataLog>> MetadataLog::Adopt(int fd) {
   absl::StatusOr<char*> base = MapLog(fd);
   if (!base.ok()) return base.status();
   std::unique_ptr<MetadataLog> log(new MetadataLog(fd, *base));
-  const Header& header = log->header();
-  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0 || header.active.load() > 1) {
+  Header& header = log->header();
+  const bool before = std::memcmp(header.magic, kMagicBefore, sizeof(kMagicBefore)) == 0;
+  if ((!before && std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) ||
+      header.active.load() > 1) {
     return absl::InvalidArgumentError("the metadata handed over is no log of this version");
   }
+  if (before) std::memcpy(header.magic, kMagic, sizeof(kMagic));
   return log;
 }
 

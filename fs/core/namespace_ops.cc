@@ -113,7 +113,7 @@ absl::StatusOr<struct stat> CreateNamed(FilesystemState& state, InodeNumber pare
   dir->mutable_directory().Insert(name, Directory::Entry{inode.ino, inode.type});
   state.table.AddLookup(inode);
   if (open) state.table.AddOpen(inode);
-  JournalScope::Inode(parent);
+  JournalScope::Attributes(parent);  // its times, and a new directory's link
   JournalScope::Inode(inode.ino);
   JournalScope::Entry(parent, name);
   return st;
@@ -159,7 +159,7 @@ absl::Status RemoveNamed(FilesystemState& state, InodeNumber parent, absl::strin
     dir->mtime = dir->ctime = now;
   }
   state.table.DropIfUnused(victim);
-  JournalScope::Inode(parent);
+  JournalScope::Attributes(parent);       // its times, and a directory's link
   JournalScope::Attributes(victim->ino);  // its link count
   JournalScope::Entry(parent, name);
   return absl::OkStatus();
@@ -330,7 +330,7 @@ absl::StatusOr<struct stat> Filesystem::Link(InodeNumber ino, InodeNumber new_pa
   dir->mutable_directory().Insert(new_name, Directory::Entry{inode.ino, inode.type});
   state_->table.AddLookup(inode);
   JournalScope::Attributes(ino);  // its link count
-  JournalScope::Inode(new_parent);
+  JournalScope::Attributes(new_parent);  // its times
   JournalScope::Entry(new_parent, new_name);
   return st;
 }
@@ -399,9 +399,10 @@ absl::Status Filesystem::Rename(InodeNumber parent, absl::string_view name, Inod
     LockAll(involved);
     RenameLocked(*state_, *from_dir, name, *to_dir, new_name, *moved, replaced.get(), exchange);
     UnlockAll(involved);
-    // Link counts, times and a moved directory's parent (a directory's
-    // record is whole).
+    // Link counts and times; and a directory moved to another parent's
+    // record is whole, for its parent.
     for (const Inode* inode : involved) JournalScope::Attributes(inode->ino);
+    if (moved_is_dir && cross) JournalScope::Inode(moved->ino);
     JournalScope::Entry(parent, name);
     JournalScope::Entry(new_parent, new_name);
     if (exchange && request != 0) JournalScope::Exchanged(request);
@@ -477,7 +478,7 @@ absl::Status Filesystem::ReadDirectory(InodeNumber ino, uint64_t cookie, bool pl
   absl::MutexLock lock(&dir.mu);
   if (state_->config.update_atime && NeedsAtimeUpdate(dir, now)) {
     dir.atime = now;
-    JournalScope::Inode(ino);
+    JournalScope::Attributes(ino);
   }
   return absl::OkStatus();
 }

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -33,8 +34,8 @@
 #include "fs/core/filesystem.h"
 #include "fs/core/journal_records.h"
 #include "fs/core/metadata_log.h"
-#include "tests/fs/core/filesystem_trees.h"
 #include "gtest/gtest.h"
+#include "tests/fs/core/filesystem_trees.h"
 
 namespace cudafs {
 namespace {
@@ -164,6 +165,14 @@ class FilesystemJournalTest : public ::testing::Test {
     ends_.push_back(log_->journal_bytes());
     states_.push_back(Describe(*fs_, kRootInode, "", /*data=*/false));
   }
+  // Each step after the first added less than `most` bytes to the journal,
+  // and each loads as the tree was then.
+  void ExpectEachStepSmallAndLoading(uint64_t most) {
+    for (size_t k = 1; k < ends_.size(); ++k) {
+      EXPECT_LT(ends_[k] - ends_[k - 1], most) << "step " << k;
+    }
+    ExpectEachStepLoads();
+  }
   // Each prefix of the journal that NoteStep saw loads as the tree was then.
   void ExpectEachStepLoads() {
     absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
@@ -179,6 +188,27 @@ class FilesystemJournalTest : public ::testing::Test {
       EXPECT_EQ(Describe(*successor.fs, kRootInode, "", /*data=*/false), states_[k])
           << "after step " << k;
     }
+  }
+
+  // A successor of the log with two more records of name `name` in `dir`:
+  // it made, naming `ino` with `cookie`, then removed; the removal landing
+  // first.
+  Successor LoadWithRemovalLandedFirst(InodeNumber dir, const std::string& name, InodeNumber ino,
+                                       uint64_t cookie) {
+    absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
+    EXPECT_TRUE(contents.ok());
+    const uint64_t older = NextJournalSequence();
+    const uint64_t newer = NextJournalSequence();
+    std::string made, removed;
+    PutEntryRecord(dir, name, older, Directory::Entry{ino, S_IFREG}, cookie, &made);
+    PutEntryRecord(dir, name, newer, std::nullopt, 0, &removed);
+    std::string journal = contents->journal;
+    PutBytes(&journal, removed);
+    PutBytes(&journal, made);
+    ReplayReport report;
+    absl::StatusOr<std::string> image = ReplayJournal(contents->checkpoint, journal, &report);
+    EXPECT_TRUE(image.ok()) << image.status();
+    return Load(image.ok() ? &*image : nullptr);
   }
 
   std::unique_ptr<HostDevice> device_;
@@ -353,10 +383,7 @@ TEST_F(FilesystemJournalTest, AnAttributeChangeRecordsTheHeadNotTheExtents) {
   // The last name goes while the kernel still holds a reference.
   ASSERT_TRUE(fs_->Unlink(kRootInode, "renamed").ok());
   NoteStep();
-  for (size_t k = 1; k < ends_.size(); ++k) {
-    EXPECT_LT(ends_[k] - ends_[k - 1], 400u) << "step " << k;
-  }
-  ExpectEachStepLoads();
+  ExpectEachStepSmallAndLoading(400);
   // The file with no name keeps every extent: its blocks, and its bytes.
   Successor last = Load();
   ASSERT_TRUE(last.loaded.ok()) << last.loaded;
@@ -368,6 +395,93 @@ TEST_F(FilesystemJournalTest, AnAttributeChangeRecordsTheHeadNotTheExtents) {
   for (uint64_t i = 0; i < kFragmentPages; ++i) {
     ASSERT_EQ(read.substr(i * kMinBlock, kMinBlock), page) << "page " << i;
   }
+}
+
+// A change of a directory's entries records the directory's head, not its
+// extended attributes: each of these operations in a directory that holds
+// 3 KiB of them adds a few hundred bytes at most, and a successor finds
+// the directory's times and link count as they were.
+TEST_F(FilesystemJournalTest, ANameMadeOrRemovedRecordsTheDirectorysHead) {
+  const InodeNumber dir = Make(kRootInode, "dir", S_IFDIR | 0755);
+  ASSERT_TRUE(fs_->SetExtendedAttribute(dir, "user.large", std::string(3000, 'x'), 0).ok());
+  const InodeNumber file = WriteFile(kRootInode, "file", "bytes");
+  NoteStep();
+  const std::function<absl::Status()> steps[] = {
+      [&] { return fs_->Create(dir, "made", S_IFREG | 0644, O_RDWR, Caller::Root()).status(); },
+      [&] { return fs_->MakeDirectory(dir, "sub", 0755, Caller::Root()).status(); },
+      [&] { return fs_->Link(file, dir, "linked").status(); },
+      [&] { return fs_->Rename(dir, "linked", dir, "renamed", 0); },
+      [&] { return fs_->Unlink(dir, "renamed"); },
+      [&] { return fs_->RemoveDirectory(dir, "sub"); },
+  };
+  for (const std::function<absl::Status()>& step : steps) {
+    ASSERT_TRUE(step().ok());
+    NoteStep();
+  }
+  ExpectEachStepSmallAndLoading(400);
+  Successor successor = Load();
+  ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+  absl::StatusOr<struct stat> was = fs_->GetAttributes(dir);
+  absl::StatusOr<struct stat> is = successor.fs->GetAttributes(dir);
+  ASSERT_TRUE(was.ok() && is.ok());
+  EXPECT_EQ(is->st_nlink, was->st_nlink);
+  EXPECT_EQ(is->st_mtim.tv_nsec, was->st_mtim.tv_nsec);
+  EXPECT_EQ(is->st_ctim.tv_nsec, was->st_ctim.tv_nsec);
+}
+
+// The last close of a file records it whole only where it gave back what
+// growth reserved past its end: else the close's transaction is its count
+// of opens alone. Either way a successor holds the blocks the file does.
+TEST_F(FilesystemJournalTest, ACloseRecordsTheFileOnlyWhereItTrimmedGrowth) {
+  const std::string bytes = SeededBytes(kMinBlock, 11);
+  absl::StatusOr<struct stat> small =
+      fs_->Create(kRootInode, "small", S_IFREG | 0644, O_RDWR, Caller::Root());
+  ASSERT_TRUE(small.ok());
+  ASSERT_TRUE(fs_->Write(small->st_ino, 0, bytes.data(), bytes.size(), false, Caller::Root()).ok());
+  uint64_t before = log_->journal_bytes();
+  fs_->Release(small->st_ino);
+  std::string counts;
+  PutCountsRecord(small->st_ino, NextJournalSequence(), 1, 0, &counts);
+  EXPECT_EQ(log_->journal_bytes() - before, 1 + counts.size());
+  // Appends reserve growth past the end, which the close gives back.
+  absl::StatusOr<struct stat> grown =
+      fs_->Create(kRootInode, "grown", S_IFREG | 0644, O_RDWR, Caller::Root());
+  ASSERT_TRUE(grown.ok());
+  const std::string chunk = SeededBytes(100000, 12);
+  for (uint64_t offset = 0; offset < 20 * chunk.size(); offset += chunk.size()) {
+    ASSERT_TRUE(
+        fs_->Write(grown->st_ino, offset, chunk.data(), chunk.size(), false, Caller::Root()).ok());
+  }
+  const uint64_t reserved = arena_->Stats().blocks.used;
+  before = log_->journal_bytes();
+  fs_->Release(grown->st_ino);
+  ASSERT_LT(arena_->Stats().blocks.used, reserved) << "no growth was reserved";
+  EXPECT_GT(log_->journal_bytes() - before, 2 * (1 + counts.size()));
+  Successor successor = Load();
+  ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+  EXPECT_EQ(successor.arena->Stats().blocks.used, arena_->Stats().blocks.used);
+  EXPECT_EQ(Describe(*successor.fs, kRootInode, ""), Describe(*fs_, kRootInode, ""));
+}
+
+// A cookie that an entry record named is never handed out again by a
+// successor, even where the name's removal landed before its making: a
+// directory's next cookie is no longer in its head records.
+TEST_F(FilesystemJournalTest, ASuccessorHandsOutNoCookieARecordNamed) {
+  const InodeNumber dir = Make(kRootInode, "d", S_IFDIR | 0755);
+  const InodeNumber file = WriteFile(dir, "f", "bytes");
+  constexpr uint64_t kHandedOut = 99;
+  Successor successor = LoadWithRemovalLandedFirst(dir, "g", file, kHandedOut);
+  ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
+  ASSERT_NE(MakeIn(*successor.fs, dir, "new", S_IFREG | 0644), 0u);
+  uint64_t cookie = 0;
+  ASSERT_TRUE(successor.fs
+                  ->ReadDirectory(dir, 0, /*plus=*/false,
+                                  [&](const DirectoryEntry& entry) {
+                                    if (entry.name == "new") cookie = entry.next_cookie;
+                                    return true;
+                                  })
+                  .ok());
+  EXPECT_GT(cookie, kHandedOut);
 }
 
 // A write records the extents it touched, not the file's: overwrites of a
@@ -587,20 +701,7 @@ TEST_F(FilesystemJournalTest, ReplayMendsWhatACutTransactionLeft) {
 TEST_F(FilesystemJournalTest, TheNewerStateWinsWhateverOrderItLandedIn) {
   const InodeNumber dir = Make(kRootInode, "d", S_IFDIR | 0755);
   const InodeNumber file = WriteFile(dir, "f", "bytes");
-  absl::StatusOr<MetadataLog::Contents> contents = log_->Read();
-  ASSERT_TRUE(contents.ok());
-  const uint64_t older = NextJournalSequence();
-  const uint64_t newer = NextJournalSequence();
-  std::string removed, present;
-  PutEntryRecord(dir, "f", newer, std::nullopt, 0, &removed);
-  PutEntryRecord(dir, "f", older, Directory::Entry{file, S_IFREG}, 3, &present);
-  std::string journal = contents->journal;
-  PutBytes(&journal, removed);
-  PutBytes(&journal, present);  // landed last, read first
-  ReplayReport report;
-  absl::StatusOr<std::string> image = ReplayJournal(contents->checkpoint, journal, &report);
-  ASSERT_TRUE(image.ok()) << image.status();
-  Successor successor = Load(&*image);
+  Successor successor = LoadWithRemovalLandedFirst(dir, "f", file, 3);
   ASSERT_TRUE(successor.loaded.ok()) << successor.loaded;
   EXPECT_FALSE(successor.fs->Lookup(dir, "f").ok());
 }
@@ -629,6 +730,32 @@ TEST(MetadataLogTest, AnotherProcessFindsWhatWasAppended) {
   ASSERT_TRUE((*adopted)->Checkpoint("again").ok());
   EXPECT_EQ((*log)->journal_bytes(), 0u);
   EXPECT_EQ((*log)->Read()->checkpoint, "again");
+}
+
+// A log an earlier version left (without 'H' records) is adopted, and
+// marked as this version's, whose records it may now hold: the earlier
+// binary refuses it then rather than misread it.
+TEST(MetadataLogTest, ALogOfTheVersionBeforeIsAdoptedAndBecomesThisOnes) {
+  absl::StatusOr<std::unique_ptr<MetadataLog>> log = MetadataLog::Create();
+  ASSERT_TRUE(log.ok()) << log.status();
+  ASSERT_TRUE((*log)->Checkpoint("checkpoint").ok());
+  ASSERT_TRUE((*log)->Append("one").ok());
+  constexpr char kThis[] = "cudafs metadata log 2";
+  constexpr char kBefore[] = "cudafs metadata log 1";
+  char magic[sizeof(kThis)] = {};
+  ASSERT_EQ(pread((*log)->fd(), magic, sizeof(magic), 0), static_cast<ssize_t>(sizeof(magic)));
+  EXPECT_STREQ(magic, kThis);
+  ASSERT_EQ(pwrite((*log)->fd(), kBefore, sizeof(kBefore), 0),
+            static_cast<ssize_t>(sizeof(kBefore)));
+  absl::StatusOr<std::unique_ptr<MetadataLog>> adopted = MetadataLog::Adopt(dup((*log)->fd()));
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_EQ((*adopted)->Read()->checkpoint, "checkpoint");
+  ASSERT_EQ(pread((*log)->fd(), magic, sizeof(magic), 0), static_cast<ssize_t>(sizeof(magic)));
+  EXPECT_STREQ(magic, kThis);
+  // A later version's is refused.
+  constexpr char kLater[] = "cudafs metadata log 3";
+  ASSERT_EQ(pwrite((*log)->fd(), kLater, sizeof(kLater), 0), static_cast<ssize_t>(sizeof(kLater)));
+  EXPECT_TRUE(absl::IsInvalidArgument(MetadataLog::Adopt(dup((*log)->fd())).status()));
 }
 
 TEST(MetadataLogTest, WhatIsNoLogIsRefused) {
