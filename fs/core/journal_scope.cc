@@ -75,19 +75,34 @@ void JournalScope::Commit() {
   };
   sort_unique(inodes_);
   sort_unique(attributes_);
-  // Inodes gone from the table were recorded gone by it.
+  auto whole = [this](uint64_t ino) {
+    return std::binary_search(inodes_.begin(), inodes_.end(), ino);
+  };
+  // A write's record holds the head too, read after the attributes changed.
+  absl::InlinedVector<uint64_t, 2> writes;
+  for (const Written& write : written_) {
+    if (!whole(write.ino)) writes.push_back(write.ino);
+  }
+  sort_unique(writes);
+  // All in one trip to the table; inodes gone from it were recorded gone
+  // by it.
   absl::InlinedVector<uint64_t, 6> wanted(inodes_.begin(), inodes_.end());
   for (const uint64_t ino : attributes_) {
-    if (!std::binary_search(inodes_.begin(), inodes_.end(), ino)) wanted.push_back(ino);
+    if (!whole(ino) && !absl::c_binary_search(writes, ino)) wanted.push_back(ino);
   }
+  wanted.insert(wanted.end(), writes.begin(), writes.end());
   absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 6> fetched;
   state.table.GetEach(wanted, &fetched);
-  // Whole: those marked so; the rest, their heads alone.
+  // Whole: those marked so; written: their writes' records; the rest,
+  // their heads alone.
   absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 4> inodes;
   absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 4> heads;
+  absl::InlinedVector<std::shared_ptr<cudafs::Inode>, 4> written;
   for (std::shared_ptr<cudafs::Inode>& inode : fetched) {
-    const bool whole = std::binary_search(inodes_.begin(), inodes_.end(), inode->ino);
-    (whole ? inodes : heads).push_back(std::move(inode));
+    auto& into = whole(inode->ino)                           ? inodes
+                 : absl::c_binary_search(writes, inode->ino) ? written
+                                                             : heads;
+    into.push_back(std::move(inode));
   }
   const bool directories =
       !entries_.empty() || absl::c_any_of(inodes, [](const std::shared_ptr<cudafs::Inode>& inode) {
@@ -135,13 +150,15 @@ void JournalScope::Commit() {
     PutHeadRecord(*inode, NextJournalSequence(), &transaction);
   }
   for (const Written& write : written_) {
-    // An inode recorded whole above needs no more.
-    if (std::binary_search(inodes_.begin(), inodes_.end(), write.ino)) continue;
-    const std::shared_ptr<cudafs::Inode> inode = state.table.Get(write.ino);
-    if (inode == nullptr) continue;
-    absl::ReaderMutexLock lock(&inode->mu);
-    if (!inode->is_regular() || inode->data() == nullptr) continue;
-    PutFileWriteRecord(*inode, NextJournalSequence(), write.offset, write.end, &transaction);
+    for (const std::shared_ptr<cudafs::Inode>& inode : written) {
+      if (inode->ino != write.ino) continue;
+      absl::ReaderMutexLock lock(&inode->mu);
+      if (inode->is_regular() && inode->data() != nullptr) {
+        PutFileWriteRecord(*inode, NextJournalSequence(), write.offset, write.end, &transaction);
+      } else {
+        PutHeadRecord(*inode, NextJournalSequence(), &transaction);
+      }
+    }
   }
   // In the transaction of the exchange's entries: both land or neither.
   for (const uint64_t request : exchanged_) PutExchangedRecord(request, &transaction);
