@@ -8,7 +8,8 @@ their stats and unlinks, and rm -rf of the tree; then a 16 MiB file
 written 4 KiB at a time in random order (4,096 extents) and 5,000 random
 4 KiB overwrites of it, through O_DIRECT (what a write journals grows
 with what it changed, not with the file). Interleaving the targets
-round by round keeps a machine's drift out of the ratios. Prints the
+round by round, in an order shuffled each round (--seed), keeps a
+machine's drift, and the place in the round, out of the ratios. Prints the
 median seconds per step and target, and the median over rounds of
 survive/host and survive/null; then the same for two figures of each
 cudafs daemon over each step, which the machine's noise touches less
@@ -148,6 +149,7 @@ def main():
     parser.add_argument("binary_path", metavar="binary")
     parser.add_argument("tarball")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=0, help="of each round's order of targets")
     parser.add_argument("--target", action="append", default=[], metavar="NAME=OPTIONS",
                         help="another cudafs mount, with these options")
     parser.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
@@ -168,9 +170,12 @@ def main():
             parser.error("--binary wants NAME=PATH of a cudafs target: " + served)
         binaries[name] = os.path.realpath(path)
     samples = {target: [] for target in targets}
+    order = list(targets)
+    shuffle = random.Random(args.seed).shuffle
     for _ in range(args.rounds):
-        for target, options in targets.items():
-            samples[target].append(run(binaries[target], target, options, args.tarball))
+        shuffle(order)
+        for target in order:
+            samples[target].append(run(binaries[target], target, targets[target], args.tarball))
     # Each cudafs target but the two it is measured against, against both.
     compared = [t for t in targets if targets[t] is not None and t not in ("host", "null")]
     def table(title, key, names):
