@@ -19,12 +19,16 @@ void PutVarint(std::string* out, uint64_t value) {
   out->append(bytes, EncodeVarint(bytes, value));
 }
 
+size_t EncodeVarints(char* to, std::initializer_list<uint64_t> values) {
+  size_t used = 0;
+  for (const uint64_t value : values) used += EncodeVarint(to + used, value);
+  return used;
+}
+
 void PutVarints(std::string* out, std::initializer_list<uint64_t> values) {
   assert(values.size() <= kMaxVarintsAtOnce);
   char bytes[kMaxVarintsAtOnce * kMaxVarintBytes];
-  size_t used = 0;
-  for (const uint64_t value : values) used += EncodeVarint(bytes + used, value);
-  out->append(bytes, used);
+  out->append(bytes, EncodeVarints(bytes, values));
 }
 
 void PutBytes(std::string* out, absl::string_view bytes) {

@@ -19,6 +19,8 @@ inline constexpr size_t kMaxVarintBytes = 10;
 
 // Writes `value` at `to` (room for kMaxVarintBytes); returns the bytes used.
 size_t EncodeVarint(char* to, uint64_t value);
+// EncodeVarint of each, one after the other (room for kMaxVarintBytes each).
+size_t EncodeVarints(char* to, std::initializer_list<uint64_t> values);
 void PutVarint(std::string* out, uint64_t value);
 // PutVarint of each, in one append (at most kMaxVarintsAtOnce).
 inline constexpr size_t kMaxVarintsAtOnce = 16;

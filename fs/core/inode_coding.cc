@@ -7,21 +7,10 @@ namespace cudafs {
 size_t EncodeInodeHead(const Inode& inode, char* to) {
   auto sec = [](const timespec& time) { return static_cast<uint64_t>(time.tv_sec); };
   auto nsec = [](const timespec& time) { return static_cast<uint64_t>(time.tv_nsec); };
-  const uint64_t fields[kInodeHeadFields] = {uint64_t{inode.type} >> 12,
-                                             inode.mode,
-                                             inode.uid,
-                                             inode.gid,
-                                             inode.nlink,
-                                             inode.size,
-                                             sec(inode.atime),
-                                             nsec(inode.atime),
-                                             sec(inode.mtime),
-                                             nsec(inode.mtime),
-                                             sec(inode.ctime),
-                                             nsec(inode.ctime)};
-  size_t used = 0;
-  for (const uint64_t field : fields) used += EncodeVarint(to + used, field);
-  return used;
+  return EncodeVarints(
+      to, {uint64_t{inode.type} >> 12, inode.mode, inode.uid, inode.gid, inode.nlink, inode.size,
+           sec(inode.atime), nsec(inode.atime), sec(inode.mtime), nsec(inode.mtime),
+           sec(inode.ctime), nsec(inode.ctime)});
 }
 
 void PutInodeHead(const Inode& inode, std::string* out) {

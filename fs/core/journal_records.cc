@@ -451,11 +451,7 @@ void PutRecordStart(char kind, const Inode& inode, uint64_t sequence, std::strin
   const size_t head_bytes = EncodeInodeHead(inode, head);
   char start[1 + 3 * kMaxVarintBytes];
   start[0] = kind;
-  size_t used = 1;
-  for (const uint64_t value : {inode.ino, sequence, uint64_t{head_bytes}}) {
-    used += EncodeVarint(start + used, value);
-  }
-  out->append(start, used);
+  out->append(start, 1 + EncodeVarints(start + 1, {inode.ino, sequence, head_bytes}));
   out->append(head, head_bytes);
 }
 

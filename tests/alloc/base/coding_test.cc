@@ -44,6 +44,9 @@ TEST(CodingTest, VarintsAtOnceMatchOneByOne) {
   PutVarints(&widest, {~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull,
                        ~0ull, ~0ull, ~0ull, ~0ull, ~0ull});
   EXPECT_EQ(widest.size(), kMaxVarintsAtOnce * kMaxVarintBytes);
+  char encoded[5 * kMaxVarintBytes];
+  const size_t used = EncodeVarints(encoded, {0, 127, 128, ~0ull, uint64_t{1} << 40});
+  EXPECT_EQ(std::string(encoded, used), one_by_one.substr(1));
 }
 
 // In place, what PutBytes writes: lengths of one byte and longer, after
