@@ -259,28 +259,48 @@ class Replay {
 
   void Mend(std::string what) { report_->mended.push_back(std::move(what)); }
 
-  bool ApplyInode(absl::string_view* in) {
-    uint64_t ino = 0, sequence = 0;
-    absl::string_view head, xattrs, body;
+  // What 'I', 'F' and 'H' records start with (PutRecordStart).
+  struct RecordStart {
+    uint64_t ino = 0;
+    uint64_t sequence = 0;
     uint64_t fields[kInodeHeadFields];
-    if (!GetVarint(in, &ino) || ino == 0 || !GetVarint(in, &sequence) || !GetBytes(in, &head) ||
-        !GetBytes(in, &xattrs) || !GetBytes(in, &body) || !ParseHead(head, fields)) {
+  };
+  static bool GetRecordStart(absl::string_view* in, RecordStart* start) {
+    absl::string_view head;
+    return GetVarint(in, &start->ino) && start->ino != 0 && GetVarint(in, &start->sequence) &&
+           GetBytes(in, &head) && ParseHead(head, start->fields);
+  }
+  // The node a record starting so changes; null for an inode gone, or a
+  // record older than the node's 'I' record, which holds what it changed.
+  Node* NodeFor(const RecordStart& start) {
+    if (!Live(start.ino)) return nullptr;
+    Node& node = nodes_[start.ino];
+    if (node.known && start.sequence < node.full_sequence) return nullptr;
+    return &node;
+  }
+
+  bool ApplyInode(absl::string_view* in) {
+    RecordStart start;
+    absl::string_view xattrs, body;
+    if (!GetRecordStart(in, &start) || !GetBytes(in, &xattrs) || !GetBytes(in, &body)) {
       return false;
     }
-    if (!Live(ino)) return true;
-    Node& node = nodes_[ino];
-    if (node.known && sequence < node.full_sequence) return true;  // an older state
+    Node* const found = NodeFor(start);
+    if (found == nullptr) return true;
+    Node& node = *found;
+    const uint64_t sequence = start.sequence;
+    const uint64_t type = start.fields[0] << 12;
     node.full_sequence = sequence;
     node.known = true;
     node.xattrs = std::string(xattrs);
-    SetHead(node, sequence, fields);
-    if ((fields[0] << 12) == S_IFDIR) {
+    SetHead(node, sequence, start.fields);
+    if (type == S_IFDIR) {
       uint64_t next_cookie = 0;
       if (!GetVarint(&body, &node.parent) || !GetVarint(&body, &next_cookie) || !body.empty()) {
         return false;
       }
       node.next_cookie = std::max(node.next_cookie, next_cookie);
-    } else if ((fields[0] << 12) == S_IFREG) {
+    } else if (type == S_IFREG) {
       bool has_data = false;
       CachedFile::Record data;
       if (!ParseRegularBody(body, &has_data, &data)) return false;
@@ -297,36 +317,23 @@ class Replay {
   }
 
   bool ApplyFileWrite(absl::string_view* in) {
-    uint64_t ino = 0, sequence = 0;
-    absl::string_view head;
-    uint64_t fields[kInodeHeadFields];
+    RecordStart start;
     CachedFile::Record data;
-    if (!GetVarint(in, &ino) || ino == 0 || !GetVarint(in, &sequence) || !GetBytes(in, &head) ||
-        !ParseHead(head, fields) || (fields[0] << 12) != S_IFREG ||
+    if (!GetRecordStart(in, &start) || (start.fields[0] << 12) != S_IFREG ||
         !CachedFile::ParseRecord(in, &data)) {
       return false;
     }
-    if (!Live(ino)) return true;
-    Node& node = nodes_[ino];
-    // An 'I' record taken after it holds what it changed.
-    if (node.known && sequence < node.full_sequence) return true;
-    SetHead(node, sequence, fields);
-    ApplyData(node, sequence, /*has_data=*/true, std::move(data));
+    if (Node* node = NodeFor(start)) {
+      SetHead(*node, start.sequence, start.fields);
+      ApplyData(*node, start.sequence, /*has_data=*/true, std::move(data));
+    }
     return true;
   }
 
   bool ApplyHead(absl::string_view* in) {
-    uint64_t ino = 0, sequence = 0;
-    absl::string_view head;
-    uint64_t fields[kInodeHeadFields];
-    if (!GetVarint(in, &ino) || ino == 0 || !GetVarint(in, &sequence) || !GetBytes(in, &head) ||
-        !ParseHead(head, fields)) {
-      return false;
-    }
-    if (!Live(ino)) return true;
-    Node& node = nodes_[ino];
-    if (node.known && sequence < node.full_sequence) return true;  // an 'I' record holds it
-    SetHead(node, sequence, fields);
+    RecordStart start;
+    if (!GetRecordStart(in, &start)) return false;
+    if (Node* node = NodeFor(start)) SetHead(*node, start.sequence, start.fields);
     return true;
   }
 

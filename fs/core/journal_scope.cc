@@ -75,9 +75,7 @@ void JournalScope::Commit() {
   };
   sort_unique(inodes_);
   sort_unique(attributes_);
-  auto whole = [this](uint64_t ino) {
-    return std::binary_search(inodes_.begin(), inodes_.end(), ino);
-  };
+  auto whole = [this](uint64_t ino) { return absl::c_binary_search(inodes_, ino); };
   // A write's record holds the head too, read after the attributes changed.
   absl::InlinedVector<uint64_t, 2> writes;
   for (const Written& write : written_) {
