@@ -4,6 +4,14 @@ import os
 import subprocess
 import tempfile
 
+# What survive=on is measured beside, by name: its options (None: tmpfs).
+SURVIVE_TARGETS = {
+    "host": "backend=host,size=4g",
+    "survive": "backend=host,size=4g,survive=on",
+    "null": "backend=null,size=4g",
+    "tmpfs": None,
+}
+
 
 @contextlib.contextmanager
 def mounted(binary, options, prefix):

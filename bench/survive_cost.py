@@ -36,14 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cudafs_counters import read_stats  # noqa: E402
-from mounts import mounted  # noqa: E402
-
-TARGETS = {
-    "host": "backend=host,size=4g",
-    "survive": "backend=host,size=4g,survive=on",
-    "null": "backend=null,size=4g",
-    "tmpfs": None,
-}
+from mounts import SURVIVE_TARGETS as TARGETS, mounted  # noqa: E402
 STEPS = ["untar", "stat", "create", "stat_small", "unlink", "rm_rf", "frag_fill",
          "frag_overwrite"]
 
