@@ -1,4 +1,4 @@
-"""A fresh mount for one round of a benchmark: cudafs with options, or tmpfs."""
+"""A fresh mount for one round of a benchmark (cudafs with options, or tmpfs), and the targets survive=on is measured beside."""
 import contextlib
 import os
 import subprocess
@@ -27,3 +27,32 @@ def mounted(binary, options, prefix):
     finally:
         subprocess.run(["umount", mountpoint], check=False)
         os.rmdir(mountpoint)
+
+
+def add_target_options(parser):
+    """--target NAME=OPTIONS and --binary NAME=PATH, for a benchmark of the
+    SURVIVE_TARGETS."""
+    parser.add_argument("--target", action="append", default=[], metavar="NAME=OPTIONS",
+                        help="another cudafs mount, with these options")
+    parser.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
+                        help="serve target NAME with this cudafs binary")
+
+
+def chosen_targets(parser, args, binary):
+    """The SURVIVE_TARGETS and those of --target (before tmpfs), by name:
+    their options, and the binary that serves each cudafs one (BINARY, or
+    that of --binary)."""
+    targets = {name: options for name, options in SURVIVE_TARGETS.items() if options is not None}
+    for target in args.target:
+        name, _, options = target.partition("=")
+        if not name or not options or name in SURVIVE_TARGETS:
+            parser.error("--target wants NAME=OPTIONS, a name of its own: " + target)
+        targets[name] = options
+    targets["tmpfs"] = None
+    binaries = {target: binary for target in targets}
+    for served in args.binary:
+        name, _, path = served.partition("=")
+        if name not in targets or targets[name] is None or not path:
+            parser.error("--binary wants NAME=PATH of a cudafs target: " + served)
+        binaries[name] = os.path.realpath(path)
+    return targets, binaries

@@ -36,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cudafs_counters import read_stats  # noqa: E402
-from mounts import SURVIVE_TARGETS as TARGETS, mounted  # noqa: E402
+from mounts import add_target_options, chosen_targets, mounted  # noqa: E402
 STEPS = ["untar", "stat", "create", "stat_small", "unlink", "rm_rf", "frag_fill",
          "frag_overwrite"]
 
@@ -143,25 +143,9 @@ def main():
     parser.add_argument("tarball")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0, help="of each round's order of targets")
-    parser.add_argument("--target", action="append", default=[], metavar="NAME=OPTIONS",
-                        help="another cudafs mount, with these options")
-    parser.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
-                        help="serve target NAME with this cudafs binary")
+    add_target_options(parser)
     args = parser.parse_args()
-    binary = os.path.realpath(args.binary_path)
-    targets = {name: options for name, options in TARGETS.items() if options is not None}
-    for target in args.target:
-        name, _, options = target.partition("=")
-        if not name or not options or name in TARGETS:
-            parser.error("--target wants NAME=OPTIONS, a name of its own: " + target)
-        targets[name] = options
-    targets["tmpfs"] = None
-    binaries = {target: binary for target in targets}
-    for served in args.binary:
-        name, _, path = served.partition("=")
-        if name not in targets or targets[name] is None or not path:
-            parser.error("--binary wants NAME=PATH of a cudafs target: " + served)
-        binaries[name] = os.path.realpath(path)
+    targets, binaries = chosen_targets(parser, args, os.path.realpath(args.binary_path))
     samples = {target: [] for target in targets}
     order = list(targets)
     shuffle = random.Random(args.seed).shuffle
