@@ -1,4 +1,5 @@
-"""A fresh mount for one round of a benchmark (cudafs with options, or tmpfs), and the targets survive=on is measured beside."""
+"""A fresh mount for one round of a benchmark (cudafs with options, or
+tmpfs), and the targets survive=on is measured beside."""
 import contextlib
 import os
 import subprocess
@@ -56,3 +57,10 @@ def chosen_targets(parser, args, binary):
             parser.error("--binary wants NAME=PATH of a cudafs target: " + served)
         binaries[name] = os.path.realpath(path)
     return targets, binaries
+
+
+def compared_pairs(targets):
+    """(target, base) for each cudafs target but host and null, against
+    each of those two."""
+    return [(t, base) for t, options in targets.items()
+            if options is not None and t not in ("host", "null") for base in ("host", "null")]

@@ -36,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cudafs_counters import read_stats  # noqa: E402
-from mounts import add_target_options, chosen_targets, mounted  # noqa: E402
+from mounts import add_target_options, chosen_targets, compared_pairs, mounted  # noqa: E402
 STEPS = ["untar", "stat", "create", "stat_small", "unlink", "rm_rf", "frag_fill",
          "frag_overwrite"]
 
@@ -153,11 +153,10 @@ def main():
         shuffle(order)
         for target in order:
             samples[target].append(run(binaries[target], target, targets[target], args.tarball))
-    # Each cudafs target but the two it is measured against, against both.
-    compared = [t for t in targets if targets[t] is not None and t not in ("host", "null")]
+    pairs = compared_pairs(targets)
+
     def table(title, key, names):
         print("\n" + title)
-        pairs = [(t, base) for t in compared for base in ("host", "null")]
         print("| step | " + " | ".join(names) + "".join(" | %s / %s" % p for p in pairs) + " |")
         print("|---|" + "---:|" * (len(names) + len(pairs)))
         for step in STEPS:

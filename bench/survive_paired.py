@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mounts import add_target_options, chosen_targets, mounted  # noqa: E402
+from mounts import add_target_options, chosen_targets, compared_pairs, mounted  # noqa: E402
 
 STEPS = ["untar", "create", "stat", "unlink", "rm_rf"]
 
@@ -96,8 +96,7 @@ def main():
                            for t in targets}
             rounds.append(round_of(mountpoints, args, shuffle))
 
-    compared = [t for t in targets if targets[t] is not None and t not in ("host", "null")]
-    pairs = [(t, base) for t in compared for base in ("host", "null")]
+    pairs = compared_pairs(targets)
     print("| step | " + " | ".join(targets) +
           "".join(" | %s / %s | (sums)" % p for p in pairs) + " |")
     print("|---|" + "---:|" * (len(targets) + 2 * len(pairs)))
